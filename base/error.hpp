@@ -1,0 +1,38 @@
+#pragma once
+// meshsim's error doctrine (see docs/ARCHITECTURE.md):
+//  - InputError: the user's workload is malformed or inconsistent. Carries the file
+//    and the JSON pointer of the offending value. Printed by main() as
+//    "meshsim: error: FILE:/json/pointer: message", exit code 1.
+//  - Error: the environment failed (file unreadable, ...). Printed with its context.
+//  - MESHSIM_ASSERT: a bug. Always on, never reachable from user input.
+#include <stdexcept>
+#include <string>
+
+namespace meshsim {
+
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class InputError : public Error {
+ public:
+  InputError(std::string file, std::string json_pointer, std::string message);
+  const std::string& file() const { return file_; }
+  const std::string& json_pointer() const { return pointer_; }
+  const std::string& message() const { return message_; }
+
+ private:
+  std::string file_;
+  std::string pointer_;
+  std::string message_;
+};
+
+[[noreturn]] void assertion_failed(const char* condition, const char* message, const char* file, int line);
+
+}  // namespace meshsim
+
+#define MESHSIM_ASSERT(cond, msg)                                        \
+  do {                                                                   \
+    if (!(cond)) ::meshsim::assertion_failed(#cond, msg, __FILE__, __LINE__); \
+  } while (false)

@@ -1,0 +1,35 @@
+#include "base/tick.hpp"
+
+#include <cmath>
+#include <cstdio>
+
+#include "base/error.hpp"
+
+namespace meshsim {
+
+Tick serialization_time(std::uint64_t bytes, std::uint64_t bandwidth_bytes_per_s) {
+  MESHSIM_ASSERT(bandwidth_bytes_per_s > 0, "link bandwidth must be positive");
+  using u128 = unsigned __int128;
+  const u128 numerator = static_cast<u128>(bytes) * 1'000'000'000'000u;
+  const u128 ps = (numerator + bandwidth_bytes_per_s - 1) / bandwidth_bytes_per_s;
+  const u128 cap = static_cast<u128>(kMaxTick.ps());
+  return Tick::from_ps(static_cast<std::int64_t>(ps > cap ? cap : ps));
+}
+
+Tick tick_from_seconds(double seconds) {
+  MESHSIM_ASSERT(std::isfinite(seconds) && seconds >= 0.0 && seconds <= kMaxTick.seconds(),
+                 "time out of range");
+  return Tick::from_ps(std::llround(seconds * 1e12));
+}
+
+std::string format_us(Tick t) {
+  const std::int64_t ps = t.ps();
+  const std::int64_t whole = ps / 1'000'000;
+  const std::int64_t frac = (ps < 0 ? -ps : ps) % 1'000'000;
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%s%lld.%06lld", (ps < 0 && whole == 0) ? "-" : "",
+                static_cast<long long>(whole), static_cast<long long>(frac));
+  return buf;
+}
+
+}  // namespace meshsim

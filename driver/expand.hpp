@@ -1,0 +1,29 @@
+#pragma once
+// Expands a workload's ops into the hop-by-hop program the engine executes: per
+// op, one entry and one exit join per chip; an op's entry on chip c waits for the
+// exits on chip c of the ops it depends on; the collective algorithms fill in the
+// transfers between.
+#include <cstdint>
+#include <vector>
+
+#include "sim/executor.hpp"
+#include "sim/program.hpp"
+#include "topology/torus.hpp"
+#include "workloads/workload.hpp"
+
+namespace meshsim::driver {
+
+struct Expanded {
+  sim::Program program;
+  std::vector<sim::Resource> resources;  // indexed by link slot id
+  std::vector<std::uint64_t> op_transfers;
+  std::vector<std::uint64_t> op_link_bytes;  // bytes x hops
+};
+
+// Refuses (InputError at the op) a program whose tasks exceed kMaxTasks or whose
+// total serial time could exceed the time type's range.
+Expanded expand(const workloads::Workload& w, const topology::Torus& torus);
+
+constexpr std::size_t kMaxTasks = std::size_t{1} << 26;
+
+}  // namespace meshsim::driver

@@ -1,0 +1,141 @@
+#include "driver/report.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "topology/torus.hpp"
+
+namespace meshsim::driver {
+
+namespace {
+
+std::int64_t seconds_to_ps(double s) { return std::llround(s * 1e12); }
+
+double ratio(const OpResult& o) {
+  const std::int64_t closed = seconds_to_ps(o.closed_form.time_s());
+  return closed > 0 ? static_cast<double>(o.time().ps()) / static_cast<double>(closed) : 0.0;
+}
+
+std::string us(double seconds) { return fmt::format("{:.3f}", seconds * 1e6); }
+std::string us(Tick t) { return fmt::format("{:.3f}", static_cast<double>(t.ps()) * 1e-6); }
+
+std::string topology_line(const workloads::Workload& w) {
+  const topology::Torus t = w.make_torus();
+  std::string wrapped, open;
+  for (int a = 0; a < t.num_axes(); ++a) {
+    if (t.axis(a).size == 1) continue;
+    std::string& list = t.axis(a).wraparound ? wrapped : open;
+    if (!list.empty()) list += ',';
+    list += t.axis_name(a);
+  }
+  std::string s = fmt::format("{} ({} chips", t.shape_string(), t.num_chips());
+  if (!wrapped.empty()) s += ", wraparound on " + wrapped;
+  if (!open.empty()) s += ", no wraparound on " + open;
+  s += "); mesh";
+  for (const workloads::MeshAxis& m : w.mesh) {
+    std::string hw;
+    for (int a : m.hw_axes) hw += t.axis_name(a);
+    s += fmt::format(" {}={}({})", m.name, m.size, hw.empty() ? "-" : hw);
+  }
+  return s;
+}
+
+}  // namespace
+
+std::string format_table(const workloads::Workload& w, const RunResult& r) {
+  const auto& ici = w.hardware.ici;
+  std::string out;
+  out += fmt::format("hardware  {}: ICI {:g} GB/s one-way per link (W = {:g} GB/s bidirectional), {} us per hop\n",
+                     w.hardware.preset, static_cast<double>(ici.bandwidth_bytes_per_s) / 1e9,
+                     2 * static_cast<double>(ici.bandwidth_bytes_per_s) / 1e9, us(ici.latency));
+  out += "topology  " + topology_line(w) + "\n\n";
+  out += fmt::format("{:<20} {:<14} {:<6} {:>15} {:>13} {:>13} {:>13} {:>7}  {}\n", "op", "kind", "axes", "V (bytes)",
+                     "start (us)", "time (us)", "closed (us)", "ratio", "bound");
+  bool open_axis = false;
+  const topology::Torus t = w.make_torus();
+  for (std::size_t i = 0; i < r.ops.size(); ++i) {
+    const OpResult& o = r.ops[i];
+    for (int a : w.ops[i].hw_axes) open_axis = open_axis || !t.axis(a).wraparound;
+    out += fmt::format("{:<20} {:<14} {:<6} {:>15} {:>13} {:>13} {:>13} {:>7.4f}  {}\n", o.name, kind_name(o.kind),
+                       o.kind == CollectiveKind::Send ? "-" : o.mesh_axes, o.bytes, us(o.begin), us(o.time()),
+                       us(o.closed_form.time_s()), ratio(o), o.closed_form.latency_bound() ? "latency" : "bandwidth");
+  }
+  out += fmt::format("\ntotal {} us; {} transfers, {} bytes over links, {} events\n", us(r.makespan), r.transfers,
+                     r.link_bytes, r.events);
+  if (open_axis)
+    out += "note: an axis without wraparound runs as a line; the cheat sheet assumes a torus (expect ~2x)\n";
+  if (!r.busiest_links.empty()) {
+    out += "\nbusiest links (one direction each)\n";
+    for (const LinkLoad& l : r.busiest_links) {
+      const double util = r.makespan.ps() > 0 ? static_cast<double>(l.busy.ps()) / static_cast<double>(r.makespan.ps()) : 0;
+      out += fmt::format("  {:<20} {:>15} bytes  busy {:>13} us  ({:.1f}% of the run)\n", l.name, l.bytes, us(l.busy),
+                         100 * util);
+    }
+  }
+  return out;
+}
+
+std::string format_json(const workloads::Workload& w, const RunResult& r) {
+  using Json = nlohmann::ordered_json;
+  const topology::Torus t = w.make_torus();
+  Json j;
+  j["format"] = "meshsim-run";
+  j["format_version"] = 1;
+  j["workload"] = w.file;
+  j["hardware"] = {{"preset", w.hardware.preset},
+                   {"ici_bandwidth_one_way_bytes_per_s", w.hardware.ici.bandwidth_bytes_per_s},
+                   {"hop_latency_ps", w.hardware.ici.latency.ps()},
+                   {"forward_chunk_bytes", w.hardware.forward_chunk_bytes}};
+  Json shape = Json::array(), wrap = Json::array();
+  for (const auto& a : t.axes()) {
+    shape.push_back(a.size);
+    wrap.push_back(a.wraparound);
+  }
+  j["topology"] = {{"shape", shape}, {"wraparound", wrap}, {"chips", t.num_chips()}, {"links", t.num_links()}};
+  Json mesh = Json::array();
+  for (const auto& m : w.mesh) {
+    Json hw = Json::array();
+    for (int a : m.hw_axes) hw.push_back(t.axis_name(a));
+    mesh.push_back({{"name", m.name}, {"size", m.size}, {"hardware_axes", hw}});
+  }
+  j["mesh"] = mesh;
+  Json ops = Json::array();
+  for (const OpResult& o : r.ops) {
+    Json op;
+    op["name"] = o.name;
+    op["kind"] = std::string(kind_name(o.kind));
+    op["mesh_axes"] = o.mesh_axes;
+    op["hardware_axes"] = o.hw_axes;
+    op["bytes"] = o.bytes;
+    op["start_ps"] = o.begin.ps();
+    op["end_ps"] = o.end.ps();
+    op["time_ps"] = o.time().ps();
+    op["closed_form_ps"] = seconds_to_ps(o.closed_form.time_s());
+    op["latency_term_ps"] = seconds_to_ps(o.closed_form.latency_s);
+    op["bandwidth_term_ps"] = seconds_to_ps(o.closed_form.bandwidth_s);
+    op["ratio"] = ratio(o);
+    op["bound"] = o.closed_form.latency_bound() ? "latency" : "bandwidth";
+    op["transfers"] = o.transfers;
+    op["link_bytes"] = o.link_bytes;
+    if (!o.sharding_before.empty()) {
+      op["sharding_before"] = o.sharding_before;
+      op["sharding_after"] = o.sharding_after;
+    }
+    ops.push_back(std::move(op));
+  }
+  j["ops"] = ops;
+  j["total_ps"] = r.makespan.ps();
+  j["transfers"] = r.transfers;
+  j["link_bytes"] = r.link_bytes;
+  j["events"] = r.events;
+  if (!r.busiest_links.empty()) {
+    Json links = Json::array();
+    for (const LinkLoad& l : r.busiest_links) links.push_back({{"link", l.name}, {"bytes", l.bytes}, {"busy_ps", l.busy.ps()}});
+    j["busiest_links"] = links;
+  }
+  return j.dump(2) + "\n";
+}
+
+}  // namespace meshsim::driver

@@ -1,0 +1,15 @@
+#pragma once
+// Human and machine reports of a run. Both are deterministic: integer times,
+// fixed formatting, ops in workload order.
+#include <string>
+
+#include "driver/simulate.hpp"
+#include "workloads/workload.hpp"
+
+namespace meshsim::driver {
+
+std::string format_table(const workloads::Workload& w, const RunResult& r);
+// The --json document; field names and units are documented in docs/OUTPUT.md.
+std::string format_json(const workloads::Workload& w, const RunResult& r);
+
+}  // namespace meshsim::driver

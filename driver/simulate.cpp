@@ -1,0 +1,90 @@
+#include "driver/simulate.hpp"
+
+#include <fmt/format.h>
+
+#include "base/error.hpp"
+#include "driver/expand.hpp"
+#include "sim/engine.hpp"
+#include "sim/executor.hpp"
+#include "traces/link_stats.hpp"
+
+namespace meshsim::driver {
+
+namespace {
+
+std::string hw_axis_names(const topology::Torus& t, const std::vector<int>& axes) {
+  std::string s;
+  for (int a : axes) {
+    if (!s.empty()) s += ',';
+    s += t.axis_name(a);
+  }
+  return s;
+}
+
+collectives::ClosedForm closed_form(const workloads::Op& op, const workloads::Workload& w,
+                                    const topology::Torus& torus) {
+  std::vector<int> sizes;
+  for (int a : op.hw_axes) sizes.push_back(torus.axis(a).size);
+  collectives::ClosedFormInput in;
+  in.kind = op.kind;
+  in.bytes = op.bytes;
+  in.link_bandwidth_one_way = static_cast<double>(w.hardware.ici.bandwidth_bytes_per_s);
+  in.hop_latency = w.hardware.ici.latency;
+  in.axis_sizes = sizes;
+  if (op.kind == CollectiveKind::Send) {
+    in.send_hops = torus.hop_distance(op.src, op.dst);
+    in.send_routes = collectives::send_paths(torus, op.src, op.dst);
+  }
+  return collectives::cheat_sheet(in);
+}
+
+}  // namespace
+
+RunResult simulate(const workloads::Workload& w, const SimulateOptions& options) {
+  const topology::Torus torus = w.make_torus();
+  const Expanded ex = expand(w, torus);
+
+  sim::Engine engine;
+  sim::Executor executor(engine, ex.program, ex.resources);
+  traces::LinkStats stats(ex.resources);
+  executor.add_observer(stats);
+  executor.start();
+  engine.run();
+
+  const std::vector<sim::TaskId> stuck = executor.unfinished_tasks();
+  if (!stuck.empty()) {
+    const auto& op = w.ops[ex.program.task(stuck.front()).op];
+    throw Error(fmt::format("{}:{}: the schedule deadlocked: {} tasks never ran, the first in op '{}'", w.file,
+                            op.pointer, stuck.size(), op.name));
+  }
+
+  RunResult r;
+  r.makespan = executor.makespan();
+  r.events = engine.events_executed();
+  r.transfers = stats.total_transfers();
+  r.link_bytes = stats.total_bytes();
+  r.capacity_respected = stats.capacity_respected();
+  for (std::size_t i = 0; i < w.ops.size(); ++i) {
+    const workloads::Op& op = w.ops[i];
+    const sim::OpTiming& t = executor.op_timings()[i];
+    OpResult o;
+    o.name = op.name;
+    o.kind = op.kind;
+    o.mesh_axes = w.mesh_axis_names(op.mesh_axes);
+    o.hw_axes = hw_axis_names(torus, op.hw_axes);
+    o.bytes = op.bytes;
+    o.begin = t.begin;
+    o.end = t.end;
+    o.closed_form = closed_form(op, w, torus);
+    o.transfers = ex.op_transfers[i];
+    o.link_bytes = ex.op_link_bytes[i];
+    o.sharding_before = op.sharding_before;
+    o.sharding_after = op.sharding_after;
+    r.ops.push_back(std::move(o));
+  }
+  for (std::uint32_t id : stats.busiest(options.busiest_links))
+    r.busiest_links.push_back({torus.link_name(id), stats.loads()[id].bytes, stats.loads()[id].busy});
+  return r;
+}
+
+}  // namespace meshsim::driver

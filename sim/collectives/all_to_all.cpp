@@ -1,0 +1,91 @@
+// AllToAll over one or several axes: every chip sends a distinct piece of
+// V / P^2 bytes (P chips per group) to every other chip of its group. Each piece
+// is routed dimension-order over the group's axes, the short way round, and
+// forwarded hop by hop with cut-through (the ICI routers forward; the
+// intermediate chips' programs are not involved). A piece whose offset on a
+// wrapped even axis is exactly half the ring is split in two halves, one each way,
+// so both directions carry the same load (this gives the cheat sheet's V/(4W) on a
+// bidirectional ring exactly).
+#include <algorithm>
+#include <numeric>
+
+#include "base/error.hpp"
+#include "sim/collectives/collective.hpp"
+#include "sim/collectives/ring_phase.hpp"
+
+namespace meshsim::collectives {
+
+using namespace detail;
+using topology::Direction;
+using topology::LinkId;
+
+namespace {
+
+// All routes from src to dst over `axes`: one, or 2^k when k axes are at an
+// antipodal offset on an even wrapped ring.
+void enumerate_routes(const Torus& t, std::span<const int> axes, std::size_t i, ChipId at, ChipId dst,
+                      std::vector<LinkId>& path, std::vector<std::vector<LinkId>>& out) {
+  if (i == axes.size()) {
+    MESHSIM_ASSERT(at == dst, "route incomplete");
+    out.push_back(path);
+    return;
+  }
+  const int axis = axes[i];
+  const int size = t.axis(axis).size;
+  const Torus::AxisHops h = t.axis_hops(axis, t.coord(at, axis), t.coord(dst, axis));
+  const bool antipodal = t.axis(axis).wraparound && size % 2 == 0 && h.hops == size / 2 && size > 2;
+  for (Direction dir : {Direction::Plus, Direction::Minus}) {
+    if (dir != h.direction && !antipodal) continue;
+    const std::size_t mark = path.size();
+    ChipId c = at;
+    for (int k = 0; k < h.hops; ++k) {
+      const LinkId l = t.link(c, axis, dir);
+      path.push_back(l);
+      c = t.link_info(l).dst;
+    }
+    enumerate_routes(t, axes, i + 1, c, dst, path, out);
+    path.resize(mark);
+  }
+}
+
+}  // namespace
+
+void all_to_all(ProgramBuilder& b, const Torus& t, std::span<const int> axes, std::uint64_t group_bytes,
+                const OpPorts& ports) {
+  if (axes.empty()) return;
+  std::uint32_t group = 1;
+  for (int a : axes) group *= static_cast<std::uint32_t>(t.axis(a).size);
+  const std::uint64_t piece = ceil_div(group_bytes, std::uint64_t{group} * group);
+
+  std::vector<std::vector<LinkId>> routes;
+  std::vector<LinkId> path;
+  struct Dest {
+    int hops;
+    ChipId chip;
+  };
+  std::vector<Dest> dests;
+  for (ChipId src = 0; src < t.num_chips(); ++src) {
+    // The group of src: every chip that differs from it only on `axes`.
+    dests.clear();
+    for (std::uint32_t i = 0; i < group; ++i) {
+      ChipId d = src;
+      std::uint32_t rest = i;
+      for (int a : axes) {
+        const auto size = static_cast<std::uint32_t>(t.axis(a).size);
+        d = t.with_coord(d, a, static_cast<int>(rest % size));
+        rest /= size;
+      }
+      if (d != src) dests.push_back({t.hop_distance(src, d), d});
+    }
+    // Farthest pieces first, so they are under way while the near ones are sent.
+    std::stable_sort(dests.begin(), dests.end(), [](const Dest& x, const Dest& y) { return x.hops > y.hops; });
+    for (const Dest& d : dests) {
+      routes.clear();
+      enumerate_routes(t, axes, 0, src, d.chip, path, routes);
+      const std::uint64_t share = ceil_div(piece, routes.size());
+      for (const auto& r : routes) routed_chain(b, t, r, share, ports.entry, ports.exit, ports.op);
+    }
+  }
+}
+
+}  // namespace meshsim::collectives

@@ -1,0 +1,40 @@
+#pragma once
+// The cheat sheet's closed forms (../shared/seeds/000_*.txt), used to REPORT the
+// expected time beside the simulated one and in tests. The simulator never uses
+// them to produce a time.
+//   AllGather, ReduceScatter: T = max(T_min * sum(X_i)/2, V / (W * N_axes))
+//   AllReduce:                twice the ReduceScatter (RS then AG): 2V / (W * N_axes)
+//   AllToAll:                 V / (4W) on one bidirectional ring; over several axes
+//                             max_i X_i * V / (4 W P) (the busiest axis's links)
+//   Send:                     max(T_min * hops, bytes / (routes * W/2))
+// W: bidirectional bandwidth of one link (2x the one-way value); N_axes: axes
+// worked on in parallel; X_i: their sizes; P: chips per group; T_min: hop latency.
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "base/tick.hpp"
+#include "sim/collectives/collective.hpp"
+
+namespace meshsim::collectives {
+
+struct ClosedForm {
+  double latency_s = 0;    // the latency-floor term
+  double bandwidth_s = 0;  // the bandwidth term
+  double time_s() const { return latency_s > bandwidth_s ? latency_s : bandwidth_s; }
+  bool latency_bound() const { return latency_s > bandwidth_s; }
+};
+
+struct ClosedFormInput {
+  Kind kind = Kind::AllGather;
+  std::uint64_t bytes = 0;                  // V (group bytes), or the bytes of a send
+  double link_bandwidth_one_way = 0;        // bytes/s per link direction
+  Tick hop_latency;
+  std::span<const int> axis_sizes;          // X_i of the axes spanned (collectives)
+  int send_hops = 0;                        // Send only
+  int send_routes = 0;                      // Send only
+};
+
+ClosedForm cheat_sheet(const ClosedFormInput& in);
+
+}  // namespace meshsim::collectives

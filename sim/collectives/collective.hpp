@@ -1,0 +1,53 @@
+#pragma once
+// Collective algorithms on a torus, each built as a schedule of real hop-by-hop
+// transfers (sim::Program tasks). The times come out of executing them; nothing
+// here computes a duration. docs/MODEL.md derives the exact time of every schedule.
+//
+// Every builder receives the op's per-chip ports: entry[c] fires when chip c may
+// start the op, exit[c] must fire when chip c holds its result. Builders add edges
+// from entry joins and into exit joins; the caller adds entry[c] -> exit[c].
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "base/collective_kind.hpp"
+#include "sim/program.hpp"
+#include "topology/torus.hpp"
+
+namespace meshsim::collectives {
+
+using sim::OpId;
+using sim::ProgramBuilder;
+using sim::TaskId;
+using topology::ChipId;
+using topology::Torus;
+
+using Kind = CollectiveKind;
+
+struct OpPorts {
+  OpId op = 0;
+  std::span<const TaskId> entry;  // one join per chip
+  std::span<const TaskId> exit;   // one join per chip
+};
+
+// `axes`: the hardware axes the collective spans (each of size > 1), in order.
+// `group_bytes` (V): bytes of the whole array within one group of chips that
+// share the collective: what each chip holds after an AllGather, before a
+// ReduceScatter, throughout an AllReduce; each chip holds V / group size before
+// an AllToAll.
+void all_gather(ProgramBuilder& b, const Torus& t, std::span<const int> axes, std::uint64_t group_bytes,
+                const OpPorts& ports);
+void reduce_scatter(ProgramBuilder& b, const Torus& t, std::span<const int> axes, std::uint64_t group_bytes,
+                    const OpPorts& ports);
+void all_reduce(ProgramBuilder& b, const Torus& t, std::span<const int> axes, std::uint64_t group_bytes,
+                const OpPorts& ports);
+void all_to_all(ProgramBuilder& b, const Torus& t, std::span<const int> axes, std::uint64_t group_bytes,
+                const OpPorts& ports);
+// Point-to-point: `bytes` from src to dst, split evenly over the edge-disjoint
+// dimension-order routes (one per rotation of the axes on which they differ).
+void send(ProgramBuilder& b, const Torus& t, ChipId src, ChipId dst, std::uint64_t bytes, const OpPorts& ports);
+
+// Number of routes `send` uses between src and dst.
+int send_paths(const Torus& t, ChipId src, ChipId dst);
+
+}  // namespace meshsim::collectives

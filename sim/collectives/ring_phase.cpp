@@ -1,0 +1,157 @@
+#include "sim/collectives/ring_phase.hpp"
+
+#include "base/error.hpp"
+
+namespace meshsim::collectives::detail {
+
+using topology::Direction;
+using topology::kNoChip;
+
+namespace {
+
+// A chain of `hops` transfers from `from` in direction `dir`; each hop after the
+// first forwards the previous one (stream edge). `forwarder_waits` adds an edge
+// from entry[n] to the hop leaving chip n; `deliver_each` feeds every arrival into
+// exit[receiver], otherwise only the last. Returns the last transfer.
+TaskId chain(ProgramBuilder& b, const Torus& t, int axis, ChipId from, Direction dir, int hops,
+             std::uint64_t bytes, std::span<const TaskId> entry, std::span<const TaskId> exit, OpId op,
+             bool deliver_each) {
+  MESHSIM_ASSERT(hops > 0, "empty chain");
+  TaskId prev = 0;
+  ChipId at = from;
+  for (int k = 0; k < hops; ++k) {
+    const auto link = t.link(at, axis, dir);
+    MESHSIM_ASSERT(link != topology::kNoLink, "ring step over a missing link");
+    const TaskId x = b.transfer(link, bytes, op, static_cast<std::uint16_t>(k + 1));
+    b.depend(entry[at], x);
+    if (k > 0) b.depend(prev, x, sim::EdgeKind::Stream);
+    at = t.link_info(link).dst;
+    if (deliver_each || k + 1 == hops) b.depend(x, exit[at]);
+    prev = x;
+  }
+  return prev;
+}
+
+// Chips whose coordinate on `axis` is 0: one per ring/line.
+std::vector<ChipId> ring_starts(const Torus& t, int axis) {
+  std::vector<ChipId> out;
+  for (ChipId c = 0; c < t.num_chips(); ++c)
+    if (t.coord(c, axis) == 0) out.push_back(c);
+  return out;
+}
+
+}  // namespace
+
+void all_gather_phase(ProgramBuilder& b, const Torus& t, int axis, std::uint64_t shard_bytes,
+                      std::span<const TaskId> entry, std::span<const TaskId> exit, OpId op) {
+  const int x = t.axis(axis).size;
+  MESHSIM_ASSERT(x > 1, "ring phase over an axis of size 1");
+  const bool wrap = t.axis(axis).wraparound;
+  for (ChipId c = 0; c < t.num_chips(); ++c) {
+    const int pos = t.coord(c, axis);
+    const int plus = wrap ? x / 2 : x - 1 - pos;          // ceil((x-1)/2) == x/2
+    const int minus = wrap ? (x - 1) / 2 : pos;            // floor((x-1)/2)
+    if (plus > 0) chain(b, t, axis, c, Direction::Plus, plus, shard_bytes, entry, exit, op, true);
+    if (minus > 0) chain(b, t, axis, c, Direction::Minus, minus, shard_bytes, entry, exit, op, true);
+  }
+}
+
+void reduce_scatter_phase(ProgramBuilder& b, const Torus& t, int axis, std::uint64_t chunk_bytes,
+                          std::span<const TaskId> entry, std::span<const TaskId> exit, OpId op) {
+  const int x = t.axis(axis).size;
+  MESHSIM_ASSERT(x > 1, "ring phase over an axis of size 1");
+  if (t.axis(axis).wraparound) {
+    const int plus = x / 2, minus = (x - 1) / 2;
+    for (ChipId d = 0; d < t.num_chips(); ++d) {
+      const int pos = t.coord(d, axis);
+      chain(b, t, axis, t.with_coord(d, axis, ((pos - plus) % x + x) % x), Direction::Plus, plus, chunk_bytes, entry,
+            exit, op, false);
+      if (minus > 0)
+        chain(b, t, axis, t.with_coord(d, axis, (pos + minus) % x), Direction::Minus, minus, chunk_bytes, entry, exit,
+              op, false);
+    }
+    return;
+  }
+  // A line: chains start at the ends; the farthest destination goes first so that
+  // it can be forwarded while the nearer ones are still being sent.
+  for (ChipId line : ring_starts(t, axis)) {
+    for (int d = x - 1; d >= 1; --d)
+      chain(b, t, axis, line, Direction::Plus, d, chunk_bytes, entry, exit, op, false);
+    const ChipId end = t.with_coord(line, axis, x - 1);
+    for (int d = 0; d <= x - 2; ++d)
+      chain(b, t, axis, end, Direction::Minus, x - 1 - d, chunk_bytes, entry, exit, op, false);
+  }
+}
+
+std::vector<TaskId> make_joins(ProgramBuilder& b, std::uint32_t chips, OpId op) {
+  std::vector<TaskId> out(chips);
+  for (std::uint32_t c = 0; c < chips; ++c) out[c] = b.join(op);
+  return out;
+}
+
+std::vector<int> rotated(std::span<const int> axes, std::size_t by) {
+  std::vector<int> out(axes.size());
+  for (std::size_t i = 0; i < axes.size(); ++i) out[i] = axes[(i + by) % axes.size()];
+  return out;
+}
+
+}  // namespace meshsim::collectives::detail
+
+namespace meshsim::collectives::detail {
+
+void run_phases(ProgramBuilder& b, const Torus& t, std::span<const Phase> phases, const OpPorts& ports) {
+  std::vector<TaskId> in(ports.entry.begin(), ports.entry.end());
+  for (std::size_t k = 0; k < phases.size(); ++k) {
+    const bool last = k + 1 == phases.size();
+    std::vector<TaskId> out = last ? std::vector<TaskId>(ports.exit.begin(), ports.exit.end())
+                                   : make_joins(b, t.num_chips(), ports.op);
+    for (ChipId c = 0; c < t.num_chips(); ++c) b.depend(in[c], out[c]);
+    const Phase& p = phases[k];
+    if (p.kind == PhaseKind::Gather)
+      all_gather_phase(b, t, p.axis, p.bytes, in, out, ports.op);
+    else
+      reduce_scatter_phase(b, t, p.axis, p.bytes, in, out, ports.op);
+    in = std::move(out);
+  }
+}
+
+}  // namespace meshsim::collectives::detail
+
+namespace meshsim::collectives::detail {
+
+std::vector<Phase> all_gather_phases(const Torus& t, std::span<const int> order, std::uint64_t shard_bytes) {
+  std::vector<Phase> phases;
+  std::uint64_t shard = shard_bytes;
+  for (int axis : order) {
+    phases.push_back({PhaseKind::Gather, axis, shard});
+    shard *= static_cast<std::uint64_t>(t.axis(axis).size);
+  }
+  return phases;
+}
+
+std::vector<Phase> reduce_scatter_phases(const Torus& t, std::span<const int> order, std::uint64_t part_bytes) {
+  std::vector<Phase> phases;
+  std::uint64_t divisor = 1;
+  for (int axis : order) {
+    divisor *= static_cast<std::uint64_t>(t.axis(axis).size);
+    phases.push_back({PhaseKind::Reduce, axis, ceil_div(part_bytes, divisor)});
+  }
+  return phases;
+}
+
+void routed_chain(ProgramBuilder& b, const Torus& t, std::span<const topology::LinkId> links, std::uint64_t bytes,
+                  std::span<const TaskId> entry, std::span<const TaskId> exit, OpId op) {
+  MESHSIM_ASSERT(!links.empty(), "empty route");
+  TaskId prev = 0;
+  for (std::size_t k = 0; k < links.size(); ++k) {
+    const TaskId x = b.transfer(links[k], bytes, op, static_cast<std::uint16_t>(k + 1));
+    if (k == 0)
+      b.depend(entry[t.link_info(links[k]).src], x);
+    else
+      b.depend(prev, x, sim::EdgeKind::Stream);
+    prev = x;
+  }
+  b.depend(prev, exit[t.link_info(links.back()).dst]);
+}
+
+}  // namespace meshsim::collectives::detail

@@ -1,0 +1,64 @@
+#pragma once
+// One phase of a ring collective along a single hardware axis, for every ring (or
+// line) along that axis at once, and the multi-axis composition of phases.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "sim/collectives/collective.hpp"
+
+namespace meshsim::collectives::detail {
+
+// Every chip sends `shard_bytes` to every other chip of its ring/line.
+// Wraparound: a bidirectional ring. Chip c's shard travels ceil((X-1)/2) hops in
+// the + direction and floor((X-1)/2) hops in the - direction, forwarded chip to
+// chip (stream edges). Without wraparound: along the line to both ends.
+void all_gather_phase(ProgramBuilder& b, const Torus& t, int axis, std::uint64_t shard_bytes,
+                      std::span<const TaskId> entry, std::span<const TaskId> exit, OpId op);
+
+// Every chip ends with the sum of one `chunk_bytes` chunk over its ring/line.
+// Wraparound: the chunk for chip d is reduced along a chain from d - ceil((X-1)/2)
+// in the + direction and one from d + floor((X-1)/2) in the - direction; each hop
+// adds the sending chip's contribution and forwards it. Without wraparound: chains
+// from both ends of the line.
+void reduce_scatter_phase(ProgramBuilder& b, const Torus& t, int axis, std::uint64_t chunk_bytes,
+                          std::span<const TaskId> entry, std::span<const TaskId> exit, OpId op);
+
+// Per-chip joins for an intermediate barrier.
+std::vector<TaskId> make_joins(ProgramBuilder& b, std::uint32_t chips, OpId op);
+
+// Ceiling division for byte counts (uneven shards are padded, as XLA pads).
+constexpr std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b) { return (a + b - 1) / b; }
+
+// The axes rotated left by `by`: part p of a multi-axis collective runs its
+// phases in this order so that every axis's links work at the same time.
+std::vector<int> rotated(std::span<const int> axes, std::size_t by);
+
+}  // namespace meshsim::collectives::detail
+
+namespace meshsim::collectives::detail {
+
+enum class PhaseKind { Gather, Reduce };
+struct Phase {
+  PhaseKind kind;
+  int axis;
+  std::uint64_t bytes;  // shard (gather) or chunk (reduce) per chip
+};
+
+// Runs `phases` one after another on every chip, with a per-chip barrier between
+// them (a chip starts phase k+1 once it holds its phase-k result).
+void run_phases(ProgramBuilder& b, const Torus& t, std::span<const Phase> phases, const OpPorts& ports);
+
+// AllGather phases over `order`, starting from `shard_bytes` per chip; each phase
+// multiplies the shard by its axis size.
+std::vector<Phase> all_gather_phases(const Torus& t, std::span<const int> order, std::uint64_t shard_bytes);
+// ReduceScatter phases over `order` for `part_bytes` per chip; each phase divides
+// the chunk by its axis size.
+std::vector<Phase> reduce_scatter_phases(const Torus& t, std::span<const int> order, std::uint64_t part_bytes);
+
+// Sends `bytes` along `links` (a route), hop by hop with cut-through forwarding.
+// The first hop waits for entry[src]; the last arrival feeds exit[dst].
+void routed_chain(ProgramBuilder& b, const Torus& t, std::span<const topology::LinkId> links, std::uint64_t bytes,
+                  std::span<const TaskId> entry, std::span<const TaskId> exit, OpId op);
+
+}  // namespace meshsim::collectives::detail

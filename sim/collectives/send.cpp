@@ -1,0 +1,35 @@
+// Point-to-point send. The bytes are split evenly over the dimension-order routes
+// of every rotation of the axes on which src and dst differ (X-then-Y and
+// Y-then-X on a 2D torus): these routes share no link, so they run at once.
+#include "base/error.hpp"
+#include "sim/collectives/collective.hpp"
+#include "sim/collectives/ring_phase.hpp"
+
+namespace meshsim::collectives {
+
+using namespace detail;
+
+namespace {
+std::vector<int> differing_axes(const Torus& t, ChipId src, ChipId dst) {
+  std::vector<int> axes;
+  for (int a = 0; a < t.num_axes(); ++a)
+    if (t.coord(src, a) != t.coord(dst, a)) axes.push_back(a);
+  return axes;
+}
+}  // namespace
+
+int send_paths(const Torus& t, ChipId src, ChipId dst) {
+  return static_cast<int>(differing_axes(t, src, dst).size());
+}
+
+void send(ProgramBuilder& b, const Torus& t, ChipId src, ChipId dst, std::uint64_t bytes, const OpPorts& ports) {
+  const std::vector<int> axes = differing_axes(t, src, dst);
+  if (axes.empty()) return;  // a chip sending to itself moves nothing over the network
+  const std::uint64_t share = ceil_div(bytes, axes.size());
+  for (std::size_t p = 0; p < axes.size(); ++p) {
+    const std::vector<topology::LinkId> route = t.route(src, dst, rotated(axes, p));
+    routed_chain(b, t, route, share, ports.entry, ports.exit, ports.op);
+  }
+}
+
+}  // namespace meshsim::collectives

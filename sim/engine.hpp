@@ -1,0 +1,50 @@
+#pragma once
+// The discrete-event engine: a clock and a queue of events, nothing else. It knows
+// nothing of chips, links or collectives. Events with equal time run in
+// (priority, insertion sequence) order, so runs are repeatable bit for bit.
+#include <cstdint>
+#include <vector>
+
+#include "base/tick.hpp"
+
+namespace meshsim::sim {
+
+class EventHandler {
+ public:
+  virtual ~EventHandler() = default;
+  virtual void handle_event(std::uint64_t payload, Tick now) = 0;
+};
+
+class Engine {
+ public:
+  using HandlerId = std::uint32_t;
+
+  HandlerId add_handler(EventHandler& handler);
+  // Schedules `payload` for `handler` at time `at` (>= now). Lower priority runs first
+  // among events of equal time; equal priorities run in scheduling order.
+  void schedule(Tick at, HandlerId handler, std::uint64_t payload, std::uint8_t priority = 0);
+  // Pops and executes events until none is left.
+  void run();
+
+  Tick now() const { return now_; }
+  std::uint64_t events_executed() const { return executed_; }
+  std::size_t pending() const { return heap_.size(); }
+
+ private:
+  struct Event {
+    Tick time;
+    std::uint64_t order;  // priority << 56 | sequence
+    std::uint64_t payload;
+    HandlerId handler;
+  };
+  static bool later(const Event& a, const Event& b) {
+    return a.time != b.time ? a.time > b.time : a.order > b.order;
+  }
+  std::vector<Event> heap_;
+  std::vector<EventHandler*> handlers_;
+  Tick now_;
+  std::uint64_t sequence_ = 0;
+  std::uint64_t executed_ = 0;
+};
+
+}  // namespace meshsim::sim

@@ -1,0 +1,66 @@
+#include "sim/program.hpp"
+
+#include "base/error.hpp"
+
+namespace meshsim::sim {
+
+std::size_t Program::memory_bytes() const {
+  return tasks_.capacity() * sizeof(Task) + offsets_.capacity() * 4 + successors_.capacity() * 4 +
+         predecessors_.capacity() * 4;
+}
+
+TaskId ProgramBuilder::add(const Task& t) {
+  MESHSIM_ASSERT(tasks_.size() < (std::size_t{1} << 31), "too many tasks");
+  MESHSIM_ASSERT(t.op < num_ops_, "task of an unknown op");
+  tasks_.push_back(t);
+  return static_cast<TaskId>(tasks_.size() - 1);
+}
+
+TaskId ProgramBuilder::transfer(std::uint32_t link, std::uint64_t bytes, OpId op, std::uint16_t step) {
+  MESHSIM_ASSERT(bytes > 0, "empty transfer");
+  return add(Task{bytes, link, op, step, TaskKind::Transfer});
+}
+
+TaskId ProgramBuilder::compute(std::uint32_t unit, Tick duration, OpId op) {
+  MESHSIM_ASSERT(duration >= kZeroTick, "negative compute time");
+  return add(Task{static_cast<std::uint64_t>(duration.ps()), unit, op, 0, TaskKind::Compute});
+}
+
+TaskId ProgramBuilder::join(OpId op) { return add(Task{0, 0, op, 0, TaskKind::Join}); }
+
+void ProgramBuilder::depend(TaskId before, TaskId after, EdgeKind kind) {
+  MESHSIM_ASSERT(before < tasks_.size() && after < tasks_.size(), "edge to an unknown task");
+  MESHSIM_ASSERT(before != after, "self edge");
+  if (kind == EdgeKind::Stream)
+    MESHSIM_ASSERT(tasks_[before].kind == TaskKind::Transfer && tasks_[after].kind == TaskKind::Transfer,
+                   "stream edges join transfers");
+  edges_.push_back((std::uint64_t{before} << 32) | (std::uint64_t{after} << 1) |
+                   (kind == EdgeKind::Stream ? 1u : 0u));
+}
+
+void ProgramBuilder::reserve(std::size_t tasks, std::size_t edges) {
+  tasks_.reserve(tasks);
+  edges_.reserve(edges);
+}
+
+Program ProgramBuilder::finish() && {
+  Program p;
+  const std::size_t n = tasks_.size();
+  p.offsets_.assign(n + 1, 0);
+  p.predecessors_.assign(n, 0);
+  for (std::uint64_t e : edges_) {
+    ++p.offsets_[(e >> 32) + 1];
+    ++p.predecessors_[(e & 0xffffffffu) >> 1];
+  }
+  for (std::size_t i = 0; i < n; ++i) p.offsets_[i + 1] += p.offsets_[i];
+  p.successors_.resize(edges_.size());
+  std::vector<std::uint32_t> fill(p.offsets_.begin(), p.offsets_.end() - 1);
+  // Counting sort by predecessor keeps insertion order among one task's successors.
+  for (std::uint64_t e : edges_) p.successors_[fill[e >> 32]++] = static_cast<std::uint32_t>(e & 0xffffffffu);
+  std::vector<std::uint64_t>().swap(edges_);
+  p.tasks_ = std::move(tasks_);
+  p.num_ops_ = num_ops_;
+  return p;
+}
+
+}  // namespace meshsim::sim

@@ -1,0 +1,78 @@
+#pragma once
+// The lowered program: a DAG of tasks that every executor consumes (the native
+// engine here, SimGrid and the hardware replay later). A task is
+//  - a Transfer: `bytes` over one link direction (a resource),
+//  - a Compute: a fixed duration on one compute unit (a resource),
+//  - a Join: zero time, no resource; it completes when its predecessors do.
+// Edges say when a task may start:
+//  - Full: after the predecessor has completely arrived;
+//  - Stream (transfer -> transfer only): the successor forwards data the predecessor
+//    is still delivering. It may start once the first forwarding chunk has arrived
+//    and cannot finish before the predecessor's last byte has arrived plus one chunk
+//    (pipelined, cut-through forwarding). See docs/MODEL.md.
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/tick.hpp"
+
+namespace meshsim::sim {
+
+using TaskId = std::uint32_t;
+using OpId = std::uint32_t;
+
+enum class TaskKind : std::uint8_t { Transfer, Compute, Join };
+enum class EdgeKind : std::uint8_t { Full, Stream };
+
+struct Task {
+  std::uint64_t amount = 0;     // Transfer: bytes. Compute: duration in ps. Join: 0.
+  std::uint32_t resource = 0;   // Transfer: link id. Compute: compute unit id. Join: unused.
+  OpId op = 0;                  // the op this task belongs to
+  std::uint16_t step = 0;       // algorithm step (ring step, hop index) for traces
+  TaskKind kind = TaskKind::Join;
+};
+
+class Program {
+ public:
+  std::size_t num_tasks() const { return tasks_.size(); }
+  const Task& task(TaskId id) const { return tasks_[id]; }
+  // Successors of `id`, each encoded as (successor << 1) | is_stream.
+  std::span<const std::uint32_t> successors(TaskId id) const {
+    return {successors_.data() + offsets_[id], successors_.data() + offsets_[id + 1]};
+  }
+  std::uint32_t num_predecessors(TaskId id) const { return predecessors_[id]; }
+  std::size_t num_edges() const { return successors_.size(); }
+  std::uint32_t num_ops() const { return num_ops_; }
+  std::size_t memory_bytes() const;
+
+ private:
+  friend class ProgramBuilder;
+  std::vector<Task> tasks_;
+  std::vector<std::uint32_t> offsets_;
+  std::vector<std::uint32_t> successors_;
+  std::vector<std::uint32_t> predecessors_;
+  std::uint32_t num_ops_ = 0;
+};
+
+class ProgramBuilder {
+ public:
+  OpId add_op() { return num_ops_++; }
+  TaskId transfer(std::uint32_t link, std::uint64_t bytes, OpId op, std::uint16_t step = 0);
+  TaskId compute(std::uint32_t unit, Tick duration, OpId op);
+  TaskId join(OpId op);
+  // `after` may not start before `before` (see EdgeKind).
+  void depend(TaskId before, TaskId after, EdgeKind kind = EdgeKind::Full);
+  std::size_t num_tasks() const { return tasks_.size(); }
+  const Task& task(TaskId id) const { return tasks_[id]; }
+  void reserve(std::size_t tasks, std::size_t edges);
+  Program finish() &&;
+
+ private:
+  TaskId add(const Task& t);
+  std::vector<Task> tasks_;
+  std::vector<std::uint64_t> edges_;  // before << 32 | after << 1 | stream
+  std::uint32_t num_ops_ = 0;
+};
+
+}  // namespace meshsim::sim

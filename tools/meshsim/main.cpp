@@ -1,0 +1,83 @@
+// meshsim: the command line. Parses arguments, calls the driver, prints.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <new>
+
+#include "base/error.hpp"
+#include "driver/report.hpp"
+#include "driver/simulate.hpp"
+#include "workloads/workload.hpp"
+
+namespace {
+
+int fail(const std::string& message) {
+  std::fprintf(stderr, "meshsim: error: %s\n", message.c_str());
+  return 1;
+}
+
+void write_output(const std::string& path, const std::string& text) {
+  if (path == "-") {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return;
+  }
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  if (!out) throw meshsim::Error(path + ": cannot write file");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "meshsim: a discrete-event simulator of TPU mesh interconnects.\n"
+      "Simulates sharded collectives hop by hop on the links of a 2D/3D torus and compares\n"
+      "the simulated times with the closed forms of the scaling cheat sheet."};
+  app.set_version_flag("--version", "meshsim 0.1.0");
+  app.require_subcommand(1);
+
+  CLI::App* run = app.add_subcommand("run", "Simulate a workload and print a table per op");
+  std::string workload_path, json_path;
+  std::size_t links = 0;
+  bool quiet = false;
+  run->add_option("WORKLOAD", workload_path, "Workload JSON file (format: docs/WORKLOAD.md)")->required();
+  run->add_option("--json", json_path,
+                  "Also write the results as JSON to FILE ('-' for stdout; fields: docs/OUTPUT.md)")
+      ->option_text("FILE");
+  run->add_option("--links", links, "Also list the N busiest link directions (bytes, busy time)")
+      ->option_text("N")
+      ->check(CLI::Range(0, 100000));
+  run->add_flag("-q,--quiet", quiet, "Do not print the table (use with --json)");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return fail(std::string(e.what()) + " (see meshsim --help)");
+  }
+
+  try {
+    const meshsim::workloads::Workload w = meshsim::workloads::load_workload(workload_path);
+    const meshsim::driver::RunResult result = meshsim::driver::simulate(w, {.busiest_links = links});
+    const bool json_to_stdout = json_path == "-";
+    if (!quiet && !json_to_stdout) std::fputs(meshsim::driver::format_table(w, result).c_str(), stdout);
+    if (!json_path.empty()) write_output(json_path, meshsim::driver::format_json(w, result));
+    return 0;
+  } catch (const meshsim::InputError& e) {
+    return fail(e.what());
+  } catch (const meshsim::Error& e) {
+    return fail(e.what());
+  } catch (const std::bad_alloc&) {
+    return fail("out of memory");
+  } catch (const std::exception& e) {
+    return fail(std::string("internal error: ") + e.what());
+  }
+}

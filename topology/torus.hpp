@@ -1,0 +1,96 @@
+#pragma once
+// An N-dimensional torus or mesh of chips (TPU ICI). Each axis has or lacks a
+// wraparound link; between neighbours there is one link per direction, each with
+// a one-way bandwidth and a per-hop latency. Chip ids are linear with axis 0
+// fastest. Link ids are dense slots: chip * 2 * num_axes + axis * 2 + direction;
+// slots at the open ends of an axis without wraparound hold no link.
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/tick.hpp"
+
+namespace meshsim::topology {
+
+using ChipId = std::uint32_t;
+using LinkId = std::uint32_t;
+constexpr ChipId kNoChip = ~ChipId{0};
+constexpr LinkId kNoLink = ~LinkId{0};
+
+enum class Direction : std::uint8_t { Plus = 0, Minus = 1 };
+constexpr int sign(Direction d) { return d == Direction::Plus ? 1 : -1; }
+
+struct AxisSpec {
+  int size = 1;
+  bool wraparound = false;
+};
+
+struct LinkSpec {
+  std::uint64_t bandwidth_bytes_per_s = 0;  // one-way, per link, 1e9-based bytes
+  Tick latency;                             // per hop
+};
+
+struct Link {
+  ChipId src = kNoChip;
+  ChipId dst = kNoChip;
+  std::uint8_t axis = 0;
+  Direction direction = Direction::Plus;
+};
+
+class Torus {
+ public:
+  // Preconditions (validated by the workload parser): 1..6 axes, each size >= 1,
+  // bandwidth > 0. Violations are bugs and assert.
+  Torus(std::vector<AxisSpec> axes, LinkSpec link);
+
+  int num_axes() const { return static_cast<int>(axes_.size()); }
+  const AxisSpec& axis(int a) const { return axes_[static_cast<std::size_t>(a)]; }
+  const std::vector<AxisSpec>& axes() const { return axes_; }
+  std::uint32_t num_chips() const { return num_chips_; }
+  const LinkSpec& link_spec() const { return link_spec_; }
+
+  int coord(ChipId chip, int axis) const;
+  std::vector<int> coords(ChipId chip) const;
+  ChipId chip(std::span<const int> coords) const;
+  // The chip whose coordinate on `axis` is `value`, others as in `chip`.
+  ChipId with_coord(ChipId chip, int axis, int value) const;
+
+  // Neighbour one hop away, or kNoChip at the open end of a line.
+  ChipId neighbor(ChipId chip, int axis, Direction dir) const;
+  LinkId link(ChipId chip, int axis, Direction dir) const;
+  std::size_t num_link_slots() const { return links_.size(); }
+  bool link_exists(LinkId id) const { return id < links_.size() && links_[id].src != kNoChip; }
+  const Link& link_info(LinkId id) const { return links_[id]; }
+  std::size_t num_links() const { return num_links_; }
+
+  // Hops and direction of the shortest way from coordinate a to b on one axis.
+  // With wraparound, a tie (exactly half way round an even ring) goes Plus.
+  struct AxisHops {
+    int hops = 0;
+    Direction direction = Direction::Plus;
+  };
+  AxisHops axis_hops(int axis, int from, int to) const;
+
+  // Dimension-order route: the axes in `axis_order` one after another, each the
+  // short way round. Axes not listed must already agree. Returns the links in order.
+  std::vector<LinkId> route(ChipId src, ChipId dst, std::span<const int> axis_order) const;
+  // Route in the default order 0, 1, 2, ...
+  std::vector<LinkId> route(ChipId src, ChipId dst) const;
+  int hop_distance(ChipId src, ChipId dst) const;
+
+  std::string axis_name(int axis) const;
+  std::string chip_name(ChipId chip) const;   // "(1,0,3)"
+  std::string link_name(LinkId id) const;     // "(1,0,3)+y"
+  std::string shape_string() const;           // "4x4x4"
+
+ private:
+  std::vector<AxisSpec> axes_;
+  std::vector<std::uint32_t> strides_;
+  LinkSpec link_spec_;
+  std::uint32_t num_chips_ = 1;
+  std::vector<Link> links_;
+  std::size_t num_links_ = 0;
+};
+
+}  // namespace meshsim::topology

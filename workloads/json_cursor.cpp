@@ -1,0 +1,234 @@
+#include "workloads/json_cursor.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <set>
+
+#include "base/error.hpp"
+
+namespace meshsim::workloads {
+
+std::string escape_pointer_token(std::string_view token) {
+  std::string out;
+  for (char c : token) {
+    if (c == '~')
+      out += "~0";
+    else if (c == '/')
+      out += "~1";
+    else
+      out += c;
+  }
+  return out;
+}
+
+namespace {
+
+struct Frame {
+  bool is_array = false;
+  std::size_t index = 0;
+  std::string key;
+  bool has_key = false;
+  std::set<std::string> keys;
+};
+
+std::string frames_pointer(const std::vector<Frame>& stack) {
+  std::string p;
+  for (const Frame& f : stack) {
+    if (f.is_array)
+      p += "/" + std::to_string(f.index);
+    else if (f.has_key)
+      p += "/" + escape_pointer_token(f.key);
+  }
+  return p;
+}
+
+// "[json.exception.parse_error.101] parse error at line 1, column 5: syntax error
+// while parsing value - unexpected ']'" -> "syntax error at line 1, column 5: unexpected ']'..."
+std::string tidy_parse_message(const std::string& what) {
+  std::string m = what;
+  if (const auto close = m.find("] "); m.rfind("[json.exception", 0) == 0 && close != std::string::npos)
+    m = m.substr(close + 2);
+  if (m.rfind("parse error", 0) == 0) m = "syntax error" + m.substr(11);
+  return m;
+}
+
+}  // namespace
+
+Json parse_json(std::string_view text, const std::string& file) {
+  std::vector<Frame> stack;
+  auto after_value = [&stack] {
+    if (!stack.empty()) {
+      Frame& top = stack.back();
+      if (top.is_array)
+        ++top.index;
+      else
+        top.has_key = false;
+    }
+  };
+  Json::parser_callback_t callback = [&](int, Json::parse_event_t event, Json& parsed) {
+    using E = Json::parse_event_t;
+    switch (event) {
+      case E::object_start:
+        stack.emplace_back();
+        break;
+      case E::array_start:
+        stack.emplace_back().is_array = true;
+        break;
+      case E::key: {
+        Frame& top = stack.back();
+        top.key = parsed.get<std::string>();
+        top.has_key = true;
+        if (!top.keys.insert(top.key).second)
+          throw InputError(file, frames_pointer(stack), fmt::format("duplicate key '{}'", top.key));
+        break;
+      }
+      case E::object_end:
+      case E::array_end:
+        stack.pop_back();
+        after_value();
+        break;
+      case E::value:
+        after_value();
+        break;
+    }
+    return true;
+  };
+  try {
+    return Json::parse(text.begin(), text.end(), callback, /*allow_exceptions=*/true, /*ignore_comments=*/false);
+  } catch (const Json::parse_error& e) {
+    throw InputError(file, frames_pointer(stack), tidy_parse_message(e.what()));
+  }
+}
+
+void Cursor::fail(const std::string& message) const { throw InputError(*file_, pointer_, message); }
+
+std::string Cursor::type_name() const {
+  switch (value_->type()) {
+    case Json::value_t::null:
+      return "null";
+    case Json::value_t::object:
+      return "an object";
+    case Json::value_t::array:
+      return "an array";
+    case Json::value_t::string:
+      return "a string";
+    case Json::value_t::boolean:
+      return "a boolean";
+    case Json::value_t::number_integer:
+    case Json::value_t::number_unsigned:
+    case Json::value_t::number_float:
+      return "a number";
+    default:
+      return "an unsupported value";
+  }
+}
+
+std::string Cursor::child_pointer(std::string_view key) const { return pointer_ + "/" + escape_pointer_token(key); }
+
+void Cursor::expect_object() const {
+  if (!value_->is_object()) fail("expected an object, got " + type_name());
+}
+
+bool Cursor::has(std::string_view key) const { return value_->is_object() && value_->contains(key); }
+
+Cursor Cursor::at(std::string_view key) const {
+  expect_object();
+  const auto it = value_->find(key);
+  if (it == value_->end()) fail(fmt::format("missing required field '{}'", key));
+  return Cursor(*it, child_pointer(key), *file_);
+}
+
+std::optional<Cursor> Cursor::find(std::string_view key) const {
+  expect_object();
+  const auto it = value_->find(key);
+  if (it == value_->end()) return std::nullopt;
+  return Cursor(*it, child_pointer(key), *file_);
+}
+
+void Cursor::only_keys(std::initializer_list<std::string_view> allowed) const {
+  expect_object();
+  for (const auto& [key, value] : value_->items()) {
+    bool ok = false;
+    for (std::string_view a : allowed) ok = ok || a == key;
+    if (!ok) {
+      std::string list;
+      for (std::string_view a : allowed) {
+        if (!list.empty()) list += ", ";
+        list += a;
+      }
+      throw InputError(*file_, child_pointer(key), fmt::format("unknown key '{}' (expected one of: {})", key, list));
+    }
+  }
+}
+
+std::vector<std::pair<std::string, Cursor>> Cursor::members() const {
+  expect_object();
+  std::vector<std::pair<std::string, Cursor>> out;
+  for (const auto& [key, value] : value_->items()) out.emplace_back(key, Cursor(value, child_pointer(key), *file_));
+  return out;
+}
+
+std::vector<Cursor> Cursor::elements() const {
+  if (!value_->is_array()) fail("expected an array, got " + type_name());
+  std::vector<Cursor> out;
+  for (std::size_t i = 0; i < value_->size(); ++i)
+    out.emplace_back((*value_)[i], pointer_ + "/" + std::to_string(i), *file_);
+  return out;
+}
+
+std::string Cursor::as_string() const {
+  if (!value_->is_string()) fail("expected a string, got " + type_name());
+  return value_->get<std::string>();
+}
+
+std::string Cursor::as_identifier() const {
+  std::string s = as_string();
+  bool ok = !s.empty() && std::isalpha(static_cast<unsigned char>(s[0]));
+  for (char c : s) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.');
+  if (!ok) fail(fmt::format("expected a name (a letter, then letters, digits, '_', '-', '.'), got '{}'", s));
+  return s;
+}
+
+bool Cursor::as_bool() const {
+  if (!value_->is_boolean()) fail("expected true or false, got " + type_name());
+  return value_->get<bool>();
+}
+
+std::int64_t Cursor::as_int() const {
+  if (value_->is_number_integer()) {
+    if (value_->is_number_unsigned() && value_->get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
+      fail("number too large");
+    return value_->get<std::int64_t>();
+  }
+  if (value_->is_number_float()) {
+    const double d = value_->get<double>();
+    if (!std::isfinite(d) || d != std::floor(d)) fail(fmt::format("expected an integer, got {}", d));
+    if (std::fabs(d) > 9.2e18) fail(fmt::format("number too large: {}", d));
+    return static_cast<std::int64_t>(d);
+  }
+  fail("expected an integer, got " + type_name());
+}
+
+std::int64_t Cursor::as_int_in(std::int64_t lo, std::int64_t hi) const {
+  const std::int64_t v = as_int();
+  if (v < lo || v > hi) fail(fmt::format("expected an integer in [{}, {}], got {}", lo, hi, v));
+  return v;
+}
+
+std::uint64_t Cursor::as_positive_u64(std::uint64_t max) const {
+  const std::int64_t v = as_int();
+  if (v <= 0) fail(fmt::format("expected a positive integer, got {}", v));
+  if (static_cast<std::uint64_t>(v) > max) fail(fmt::format("{} is too large (at most {})", v, max));
+  return static_cast<std::uint64_t>(v);
+}
+
+double Cursor::as_positive_double(double max) const {
+  if (!value_->is_number()) fail("expected a number, got " + type_name());
+  const double d = value_->get<double>();
+  if (!(d > 0)) fail(fmt::format("expected a positive number, got {}", d));
+  if (d > max) fail(fmt::format("{} is too large (at most {})", d, max));
+  return d;
+}
+
+}  // namespace meshsim::workloads
