@@ -9,20 +9,26 @@ using topology::kNoChip;
 
 namespace {
 
-// A chain of `hops` transfers from `from` in direction `dir`; each hop after the
+// A chain of `hops` transfers from `from` in direction `dir` (the bytes of a
+// one-hop chain carries bytes.last); each hop after the
 // first forwards the previous one (stream edge). `forwarder_waits` adds an edge
 // from entry[n] to the hop leaving chip n; `deliver_each` feeds every arrival into
 // exit[receiver], otherwise only the last. Returns the last transfer.
-TaskId chain(ProgramBuilder& b, const Torus& t, int axis, ChipId from, Direction dir, int hops,
-             std::uint64_t bytes, std::span<const TaskId> entry, std::span<const TaskId> exit, OpId op,
-             bool deliver_each) {
+struct ChainBytes {
+  std::uint64_t first, middle, last;  // the first hop, the hops between, the last hop
+  static ChainBytes uniform(std::uint64_t b) { return {b, b, b}; }
+};
+
+TaskId chain(ProgramBuilder& b, const Torus& t, int axis, ChipId from, Direction dir, int hops, ChainBytes bytes,
+             std::span<const TaskId> entry, std::span<const TaskId> exit, OpId op, bool deliver_each) {
   MESHSIM_ASSERT(hops > 0, "empty chain");
   TaskId prev = 0;
   ChipId at = from;
   for (int k = 0; k < hops; ++k) {
     const auto link = t.link(at, axis, dir);
     MESHSIM_ASSERT(link != topology::kNoLink, "ring step over a missing link");
-    const TaskId x = b.transfer(link, bytes, op, static_cast<std::uint16_t>(k + 1));
+    const std::uint64_t n = k + 1 == hops ? bytes.last : k == 0 ? bytes.first : bytes.middle;
+    const TaskId x = b.transfer(link, n, op, static_cast<std::uint16_t>(k + 1));
     b.depend(entry[at], x);
     if (k > 0) b.depend(prev, x, sim::EdgeKind::Stream);
     at = t.link_info(link).dst;
@@ -47,12 +53,15 @@ void all_gather_phase(ProgramBuilder& b, const Torus& t, int axis, std::uint64_t
   const int x = t.axis(axis).size;
   MESHSIM_ASSERT(x > 1, "ring phase over an axis of size 1");
   const bool wrap = t.axis(axis).wraparound;
+  // On an even ring the antipodal chip gets half the shard from each side.
+  const ChainBytes ring{shard_bytes, shard_bytes, x % 2 == 0 ? ceil_div(shard_bytes, 2) : shard_bytes};
   for (ChipId c = 0; c < t.num_chips(); ++c) {
     const int pos = t.coord(c, axis);
-    const int plus = wrap ? x / 2 : x - 1 - pos;          // ceil((x-1)/2) == x/2
-    const int minus = wrap ? (x - 1) / 2 : pos;            // floor((x-1)/2)
-    if (plus > 0) chain(b, t, axis, c, Direction::Plus, plus, shard_bytes, entry, exit, op, true);
-    if (minus > 0) chain(b, t, axis, c, Direction::Minus, minus, shard_bytes, entry, exit, op, true);
+    const int plus = wrap ? x / 2 : x - 1 - pos;
+    const int minus = wrap ? x / 2 : pos;
+    const ChainBytes bytes = wrap ? ring : ChainBytes::uniform(shard_bytes);
+    if (plus > 0) chain(b, t, axis, c, Direction::Plus, plus, bytes, entry, exit, op, true);
+    if (minus > 0) chain(b, t, axis, c, Direction::Minus, minus, bytes, entry, exit, op, true);
   }
 }
 
@@ -61,14 +70,15 @@ void reduce_scatter_phase(ProgramBuilder& b, const Torus& t, int axis, std::uint
   const int x = t.axis(axis).size;
   MESHSIM_ASSERT(x > 1, "ring phase over an axis of size 1");
   if (t.axis(axis).wraparound) {
-    const int plus = x / 2, minus = (x - 1) / 2;
+    // On an even ring the antipodal chip sends half its contribution each way.
+    const int hops = x / 2;
+    const std::uint64_t first = x % 2 == 0 ? ceil_div(chunk_bytes, 2) : chunk_bytes;
+    const ChainBytes bytes{first, chunk_bytes, hops == 1 ? first : chunk_bytes};
     for (ChipId d = 0; d < t.num_chips(); ++d) {
       const int pos = t.coord(d, axis);
-      chain(b, t, axis, t.with_coord(d, axis, ((pos - plus) % x + x) % x), Direction::Plus, plus, chunk_bytes, entry,
-            exit, op, false);
-      if (minus > 0)
-        chain(b, t, axis, t.with_coord(d, axis, (pos + minus) % x), Direction::Minus, minus, chunk_bytes, entry, exit,
-              op, false);
+      chain(b, t, axis, t.with_coord(d, axis, ((pos - hops) % x + x) % x), Direction::Plus, hops, bytes, entry, exit,
+            op, false);
+      chain(b, t, axis, t.with_coord(d, axis, (pos + hops) % x), Direction::Minus, hops, bytes, entry, exit, op, false);
     }
     return;
   }
@@ -76,10 +86,10 @@ void reduce_scatter_phase(ProgramBuilder& b, const Torus& t, int axis, std::uint
   // it can be forwarded while the nearer ones are still being sent.
   for (ChipId line : ring_starts(t, axis)) {
     for (int d = x - 1; d >= 1; --d)
-      chain(b, t, axis, line, Direction::Plus, d, chunk_bytes, entry, exit, op, false);
+      chain(b, t, axis, line, Direction::Plus, d, ChainBytes::uniform(chunk_bytes), entry, exit, op, false);
     const ChipId end = t.with_coord(line, axis, x - 1);
     for (int d = 0; d <= x - 2; ++d)
-      chain(b, t, axis, end, Direction::Minus, x - 1 - d, chunk_bytes, entry, exit, op, false);
+      chain(b, t, axis, end, Direction::Minus, x - 1 - d, ChainBytes::uniform(chunk_bytes), entry, exit, op, false);
   }
 }
 

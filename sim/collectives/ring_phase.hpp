@@ -10,17 +10,20 @@
 namespace meshsim::collectives::detail {
 
 // Every chip sends `shard_bytes` to every other chip of its ring/line.
-// Wraparound: a bidirectional ring. Chip c's shard travels ceil((X-1)/2) hops in
-// the + direction and floor((X-1)/2) hops in the - direction, forwarded chip to
-// chip (stream edges). Without wraparound: along the line to both ends.
+// Wraparound: a bidirectional ring. Chip c's shard travels floor(X/2) hops each
+// way, forwarded chip to chip (stream edges); on an even ring the last hop of each
+// direction carries half the shard, so the antipodal chip gets one half from each
+// side and both directions carry (X-1)/2 shards. Without wraparound: along the
+// line to both ends.
 void all_gather_phase(ProgramBuilder& b, const Torus& t, int axis, std::uint64_t shard_bytes,
                       std::span<const TaskId> entry, std::span<const TaskId> exit, OpId op);
 
 // Every chip ends with the sum of one `chunk_bytes` chunk over its ring/line.
-// Wraparound: the chunk for chip d is reduced along a chain from d - ceil((X-1)/2)
-// in the + direction and one from d + floor((X-1)/2) in the - direction; each hop
-// adds the sending chip's contribution and forwards it. Without wraparound: chains
-// from both ends of the line.
+// Wraparound: the chunk for chip d is reduced along a chain of floor(X/2) hops in
+// each direction; each hop adds the sending chip's contribution and forwards it.
+// On an even ring both chains start at the antipodal chip, which sends half of
+// its contribution (half the elements) each way. Without wraparound: chains from
+// both ends of the line.
 void reduce_scatter_phase(ProgramBuilder& b, const Torus& t, int axis, std::uint64_t chunk_bytes,
                           std::span<const TaskId> entry, std::span<const TaskId> exit, OpId op);
 
