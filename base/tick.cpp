@@ -9,6 +9,11 @@ namespace meshsim {
 
 Tick serialization_time(std::uint64_t bytes, std::uint64_t bandwidth_bytes_per_s) {
   MESHSIM_ASSERT(bandwidth_bytes_per_s > 0, "link bandwidth must be positive");
+  constexpr std::uint64_t kPsPerS = 1'000'000'000'000u;
+  if (bytes <= ~std::uint64_t{0} / kPsPerS) {  // fast path: no 128-bit division
+    const std::uint64_t numerator = bytes * kPsPerS;
+    return Tick::from_ps(static_cast<std::int64_t>((numerator + bandwidth_bytes_per_s - 1) / bandwidth_bytes_per_s));
+  }
   using u128 = unsigned __int128;
   const u128 numerator = static_cast<u128>(bytes) * 1'000'000'000'000u;
   const u128 ps = (numerator + bandwidth_bytes_per_s - 1) / bandwidth_bytes_per_s;

@@ -18,10 +18,12 @@ struct Expanded {
   std::vector<sim::Resource> resources;  // indexed by link slot id
   std::vector<std::uint64_t> op_transfers;
   std::vector<std::uint64_t> op_link_bytes;  // bytes x hops
+  std::vector<sim::TaskId> op_entry_begin;   // op's entry joins are ids [begin, begin + chips)
+  std::uint32_t chips = 0;
 };
 
-// Refuses (InputError at the op) a program whose tasks exceed kMaxTasks or whose
-// total serial time could exceed the time type's range.
+// Refuses (InputError at the op, before building it) a program whose tasks would
+// exceed kMaxTasks.
 Expanded expand(const workloads::Workload& w, const topology::Torus& torus);
 
 constexpr std::size_t kMaxTasks = std::size_t{1} << 26;

@@ -44,16 +44,35 @@ RunResult simulate(const workloads::Workload& w, const SimulateOptions& options)
   const topology::Torus torus = w.make_torus();
   const Expanded ex = expand(w, torus);
 
+  // When every chip may start each op: the completion of its last entry join.
+  struct EntryWatch final : sim::ExecutionObserver {
+    const Expanded& ex;
+    std::vector<Tick> all_ready;
+    explicit EntryWatch(const Expanded& e) : ex(e), all_ready(e.op_transfers.size()) {}
+    void on_task(sim::TaskId, const sim::Task&, const sim::TaskTiming&) override {}
+    void on_join(sim::TaskId id, const sim::Task& task, Tick at) override {
+      const sim::OpId op = task.op();
+      if (id >= ex.op_entry_begin[op] && id < ex.op_entry_begin[op] + ex.chips) all_ready[op] = max(all_ready[op], at);
+    }
+  } entries(ex);
+
   sim::Engine engine;
   sim::Executor executor(engine, ex.program, ex.resources);
   traces::LinkStats stats(ex.resources);
   executor.add_observer(stats);
+  executor.add_observer(entries);
   executor.start();
   engine.run();
+  if (const auto overflow = executor.overflowed_task()) {
+    const auto& op = w.ops[ex.program.task(*overflow).op()];
+    throw InputError(w.file, op.pointer,
+                     fmt::format("simulated time would exceed the limit of {:.3g} s (2^62 ps); reduce the sizes",
+                                 kMaxTick.seconds()));
+  }
 
   const std::vector<sim::TaskId> stuck = executor.unfinished_tasks();
   if (!stuck.empty()) {
-    const auto& op = w.ops[ex.program.task(stuck.front()).op];
+    const auto& op = w.ops[ex.program.task(stuck.front()).op()];
     throw Error(fmt::format("{}:{}: the schedule deadlocked: {} tasks never ran, the first in op '{}'", w.file,
                             op.pointer, stuck.size(), op.name));
   }
@@ -73,7 +92,8 @@ RunResult simulate(const workloads::Workload& w, const SimulateOptions& options)
     o.mesh_axes = w.mesh_axis_names(op.mesh_axes);
     o.hw_axes = hw_axis_names(torus, op.hw_axes);
     o.bytes = op.bytes;
-    o.begin = t.begin;
+    o.begin = entries.all_ready[i];
+    o.first_start = t.begin;
     o.end = t.end;
     o.closed_form = closed_form(op, w, torus);
     o.transfers = ex.op_transfers[i];

@@ -17,7 +17,9 @@ struct OpResult {
   std::string mesh_axes;      // "X,Y"
   std::string hw_axes;        // "x,y"
   std::uint64_t bytes = 0;    // V (collectives) or payload (send)
-  Tick begin, end;
+  Tick begin;        // every chip could start the op (its dependencies done on all chips)
+  Tick first_start;  // the first chip started it
+  Tick end;          // its last byte arrived
   collectives::ClosedForm closed_form;
   std::uint64_t transfers = 0;
   std::uint64_t link_bytes = 0;  // sum over transfers of bytes (bytes x hops)

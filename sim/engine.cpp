@@ -11,24 +11,55 @@ Engine::HandlerId Engine::add_handler(EventHandler& handler) {
   return static_cast<HandlerId>(handlers_.size() - 1);
 }
 
+int Engine::bucket_of(std::int64_t time, std::int64_t last) {
+  const auto diff = static_cast<std::uint64_t>(time ^ last);
+  return diff == 0 ? 0 : 64 - __builtin_clzll(diff);
+}
+
 void Engine::schedule(Tick at, HandlerId handler, std::uint64_t payload, std::uint8_t priority) {
   MESHSIM_ASSERT(at >= now_, "event scheduled in the past");
   MESHSIM_ASSERT(handler < handlers_.size(), "unknown event handler");
   MESHSIM_ASSERT(sequence_ < (std::uint64_t{1} << 56), "event sequence overflow");
-  heap_.push_back(Event{at, (std::uint64_t{priority} << 56) | sequence_++, payload, handler});
-  std::push_heap(heap_.begin(), heap_.end(), later);
+  const Event e{at, (std::uint64_t{priority} << 56) | sequence_++, payload, handler};
+  const int b = bucket_of(at.ps(), last_);
+  std::vector<Event>& bucket = buckets_[b];
+  if (b == 0 && priority != 0) {
+    // Keep bucket 0 sorted: a higher-priority event overtakes queued ones.
+    auto it = std::upper_bound(bucket.begin() + static_cast<std::ptrdiff_t>(head_), bucket.end(), e,
+                               [](const Event& x, const Event& y) { return x.order < y.order; });
+    bucket.insert(it, e);
+  } else {
+    bucket.push_back(e);  // sequence numbers only grow: order is kept
+  }
+  ++size_;
+}
+
+void Engine::refill() {
+  buckets_[0].clear();
+  head_ = 0;
+  int i = 1;
+  while (buckets_[i].empty()) ++i;
+  std::vector<Event>& from = buckets_[i];
+  std::int64_t least = from.front().time.ps();
+  for (const Event& e : from) least = std::min(least, e.time.ps());
+  last_ = least;
+  for (const Event& e : from) buckets_[bucket_of(e.time.ps(), last_)].push_back(e);
+  from.clear();
+  std::sort(buckets_[0].begin(), buckets_[0].end(), [](const Event& x, const Event& y) { return x.order < y.order; });
 }
 
 void Engine::run() {
-  while (!heap_.empty()) {
-    std::pop_heap(heap_.begin(), heap_.end(), later);
-    const Event e = heap_.back();
-    heap_.pop_back();
+  while (size_ > 0) {
+    if (head_ == buckets_[0].size()) refill();
+    const Event e = buckets_[0][head_++];
+    --size_;
     MESHSIM_ASSERT(e.time >= now_, "time went backwards");
     now_ = e.time;
     ++executed_;
     handlers_[e.handler]->handle_event(e.payload, now_);
   }
+  buckets_[0].clear();
+  head_ = 0;
 }
 
 }  // namespace meshsim::sim

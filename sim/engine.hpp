@@ -28,7 +28,7 @@ class Engine {
 
   Tick now() const { return now_; }
   std::uint64_t events_executed() const { return executed_; }
-  std::size_t pending() const { return heap_.size(); }
+  std::size_t pending() const { return size_; }
 
  private:
   struct Event {
@@ -37,10 +37,16 @@ class Engine {
     std::uint64_t payload;
     HandlerId handler;
   };
-  static bool later(const Event& a, const Event& b) {
-    return a.time != b.time ? a.time > b.time : a.order > b.order;
-  }
-  std::vector<Event> heap_;
+  // A radix heap (times never decrease): bucket 0 holds the events at the time
+  // last popped, sorted by order; bucket i > 0 holds the events whose time first
+  // differs from it in bit i-1. Pushes are O(1); each event moves down at most 64
+  // buckets in its life. Far cheaper than a binary heap of tens of thousands.
+  static int bucket_of(std::int64_t time, std::int64_t last);
+  void refill();
+  std::vector<Event> buckets_[65];
+  std::size_t head_ = 0;  // next event of bucket 0
+  std::size_t size_ = 0;
+  std::int64_t last_ = 0;
   std::vector<EventHandler*> handlers_;
   Tick now_;
   std::uint64_t sequence_ = 0;

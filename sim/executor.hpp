@@ -5,6 +5,7 @@
 // up) and arrives one hop latency after its last byte left. Nothing here knows
 // what a chip, a torus or a collective is.
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -33,6 +34,8 @@ class ExecutionObserver {
  public:
   virtual ~ExecutionObserver() = default;
   virtual void on_task(TaskId id, const Task& task, const TaskTiming& timing) = 0;
+  // A join completed at `at` (the arrival of its last predecessor).
+  virtual void on_join(TaskId /*id*/, const Task& /*task*/, Tick /*at*/) {}
 };
 
 struct OpTiming {
@@ -54,18 +57,25 @@ class Executor final : public EventHandler {
   std::size_t tasks_completed() const { return completed_; }
   // Tasks that never ran (a dependency cycle or a schedule bug): empty after a good run.
   std::vector<TaskId> unfinished_tasks() const;
+  // The first task whose arrival would pass kMaxTick (the run stopped there), if any.
+  std::optional<TaskId> overflowed_task() const { return overflow_; }
 
   void handle_event(std::uint64_t payload, Tick now) override;
 
  private:
-  enum EventType : std::uint64_t { kReady = 0, kArrival = 1, kResourceFree = 2 };
-  void resolve(TaskId id, Tick now);
-  void make_ready(TaskId id, Tick now);
-  void enqueue(TaskId id, Tick now);
+  // Every time a task's start depends on is known as soon as its predecessors
+  // have STARTED (a started task's end and arrival are fixed), so dependencies are
+  // resolved then. Joins take no time and need no resource: they complete (at the
+  // time their last predecessor arrives) without an event. Each resource keeps
+  // its waiting tasks ordered by (ready time, activation order), which is FIFO
+  // service in the order tasks became ready, and holds at most one live wake-up
+  // event: about one event per task.
+  void release(TaskId id);
+  void activate(TaskId id, Tick now);
   void start_task(TaskId id, Tick now);
-  void finish_instant(TaskId id, Tick now);
-  void release_full_successors(TaskId id, Tick now);
+  void complete_join(TaskId id);
   void drain(Tick now);
+  void schedule_wake(std::uint32_t resource, Tick now);
 
   Engine& engine_;
   const Program& program_;
@@ -73,25 +83,35 @@ class Executor final : public EventHandler {
   Engine::HandlerId self_ = 0;
   std::vector<ExecutionObserver*> observers_;
 
-  std::vector<std::uint32_t> pending_;   // unresolved predecessors per task
-  std::vector<Tick> stream_ready_;       // earliest start allowed by stream predecessors
-  std::vector<Tick> stream_floor_;       // last byte of stream predecessors arrived
-  std::vector<std::uint8_t> done_;       // started (or fired, for joins)
-  std::vector<TaskId> next_in_queue_;    // intrusive FIFO per resource
+  static constexpr std::uint32_t kStarted = ~std::uint32_t{0};
+  struct TaskState {
+    Tick ready_at;       // max over predecessors of when they allow this task to start
+    Tick stream_floor;   // last byte of stream predecessors arrived
+    std::uint32_t pending = 0;  // unresolved predecessors; kStarted once started
+  };
+  std::vector<TaskState> tasks_;
 
+  struct Waiting {
+    Tick ready_at;
+    std::uint64_t order;  // activation sequence << 32 | task
+    bool operator>(const Waiting& o) const { return ready_at != o.ready_at ? ready_at > o.ready_at : order > o.order; }
+  };
   struct ResourceState {
     Tick busy_until;
-    TaskId head = ~TaskId{0};
-    TaskId tail = ~TaskId{0};
-    bool free_event_pending = false;
+    std::vector<Waiting> waiting;  // min-heap
+    Tick wake_at;                  // time of the live wake-up event, if any
+    std::uint32_t generation = 0;  // wake-up events of older generations are stale
+    bool wake_pending = false;
   };
   std::vector<ResourceState> state_;
+  std::uint64_t activations_ = 0;
 
-  std::vector<TaskId> ready_now_;  // tasks that became ready at the current time, FIFO
-  std::size_t ready_head_ = 0;
+  std::vector<TaskId> work_;  // tasks whose last predecessor just resolved, FIFO
+  std::size_t work_head_ = 0;
   std::vector<OpTiming> op_timings_;
   Tick makespan_;
   std::size_t completed_ = 0;
+  std::optional<TaskId> overflow_;
 };
 
 }  // namespace meshsim::sim

@@ -5,34 +5,35 @@
 namespace meshsim::sim {
 
 std::size_t Program::memory_bytes() const {
-  return tasks_.capacity() * sizeof(Task) + offsets_.capacity() * 4 + successors_.capacity() * 4 +
-         predecessors_.capacity() * 4;
+  return tasks_.capacity() * sizeof(Task) + steps_.capacity() * 2 + offsets_.capacity() * 4 +
+         successors_.capacity() * 4;
 }
 
-TaskId ProgramBuilder::add(const Task& t) {
+TaskId ProgramBuilder::add(std::uint64_t amount, std::uint32_t resource, OpId op, TaskKind kind, std::uint16_t step) {
   MESHSIM_ASSERT(tasks_.size() < (std::size_t{1} << 31), "too many tasks");
-  MESHSIM_ASSERT(t.op < num_ops_, "task of an unknown op");
-  tasks_.push_back(t);
+  MESHSIM_ASSERT(op < num_ops_ && op < (1u << 30), "task of an unknown op");
+  tasks_.push_back(Task{amount, resource, (op << 2) | static_cast<std::uint32_t>(kind)});
+  steps_.push_back(step);
   return static_cast<TaskId>(tasks_.size() - 1);
 }
 
 TaskId ProgramBuilder::transfer(std::uint32_t link, std::uint64_t bytes, OpId op, std::uint16_t step) {
   MESHSIM_ASSERT(bytes > 0, "empty transfer");
-  return add(Task{bytes, link, op, step, TaskKind::Transfer});
+  return add(bytes, link, op, TaskKind::Transfer, step);
 }
 
 TaskId ProgramBuilder::compute(std::uint32_t unit, Tick duration, OpId op) {
   MESHSIM_ASSERT(duration >= kZeroTick, "negative compute time");
-  return add(Task{static_cast<std::uint64_t>(duration.ps()), unit, op, 0, TaskKind::Compute});
+  return add(static_cast<std::uint64_t>(duration.ps()), unit, op, TaskKind::Compute, 0);
 }
 
-TaskId ProgramBuilder::join(OpId op) { return add(Task{0, 0, op, 0, TaskKind::Join}); }
+TaskId ProgramBuilder::join(OpId op) { return add(0, 0, op, TaskKind::Join, 0); }
 
 void ProgramBuilder::depend(TaskId before, TaskId after, EdgeKind kind) {
   MESHSIM_ASSERT(before < tasks_.size() && after < tasks_.size(), "edge to an unknown task");
   MESHSIM_ASSERT(before != after, "self edge");
   if (kind == EdgeKind::Stream)
-    MESHSIM_ASSERT(tasks_[before].kind == TaskKind::Transfer && tasks_[after].kind == TaskKind::Transfer,
+    MESHSIM_ASSERT(tasks_[before].kind() == TaskKind::Transfer && tasks_[after].kind() == TaskKind::Transfer,
                    "stream edges join transfers");
   edges_.push_back((std::uint64_t{before} << 32) | (std::uint64_t{after} << 1) |
                    (kind == EdgeKind::Stream ? 1u : 0u));
@@ -40,6 +41,7 @@ void ProgramBuilder::depend(TaskId before, TaskId after, EdgeKind kind) {
 
 void ProgramBuilder::reserve(std::size_t tasks, std::size_t edges) {
   tasks_.reserve(tasks);
+  steps_.reserve(tasks);
   edges_.reserve(edges);
 }
 
@@ -47,18 +49,19 @@ Program ProgramBuilder::finish() && {
   Program p;
   const std::size_t n = tasks_.size();
   p.offsets_.assign(n + 1, 0);
-  p.predecessors_.assign(n, 0);
-  for (std::uint64_t e : edges_) {
-    ++p.offsets_[(e >> 32) + 1];
-    ++p.predecessors_[(e & 0xffffffffu) >> 1];
-  }
+  for (std::uint64_t e : edges_) ++p.offsets_[(e >> 32) + 1];
   for (std::size_t i = 0; i < n; ++i) p.offsets_[i + 1] += p.offsets_[i];
   p.successors_.resize(edges_.size());
-  std::vector<std::uint32_t> fill(p.offsets_.begin(), p.offsets_.end() - 1);
-  // Counting sort by predecessor keeps insertion order among one task's successors.
-  for (std::uint64_t e : edges_) p.successors_[fill[e >> 32]++] = static_cast<std::uint32_t>(e & 0xffffffffu);
+  {
+    std::vector<std::uint32_t> fill(p.offsets_.begin(), p.offsets_.end() - 1);
+    // Counting sort by predecessor keeps insertion order among one task's successors.
+    for (std::uint64_t e : edges_) p.successors_[fill[e >> 32]++] = static_cast<std::uint32_t>(e & 0xffffffffu);
+  }
   std::vector<std::uint64_t>().swap(edges_);
+  tasks_.shrink_to_fit();
+  steps_.shrink_to_fit();
   p.tasks_ = std::move(tasks_);
+  p.steps_ = std::move(steps_);
   p.num_ops_ = num_ops_;
   return p;
 }

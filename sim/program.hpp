@@ -28,9 +28,9 @@ enum class EdgeKind : std::uint8_t { Full, Stream };
 struct Task {
   std::uint64_t amount = 0;     // Transfer: bytes. Compute: duration in ps. Join: 0.
   std::uint32_t resource = 0;   // Transfer: link id. Compute: compute unit id. Join: unused.
-  OpId op = 0;                  // the op this task belongs to
-  std::uint16_t step = 0;       // algorithm step (ring step, hop index) for traces
-  TaskKind kind = TaskKind::Join;
+  std::uint32_t op_kind = 0;    // op << 2 | kind (16 bytes a task: programs reach millions)
+  OpId op() const { return op_kind >> 2; }
+  TaskKind kind() const { return static_cast<TaskKind>(op_kind & 3u); }
 };
 
 class Program {
@@ -41,7 +41,8 @@ class Program {
   std::span<const std::uint32_t> successors(TaskId id) const {
     return {successors_.data() + offsets_[id], successors_.data() + offsets_[id + 1]};
   }
-  std::uint32_t num_predecessors(TaskId id) const { return predecessors_[id]; }
+  // Algorithm step of a task (ring step, hop index), for traces.
+  std::uint16_t step(TaskId id) const { return steps_[id]; }
   std::size_t num_edges() const { return successors_.size(); }
   std::uint32_t num_ops() const { return num_ops_; }
   std::size_t memory_bytes() const;
@@ -51,7 +52,7 @@ class Program {
   std::vector<Task> tasks_;
   std::vector<std::uint32_t> offsets_;
   std::vector<std::uint32_t> successors_;
-  std::vector<std::uint32_t> predecessors_;
+  std::vector<std::uint16_t> steps_;
   std::uint32_t num_ops_ = 0;
 };
 
@@ -69,8 +70,9 @@ class ProgramBuilder {
   Program finish() &&;
 
  private:
-  TaskId add(const Task& t);
+  TaskId add(std::uint64_t amount, std::uint32_t resource, OpId op, TaskKind kind, std::uint16_t step);
   std::vector<Task> tasks_;
+  std::vector<std::uint16_t> steps_;
   std::vector<std::uint64_t> edges_;  // before << 32 | after << 1 | stream
   std::uint32_t num_ops_ = 0;
 };

@@ -8,7 +8,7 @@ namespace meshsim::traces {
 LinkStats::LinkStats(std::span<const sim::Resource> resources) : resources_(resources), loads_(resources.size()) {}
 
 void LinkStats::on_task(sim::TaskId, const sim::Task& task, const sim::TaskTiming& timing) {
-  if (task.kind != sim::TaskKind::Transfer) return;
+  if (task.kind() != sim::TaskKind::Transfer) return;
   ResourceLoad& l = loads_[task.resource];
   if (timing.start < l.last_end) {
     l.overlapped = true;

@@ -35,10 +35,9 @@ struct Frame {
 std::string frames_pointer(const std::vector<Frame>& stack) {
   std::string p;
   for (const Frame& f : stack) {
-    if (f.is_array)
-      p += "/" + std::to_string(f.index);
-    else if (f.has_key)
-      p += "/" + escape_pointer_token(f.key);
+    if (!f.is_array && !f.has_key) continue;
+    p += '/';  // (not "/" + token: GCC 12 reports a false -Wrestrict on that here)
+    p += f.is_array ? std::to_string(f.index) : escape_pointer_token(f.key);
   }
   return p;
 }
@@ -50,7 +49,35 @@ std::string tidy_parse_message(const std::string& what) {
   if (const auto close = m.find("] "); m.rfind("[json.exception", 0) == 0 && close != std::string::npos)
     m = m.substr(close + 2);
   if (m.rfind("parse error", 0) == 0) m = "syntax error" + m.substr(11);
+  // nlohmann repeats itself: "...: syntax error while parsing value - unexpected ']'".
+  if (const auto from = m.find(": syntax error while parsing "); from != std::string::npos)
+    if (const auto dash = m.find(" - ", from); dash != std::string::npos)
+      m = m.substr(0, from + 2) + m.substr(dash + 3);
   return m;
+}
+
+// Errors are one line: control characters from the input (a "\n" inside a key or
+// a string) are written as JSON escapes.
+std::string one_line(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '\n')
+      out += "\\n";
+    else if (c == '\t')
+      out += "\\t";
+    else if (c == '\r')
+      out += "\\r";
+    else if (u < 0x20 || u == 0x7f)
+      out += fmt::format("\\u{:04x}", u);
+    else
+      out += c;
+  }
+  return out;
+}
+
+[[noreturn]] void input_error(const std::string& file, const std::string& pointer, const std::string& message) {
+  throw InputError(file, one_line(pointer), one_line(message));
 }
 
 }  // namespace
@@ -80,7 +107,7 @@ Json parse_json(std::string_view text, const std::string& file) {
         top.key = parsed.get<std::string>();
         top.has_key = true;
         if (!top.keys.insert(top.key).second)
-          throw InputError(file, frames_pointer(stack), fmt::format("duplicate key '{}'", top.key));
+          input_error(file, frames_pointer(stack), fmt::format("duplicate key '{}'", top.key));
         break;
       }
       case E::object_end:
@@ -94,14 +121,16 @@ Json parse_json(std::string_view text, const std::string& file) {
     }
     return true;
   };
+  if (text.find_first_not_of(" \t\r\n") == std::string_view::npos)
+    input_error(file, "", "the file is empty; expected a JSON object");
   try {
     return Json::parse(text.begin(), text.end(), callback, /*allow_exceptions=*/true, /*ignore_comments=*/false);
-  } catch (const Json::parse_error& e) {
-    throw InputError(file, frames_pointer(stack), tidy_parse_message(e.what()));
+  } catch (const Json::exception& e) {  // parse_error, and out_of_range for a number like 1e400
+    input_error(file, frames_pointer(stack), tidy_parse_message(e.what()));
   }
 }
 
-void Cursor::fail(const std::string& message) const { throw InputError(*file_, pointer_, message); }
+void Cursor::fail(const std::string& message) const { input_error(*file_, pointer_, message); }
 
 std::string Cursor::type_name() const {
   switch (value_->type()) {
@@ -157,7 +186,7 @@ void Cursor::only_keys(std::initializer_list<std::string_view> allowed) const {
         if (!list.empty()) list += ", ";
         list += a;
       }
-      throw InputError(*file_, child_pointer(key), fmt::format("unknown key '{}' (expected one of: {})", key, list));
+      input_error(*file_, child_pointer(key), fmt::format("unknown key '{}' (expected one of: {})", key, list));
     }
   }
 }
@@ -198,7 +227,7 @@ bool Cursor::as_bool() const {
 std::int64_t Cursor::as_int() const {
   if (value_->is_number_integer()) {
     if (value_->is_number_unsigned() && value_->get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
-      fail("number too large");
+      fail(fmt::format("number too large: {}", value_->get<std::uint64_t>()));
     return value_->get<std::int64_t>();
   }
   if (value_->is_number_float()) {

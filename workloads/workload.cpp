@@ -51,6 +51,7 @@ Hardware parse_hardware(const Cursor& c) {
     if (!p) c.fail(fmt::format("unknown preset '{}' (known: {})", name, topology::preset_names()));
     return Hardware{std::string(p->name), p->chip, p->ici, p->forward_chunk_bytes};
   }
+  if (!c.raw().is_object()) c.fail("expected a preset name like \"tpu-v5e\" or an object, got " + c.type_name());
   c.only_keys({"preset", "ici_bandwidth_one_way_bytes_per_s", "hop_latency_s", "forward_chunk_bytes",
                "bf16_flops_per_s", "int8_ops_per_s", "hbm_bytes", "hbm_bandwidth_bytes_per_s"});
   const Cursor preset = c.at("preset");
@@ -139,15 +140,24 @@ void parse_topology_and_mesh(const Cursor& root, const topology::Preset& preset,
       product *= static_cast<std::uint64_t>(shape[hw]);
       axis.hw_axes.push_back(static_cast<int>(hw++));
     }
+    if (product < static_cast<std::uint64_t>(m.size) && hw == shape.size())
+      m.where.fail(
+          fmt::format("the mesh has more chips than the topology {} ({} chips); no hardware axes are left for mesh "
+                      "axis {} of size {}",
+                      w.make_torus().shape_string(), chips, m.name, m.size));
     if (product != static_cast<std::uint64_t>(m.size))
       m.where.fail(fmt::format("mesh axis {} of size {} does not cover whole hardware axes of the {} topology", m.name,
                                m.size, w.make_torus().shape_string()));
     w.mesh.push_back(std::move(axis));
   }
+  std::uint64_t mesh_chips = 1;  // here at most `chips`: every mesh axis covers whole hardware axes
+  for (const MeshInput& m : axes) mesh_chips *= static_cast<std::uint64_t>(m.size);
   for (; hw < shape.size(); ++hw)
     if (shape[hw] != 1)
-      mesh.fail(fmt::format("the mesh has fewer chips than the topology {} ({} left unused)",
-                            w.make_torus().shape_string(), shape[hw]));
+      mesh.fail(fmt::format(
+          "the mesh has {} chips but the topology {} has {}; no mesh axis is left for hardware "
+          "axis {} of size {}",
+          mesh_chips, w.make_torus().shape_string(), chips, w.make_torus().axis_name(static_cast<int>(hw)), shape[hw]));
 }
 
 int mesh_axis_index(const Workload& w, const std::string& name) {
@@ -430,7 +440,10 @@ class OpParser {
                                                  "split to another dimension",
                                                  op.sharding_before, axis_name));
             if (dim_of[i] != dim_of[0])
-              axes_c.at("axes").fail(fmt::format("all_to_all axes must shard one dimension of {}", op.sharding_before));
+              axes_c.at("axes").fail(fmt::format(
+                  "all_to_all axes must shard one dimension, but in {} mesh axis {} shards {} and {} shards {}",
+                  op.sharding_before, w_.mesh[static_cast<std::size_t>(op.mesh_axes[0])].name,
+                  a.dims[static_cast<std::size_t>(dim_of[0])], axis_name, a.dims[static_cast<std::size_t>(dim_of[i])]));
             if (dim_of[i] == d)
               dim_c.fail(fmt::format("{} is already split on {} along {}", op.sharding_before, axis_name, dim));
           }

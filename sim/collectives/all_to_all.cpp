@@ -57,6 +57,10 @@ void all_to_all(ProgramBuilder& b, const Torus& t, std::span<const int> axes, st
   for (int a : axes) group *= static_cast<std::uint32_t>(t.axis(a).size);
   const std::uint64_t piece = ceil_div(group_bytes, std::uint64_t{group} * group);
 
+  // Every rotation of the axis order carries an equal share (X-then-Y and
+  // Y-then-X on a 2D torus), so all axes' links have work from the start.
+  std::vector<std::vector<int>> orders;
+  for (std::size_t r = 0; r < axes.size(); ++r) orders.push_back(rotated(axes, r));
   std::vector<std::vector<LinkId>> routes;
   std::vector<LinkId> path;
   struct Dest {
@@ -81,7 +85,7 @@ void all_to_all(ProgramBuilder& b, const Torus& t, std::span<const int> axes, st
     std::stable_sort(dests.begin(), dests.end(), [](const Dest& x, const Dest& y) { return x.hops > y.hops; });
     for (const Dest& d : dests) {
       routes.clear();
-      enumerate_routes(t, axes, 0, src, d.chip, path, routes);
+      for (std::size_t r = 0; r < orders.size(); ++r) enumerate_routes(t, orders[r], 0, src, d.chip, path, routes);
       const std::uint64_t share = ceil_div(piece, routes.size());
       for (const auto& r : routes) routed_chain(b, t, r, share, ports.entry, ports.exit, ports.op);
     }

@@ -1,0 +1,99 @@
+// meshsim_bench: wall time, throughput and peak memory of whole simulations.
+//
+//   meshsim_bench [--repeat N] [CASE.json ...]     (default: bench/cases/allreduce_v4_16x16x16.json)
+//
+// For each case: parse, expand into the hop-by-hop program, execute on the event
+// engine. Prints the median over N repetitions of each stage, transfers/s and
+// events/s of the execution, and the process's peak resident memory.
+#include <fmt/format.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "base/error.hpp"
+#include "driver/expand.hpp"
+#include "sim/engine.hpp"
+#include "sim/executor.hpp"
+#include "workloads/workload.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+double peak_rss_mb() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int repeat = 5;
+  std::vector<std::string> cases;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--repeat") == 0 && i + 1 < argc)
+      repeat = std::max(1, std::atoi(argv[++i]));
+    else
+      cases.emplace_back(argv[i]);
+  }
+  if (cases.empty()) cases.emplace_back("bench/cases/allreduce_v4_16x16x16.json");
+
+  try {
+    for (const std::string& path : cases) {
+      std::vector<double> t_parse, t_expand, t_run, t_total;
+      std::size_t tasks = 0, transfers = 0;
+      std::uint64_t events = 0;
+      std::int64_t simulated_ps = 0;
+      std::size_t program_bytes = 0;
+      for (int r = 0; r < repeat; ++r) {
+        const auto t0 = Clock::now();
+        const meshsim::workloads::Workload w = meshsim::workloads::load_workload(path);
+        const meshsim::topology::Torus torus = w.make_torus();
+        t_parse.push_back(seconds_since(t0));
+        const auto t1 = Clock::now();
+        const meshsim::driver::Expanded ex = meshsim::driver::expand(w, torus);
+        t_expand.push_back(seconds_since(t1));
+        const auto t2 = Clock::now();
+        meshsim::sim::Engine engine;
+        meshsim::sim::Executor exec(engine, ex.program, ex.resources);
+        exec.start();
+        engine.run();
+        t_run.push_back(seconds_since(t2));
+        t_total.push_back(seconds_since(t0));
+        tasks = ex.program.num_tasks();
+        transfers = 0;
+        for (std::uint64_t n : ex.op_transfers) transfers += n;
+        events = engine.events_executed();
+        simulated_ps = exec.makespan().ps();
+        program_bytes = ex.program.memory_bytes();
+      }
+      const double run = median(t_run);
+      fmt::print("case            {}\n", path);
+      fmt::print("simulated time  {:.3f} us\n", static_cast<double>(simulated_ps) * 1e-6);
+      fmt::print("program         {} tasks ({} hop transfers), {:.1f} MB\n", tasks, transfers,
+                 static_cast<double>(program_bytes) / 1e6);
+      fmt::print("wall (median of {})  parse {:.3f} s, expand {:.3f} s, execute {:.3f} s, total {:.3f} s\n", repeat,
+                 median(t_parse), median(t_expand), run, median(t_total));
+      fmt::print("throughput      {:.2f} M transfers/s, {:.2f} M events/s (execute); {:.2f} M transfers/s end to end\n",
+                 static_cast<double>(transfers) / run / 1e6, static_cast<double>(events) / run / 1e6,
+                 static_cast<double>(transfers) / median(t_total) / 1e6);
+      fmt::print("peak memory     {:.1f} MB (process max RSS)\n\n", peak_rss_mb());
+    }
+  } catch (const meshsim::Error& e) {
+    fmt::print(stderr, "meshsim_bench: error: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}

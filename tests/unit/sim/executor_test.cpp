@@ -1,0 +1,147 @@
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+#include "sim/engine.hpp"
+#include "sim/executor.hpp"
+#include "sim/program.hpp"
+
+using namespace meshsim;
+using namespace meshsim::sim;
+
+namespace {
+
+// Two links of 1 GB/s (1 byte per ns) with 100 ns latency, no forwarding chunk
+// (a stream successor may start once the predecessor's first byte... i.e. the
+// whole transfer, since chunk = transfer), and one compute unit.
+std::vector<Resource> resources(std::uint64_t chunk = 0) {
+  const Resource link{1'000'000'000, Tick::from_ps(100'000), chunk};
+  return {link, link, link, Resource{0, kZeroTick, 0}};
+}
+
+struct Timings : ExecutionObserver {
+  std::vector<TaskTiming> by_task;
+  explicit Timings(std::size_t n) : by_task(n) {}
+  void on_task(TaskId id, const Task&, const TaskTiming& t) override { by_task[id] = t; }
+};
+
+struct Run {
+  Program program;
+  std::vector<Resource> res;
+  Engine engine;
+  std::unique_ptr<Executor> exec;
+  std::unique_ptr<Timings> timings;
+  Run(ProgramBuilder&& b, std::vector<Resource> r) : program(std::move(b).finish()), res(std::move(r)) {
+    exec = std::make_unique<Executor>(engine, program, res);
+    timings = std::make_unique<Timings>(program.num_tasks());
+    exec->add_observer(*timings);
+    exec->start();
+    engine.run();
+  }
+  const TaskTiming& t(TaskId id) const { return timings->by_task[id]; }
+};
+
+}  // namespace
+
+TEST_CASE("Executor: one transfer takes bytes / bandwidth plus latency", "[sim]") {
+  ProgramBuilder b;
+  const OpId op = b.add_op();
+  b.transfer(0, 1000, op);  // 1000 bytes at 1 B/ns = 1 us
+  Run r(std::move(b), resources());
+  CHECK(r.t(0).start.ps() == 0);
+  CHECK(r.t(0).end.ps() == 1'000'000);
+  CHECK(r.t(0).arrival.ps() == 1'100'000);
+  CHECK(r.exec->makespan().ps() == 1'100'000);
+  CHECK(r.exec->op_timings()[0].end.ps() == 1'100'000);
+}
+
+TEST_CASE("Executor: a link serves transfers one at a time in FIFO order", "[sim]") {
+  ProgramBuilder b;
+  const OpId op = b.add_op();
+  const TaskId a = b.transfer(0, 1000, op);
+  const TaskId c = b.transfer(0, 500, op);
+  const TaskId other = b.transfer(1, 1000, op);  // a different link runs concurrently
+  Run r(std::move(b), resources());
+  CHECK(r.t(a).start.ps() == 0);
+  CHECK(r.t(c).start.ps() == 1'000'000);  // waits for the link, not for a's latency
+  CHECK(r.t(c).arrival.ps() == 1'600'000);
+  CHECK(r.t(other).start.ps() == 0);
+  CHECK(r.exec->makespan().ps() == 1'600'000);
+}
+
+TEST_CASE("Executor: full edges wait for arrival, joins take no time", "[sim]") {
+  ProgramBuilder b;
+  const OpId op = b.add_op();
+  const TaskId x = b.transfer(0, 1000, op);
+  const TaskId j = b.join(op);
+  const TaskId y = b.transfer(1, 1000, op);
+  b.depend(x, j);
+  b.depend(j, y);
+  Run r(std::move(b), resources());
+  CHECK(r.t(y).start.ps() == 1'100'000);
+  CHECK(r.exec->makespan().ps() == 2'200'000);
+  CHECK(r.exec->unfinished_tasks().empty());
+}
+
+TEST_CASE("Executor: stream edges pipeline a forwarded transfer (cut-through)", "[sim]") {
+  ProgramBuilder b;
+  const OpId op = b.add_op();
+  const TaskId x = b.transfer(0, 1000, op);
+  const TaskId y = b.transfer(1, 1000, op);
+  b.depend(x, y, EdgeKind::Stream);
+  SECTION("chunk of 100 bytes: y starts after the first chunk and its latency") {
+    Run r(std::move(b), resources(100));
+    CHECK(r.t(y).start.ps() == 100'000 + 100'000);
+    // It cannot finish before x's last byte arrived (1.1 us) plus one chunk (0.1 us).
+    CHECK(r.t(y).end.ps() == 1'200'000);
+    CHECK(r.t(y).arrival.ps() == 1'300'000);
+  }
+  SECTION("no chunking: store and forward") {
+    Run r(std::move(b), resources(0));
+    CHECK(r.t(y).start.ps() == 1'100'000);
+    CHECK(r.t(y).arrival.ps() == 2'200'000);
+  }
+}
+
+TEST_CASE("Executor: compute tasks occupy their unit for their duration", "[sim]") {
+  ProgramBuilder b;
+  const OpId op = b.add_op();
+  const TaskId c1 = b.compute(3, Tick::from_ps(5000), op);
+  const TaskId c2 = b.compute(3, Tick::from_ps(7000), op);
+  Run r(std::move(b), resources());
+  CHECK(r.t(c1).end.ps() == 5000);
+  CHECK(r.t(c2).start.ps() == 5000);
+  CHECK(r.exec->makespan().ps() == 12000);
+}
+
+TEST_CASE("Executor: a dependency cycle leaves tasks unfinished instead of hanging", "[sim]") {
+  ProgramBuilder b;
+  const OpId op = b.add_op();
+  const TaskId x = b.transfer(0, 10, op);
+  const TaskId y = b.transfer(1, 10, op);
+  const TaskId z = b.transfer(2, 10, op);
+  b.depend(x, y);
+  b.depend(y, x);
+  (void)z;
+  Run r(std::move(b), resources());
+  CHECK(r.exec->unfinished_tasks() == std::vector<TaskId>{x, y});
+  CHECK(r.exec->tasks_completed() == 1);
+}
+
+TEST_CASE("Executor: identical programs give identical timings", "[sim]") {
+  auto build = [] {
+    ProgramBuilder b;
+    const OpId op = b.add_op();
+    for (int i = 0; i < 50; ++i) {
+      const TaskId t = b.transfer(static_cast<std::uint32_t>(i % 3), 100 + static_cast<std::uint64_t>(i) * 7, op);
+      if (i >= 3) b.depend(t - 3, t, i % 2 ? EdgeKind::Stream : EdgeKind::Full);
+    }
+    return b;
+  };
+  Run r1(build(), resources(64));
+  Run r2(build(), resources(64));
+  for (TaskId i = 0; i < 50; ++i) {
+    CHECK(r1.t(i).start == r2.t(i).start);
+    CHECK(r1.t(i).arrival == r2.t(i).arrival);
+  }
+}
