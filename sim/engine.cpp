@@ -21,15 +21,16 @@ void Engine::schedule(Tick at, HandlerId handler, std::uint64_t payload, std::ui
   MESHSIM_ASSERT(handler < handlers_.size(), "unknown event handler");
   MESHSIM_ASSERT(sequence_ < (std::uint64_t{1} << 56), "event sequence overflow");
   const Event e{at, (std::uint64_t{priority} << 56) | sequence_++, payload, handler};
-  const int b = bucket_of(at.ps(), last_);
-  std::vector<Event>& bucket = buckets_[b];
-  if (b == 0 && priority != 0) {
-    // Keep bucket 0 sorted: a higher-priority event overtakes queued ones.
-    auto it = std::upper_bound(bucket.begin() + static_cast<std::ptrdiff_t>(head_), bucket.end(), e,
-                               [](const Event& x, const Event& y) { return x.order < y.order; });
+  std::vector<Event>& bucket = buckets_[bucket_of(at.ps(), last_)];
+  // Every bucket stays sorted by order (see refill), so equal times pop in
+  // (priority, sequence) order without sorting. A new sequence number is the
+  // largest yet, so appending keeps the order unless priorities differ.
+  if (!bucket.empty() && bucket.back().order > e.order) {
+    auto it = std::upper_bound(bucket.begin() + static_cast<std::ptrdiff_t>(&bucket == &buckets_[0] ? head_ : 0),
+                               bucket.end(), e, [](const Event& x, const Event& y) { return x.order < y.order; });
     bucket.insert(it, e);
   } else {
-    bucket.push_back(e);  // sequence numbers only grow: order is kept
+    bucket.push_back(e);
   }
   ++size_;
 }
@@ -43,9 +44,10 @@ void Engine::refill() {
   std::int64_t least = from.front().time.ps();
   for (const Event& e : from) least = std::min(least, e.time.ps());
   last_ = least;
+  // Buckets below `from` are empty, so moving its events in their (sorted)
+  // order keeps every bucket sorted by order.
   for (const Event& e : from) buckets_[bucket_of(e.time.ps(), last_)].push_back(e);
   from.clear();
-  std::sort(buckets_[0].begin(), buckets_[0].end(), [](const Event& x, const Event& y) { return x.order < y.order; });
 }
 
 void Engine::run() {

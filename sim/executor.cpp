@@ -12,8 +12,7 @@ Executor::Executor(Engine& engine, const Program& program, std::span<const Resou
   self_ = engine_.add_handler(*this);
   const std::size_t n = program_.num_tasks();
   tasks_.resize(n);
-  for (TaskId i = 0; i < n; ++i)
-    for (std::uint32_t e : program_.successors(i)) ++tasks_[e >> 1].pending;
+  pending_ = program_.predecessor_counts();
   for (TaskId i = 0; i < n; ++i) {
     const Task& t = program_.task(i);
     if (t.kind() != TaskKind::Join) MESHSIM_ASSERT(t.resource < resources_.size(), "task on an unknown resource");
@@ -26,10 +25,8 @@ Executor::Executor(Engine& engine, const Program& program, std::span<const Resou
 
 void Executor::start() {
   const Tick now = engine_.now();
-  for (TaskId i = 0; i < program_.num_tasks(); ++i) {
-    tasks_[i].ready_at = max(tasks_[i].ready_at, now);
-    if (tasks_[i].pending == 0) work_.push_back(i);
-  }
+  for (TaskId i = 0; i < program_.num_tasks(); ++i)
+    if (pending_[i] == 0) work_.push_back(i);
   drain(now);
 }
 
@@ -61,9 +58,9 @@ void Executor::schedule_wake(std::uint32_t resource, Tick now) {
 }
 
 void Executor::release(TaskId id) {
-  TaskState& s = tasks_[id];
-  MESHSIM_ASSERT(s.pending > 0 && s.pending != kStarted, "dependency resolved twice");
-  if (--s.pending == 0) work_.push_back(id);
+  std::uint32_t& pending = pending_[id];
+  MESHSIM_ASSERT(pending > 0 && pending != kStarted, "dependency resolved twice");
+  if (--pending == 0) work_.push_back(id);
 }
 
 void Executor::drain(Tick now) {
@@ -91,10 +88,9 @@ void Executor::activate(TaskId id, Tick now) {
 }
 
 void Executor::complete_join(TaskId id) {
-  TaskState& s = tasks_[id];
-  s.pending = kStarted;
+  pending_[id] = kStarted;
   ++completed_;
-  const Tick at = s.ready_at;  // the last predecessor's arrival
+  const Tick at = tasks_[id].ready_at;  // the last predecessor's arrival
   OpTiming& op = op_timings_[program_.task(id).op()];
   op.begin = min(op.begin, at);
   op.end = max(op.end, at);
@@ -113,9 +109,9 @@ void Executor::start_task(TaskId id, Tick now) {
   ResourceState& r = state_[t.resource];
   TaskState& s = tasks_[id];
   MESHSIM_ASSERT(now >= r.busy_until, "a resource serves two tasks at once");
-  MESHSIM_ASSERT(s.pending == 0, "task started twice or too early");
+  MESHSIM_ASSERT(pending_[id] == 0, "task started twice or too early");
   MESHSIM_ASSERT(now >= s.ready_at, "task started before its dependencies allow");
-  s.pending = kStarted;
+  pending_[id] = kStarted;
   ++completed_;
 
   Tick end;
@@ -166,7 +162,7 @@ void Executor::start_task(TaskId id, Tick now) {
 std::vector<TaskId> Executor::unfinished_tasks() const {
   std::vector<TaskId> out;
   for (TaskId i = 0; i < tasks_.size(); ++i)
-    if (tasks_[i].pending != kStarted) out.push_back(i);
+    if (pending_[i] != kStarted) out.push_back(i);
   return out;
 }
 

@@ -87,9 +87,9 @@ class Executor final : public EventHandler {
   struct TaskState {
     Tick ready_at;       // max over predecessors of when they allow this task to start
     Tick stream_floor;   // last byte of stream predecessors arrived
-    std::uint32_t pending = 0;  // unresolved predecessors; kStarted once started
   };
   std::vector<TaskState> tasks_;
+  std::vector<std::uint32_t> pending_;  // unresolved predecessors; kStarted once started
 
   struct Waiting {
     Tick ready_at;

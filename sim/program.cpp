@@ -6,7 +6,8 @@ namespace meshsim::sim {
 
 std::size_t Program::memory_bytes() const {
   return tasks_.capacity() * sizeof(Task) + steps_.capacity() * 2 + offsets_.capacity() * 4 +
-         successors_.capacity() * 4;
+         successors_.capacity() * 4 +
+         predecessors_.capacity() * 4;
 }
 
 TaskId ProgramBuilder::add(std::uint64_t amount, std::uint32_t resource, OpId op, TaskKind kind, std::uint16_t step) {
@@ -49,7 +50,11 @@ Program ProgramBuilder::finish() && {
   Program p;
   const std::size_t n = tasks_.size();
   p.offsets_.assign(n + 1, 0);
-  for (std::uint64_t e : edges_) ++p.offsets_[(e >> 32) + 1];
+  p.predecessors_.assign(n, 0);
+  for (std::uint64_t e : edges_) {
+    ++p.offsets_[(e >> 32) + 1];
+    ++p.predecessors_[(e & 0xffffffffu) >> 1];
+  }
   for (std::size_t i = 0; i < n; ++i) p.offsets_[i + 1] += p.offsets_[i];
   p.successors_.resize(edges_.size());
   {

@@ -41,6 +41,8 @@ class Program {
   std::span<const std::uint32_t> successors(TaskId id) const {
     return {successors_.data() + offsets_[id], successors_.data() + offsets_[id + 1]};
   }
+  std::uint32_t num_predecessors(TaskId id) const { return predecessors_[id]; }
+  const std::vector<std::uint32_t>& predecessor_counts() const { return predecessors_; }
   // Algorithm step of a task (ring step, hop index), for traces.
   std::uint16_t step(TaskId id) const { return steps_[id]; }
   std::size_t num_edges() const { return successors_.size(); }
@@ -53,6 +55,7 @@ class Program {
   std::vector<std::uint32_t> offsets_;
   std::vector<std::uint32_t> successors_;
   std::vector<std::uint16_t> steps_;
+  std::vector<std::uint32_t> predecessors_;
   std::uint32_t num_ops_ = 0;
 };
 
