@@ -13,7 +13,8 @@ namespace {
 // building it, so that a huge op is refused without first using the memory.
 std::uint64_t estimate_transfers(const workloads::Op& op, const topology::Torus& t) {
   const std::uint64_t chips = t.num_chips();
-  if (op.kind == CollectiveKind::Send) return static_cast<std::uint64_t>(t.num_axes()) * t.hop_distance(op.src, op.dst);
+  if (op.kind == CollectiveKind::Send)
+    return static_cast<std::uint64_t>(t.num_axes()) * static_cast<std::uint64_t>(t.hop_distance(op.src, op.dst));
   std::uint64_t group = 1, ring_hops = 0, max_hops = 0;
   for (int a : op.hw_axes) {
     const auto x = static_cast<std::uint64_t>(t.axis(a).size);
@@ -51,6 +52,16 @@ Expanded expand(const workloads::Workload& w, const topology::Torus& torus) {
                        sim::Resource{w.hardware.ici.bandwidth_bytes_per_s, w.hardware.ici.latency,
                                      w.hardware.forward_chunk_bytes});
   sim::ProgramBuilder b;
+  {
+    // Reserve from the estimates: untouched capacity costs no resident memory,
+    // and no reallocation copies millions of tasks.
+    std::uint64_t transfers = 0;
+    for (const workloads::Op& op : w.ops)
+      transfers = std::min<std::uint64_t>(transfers + estimate_transfers(op, torus), kMaxTasks);
+    const std::uint64_t joins = 2ull * chips * w.ops.size() + transfers / 8;
+    b.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(transfers + joins, kMaxTasks)),
+              static_cast<std::size_t>(std::min<std::uint64_t>(3 * transfers + 2 * joins, 3 * kMaxTasks)));
+  }
   std::vector<std::vector<sim::TaskId>> exits;
   for (std::size_t i = 0; i < w.ops.size(); ++i) {
     const workloads::Op& op = w.ops[i];

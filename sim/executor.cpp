@@ -20,6 +20,9 @@ Executor::Executor(Engine& engine, const Program& program, std::span<const Resou
       MESHSIM_ASSERT(resources_[t.resource].bandwidth_bytes_per_s > 0, "transfer on a resource without bandwidth");
   }
   state_.assign(resources_.size(), ResourceState{});
+  for (std::size_t i = 0; i < resources_.size(); ++i)
+    if (resources_[i].bandwidth_bytes_per_s > 0)
+      state_[i].chunk_time = serialization_time(resources_[i].forward_chunk_bytes, resources_[i].bandwidth_bytes_per_s);
   op_timings_.assign(program_.num_ops(), OpTiming{});
 }
 
@@ -38,9 +41,7 @@ void Executor::handle_event(std::uint64_t payload, Tick now) {
   r.wake_pending = false;
   MESHSIM_ASSERT(!r.waiting.empty() && r.busy_until <= now && r.waiting.front().ready_at <= now,
                  "resource woke up with nothing to start");
-  std::pop_heap(r.waiting.begin(), r.waiting.end(), std::greater<>{});
-  const auto id = static_cast<TaskId>(r.waiting.back().order & 0xffffffffu);
-  r.waiting.pop_back();
+  const auto id = static_cast<TaskId>(r.waiting.pop().order & 0xffffffffu);
   start_task(id, now);
   schedule_wake(resource, now);
   drain(now);
@@ -55,6 +56,24 @@ void Executor::schedule_wake(std::uint32_t resource, Tick now) {
   r.wake_at = at;
   ++r.generation;
   engine_.schedule(at, self_, (std::uint64_t{r.generation} << 32) | resource);
+}
+
+void Executor::WaitQueue::push(const Waiting& w) {
+  if (head > 0 && head * 2 >= items.size()) {  // reclaim the consumed front
+    items.erase(items.begin(), items.begin() + static_cast<std::ptrdiff_t>(head));
+    head = 0;
+  }
+  items.push_back(w);
+  for (std::size_t i = items.size() - 1; i > head && items[i - 1] > items[i]; --i) std::swap(items[i - 1], items[i]);
+}
+
+Executor::Waiting Executor::WaitQueue::pop() {
+  const Waiting w = items[head++];
+  if (head == items.size()) {
+    items.clear();
+    head = 0;
+  }
+  return w;
 }
 
 void Executor::release(TaskId id) {
@@ -82,8 +101,7 @@ void Executor::activate(TaskId id, Tick now) {
     return;
   }
   MESHSIM_ASSERT(activations_ < (std::uint64_t{1} << 32), "too many activations");
-  r.waiting.push_back(Waiting{ready, (activations_++ << 32) | id});
-  std::push_heap(r.waiting.begin(), r.waiting.end(), std::greater<>{});
+  r.waiting.push(Waiting{ready, (activations_++ << 32) | id});
   schedule_wake(t.resource, now);
 }
 
@@ -118,10 +136,9 @@ void Executor::start_task(TaskId id, Tick now) {
   Tick first_chunk;  // when the first forwarding chunk has left (for stream successors)
   if (t.kind() == TaskKind::Transfer) {
     const Tick service = serialization_time(t.amount, res.bandwidth_bytes_per_s);
-    const std::uint64_t chunk = res.forward_chunk_bytes == 0 || res.forward_chunk_bytes > t.amount
-                                    ? t.amount
-                                    : res.forward_chunk_bytes;
-    const Tick chunk_time = serialization_time(chunk, res.bandwidth_bytes_per_s);
+    // The forwarding chunk, or the whole transfer when it is smaller (or no chunking).
+    const Tick chunk_time =
+        res.forward_chunk_bytes == 0 || res.forward_chunk_bytes > t.amount ? service : r.chunk_time;
     // Cut-through: the last chunk cannot leave before it has arrived from upstream.
     end = max(now + service, s.stream_floor + chunk_time);
     first_chunk = now + chunk_time;

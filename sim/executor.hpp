@@ -88,20 +88,31 @@ class Executor final : public EventHandler {
     Tick ready_at;       // max over predecessors of when they allow this task to start
     Tick stream_floor;   // last byte of stream predecessors arrived
   };
-  std::vector<TaskState> tasks_;
-  std::vector<std::uint32_t> pending_;  // unresolved predecessors; kStarted once started
+  BigVector<TaskState> tasks_;
+  BigVector<std::uint32_t> pending_;  // unresolved predecessors; kStarted once started
 
   struct Waiting {
     Tick ready_at;
     std::uint64_t order;  // activation sequence << 32 | task
     bool operator>(const Waiting& o) const { return ready_at != o.ready_at ? ready_at > o.ready_at : order > o.order; }
   };
+  // Tasks waiting for a resource, in (ready time, activation) order. They mostly
+  // arrive in that order, so an insertion from the back is O(1) in practice.
+  struct WaitQueue {
+    std::vector<Waiting> items;
+    std::size_t head = 0;
+    bool empty() const { return head == items.size(); }
+    const Waiting& front() const { return items[head]; }
+    void push(const Waiting& w);
+    Waiting pop();
+  };
   struct ResourceState {
     Tick busy_until;
-    std::vector<Waiting> waiting;  // min-heap
+    WaitQueue waiting;
     Tick wake_at;                  // time of the live wake-up event, if any
     std::uint32_t generation = 0;  // wake-up events of older generations are stale
     bool wake_pending = false;
+    Tick chunk_time;               // serialization time of one forwarding chunk
   };
   std::vector<ResourceState> state_;
   std::uint64_t activations_ = 0;

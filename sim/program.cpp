@@ -58,13 +58,11 @@ Program ProgramBuilder::finish() && {
   for (std::size_t i = 0; i < n; ++i) p.offsets_[i + 1] += p.offsets_[i];
   p.successors_.resize(edges_.size());
   {
-    std::vector<std::uint32_t> fill(p.offsets_.begin(), p.offsets_.end() - 1);
+    BigVector<std::uint32_t> fill(p.offsets_.begin(), p.offsets_.end() - 1);
     // Counting sort by predecessor keeps insertion order among one task's successors.
     for (std::uint64_t e : edges_) p.successors_[fill[e >> 32]++] = static_cast<std::uint32_t>(e & 0xffffffffu);
   }
-  std::vector<std::uint64_t>().swap(edges_);
-  tasks_.shrink_to_fit();
-  steps_.shrink_to_fit();
+  BigVector<std::uint64_t>().swap(edges_);
   p.tasks_ = std::move(tasks_);
   p.steps_ = std::move(steps_);
   p.num_ops_ = num_ops_;

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "base/huge_pages.hpp"
 #include "base/tick.hpp"
 
 namespace meshsim::sim {
@@ -42,7 +43,7 @@ class Program {
     return {successors_.data() + offsets_[id], successors_.data() + offsets_[id + 1]};
   }
   std::uint32_t num_predecessors(TaskId id) const { return predecessors_[id]; }
-  const std::vector<std::uint32_t>& predecessor_counts() const { return predecessors_; }
+  const BigVector<std::uint32_t>& predecessor_counts() const { return predecessors_; }
   // Algorithm step of a task (ring step, hop index), for traces.
   std::uint16_t step(TaskId id) const { return steps_[id]; }
   std::size_t num_edges() const { return successors_.size(); }
@@ -51,11 +52,11 @@ class Program {
 
  private:
   friend class ProgramBuilder;
-  std::vector<Task> tasks_;
-  std::vector<std::uint32_t> offsets_;
-  std::vector<std::uint32_t> successors_;
-  std::vector<std::uint16_t> steps_;
-  std::vector<std::uint32_t> predecessors_;
+  BigVector<Task> tasks_;
+  BigVector<std::uint32_t> offsets_;
+  BigVector<std::uint32_t> successors_;
+  BigVector<std::uint16_t> steps_;
+  BigVector<std::uint32_t> predecessors_;
   std::uint32_t num_ops_ = 0;
 };
 
@@ -74,9 +75,9 @@ class ProgramBuilder {
 
  private:
   TaskId add(std::uint64_t amount, std::uint32_t resource, OpId op, TaskKind kind, std::uint16_t step);
-  std::vector<Task> tasks_;
-  std::vector<std::uint16_t> steps_;
-  std::vector<std::uint64_t> edges_;  // before << 32 | after << 1 | stream
+  BigVector<Task> tasks_;
+  BigVector<std::uint16_t> steps_;
+  BigVector<std::uint64_t> edges_;  // before << 32 | after << 1 | stream
   std::uint32_t num_ops_ = 0;
 };
 

@@ -78,12 +78,6 @@ ChipId Torus::neighbor(ChipId chip, int axis, Direction dir) const {
   return with_coord(chip, axis, next);
 }
 
-LinkId Torus::link(ChipId chip, int axis, Direction dir) const {
-  const std::size_t slot = static_cast<std::size_t>(chip) * 2 * axes_.size() +
-                           static_cast<std::size_t>(axis) * 2 + static_cast<std::size_t>(dir);
-  return links_[slot].src == kNoChip ? kNoLink : static_cast<LinkId>(slot);
-}
-
 Torus::AxisHops Torus::axis_hops(int axis, int from, int to) const {
   const AxisSpec& spec = axes_[static_cast<std::size_t>(axis)];
   if (from == to) return {};

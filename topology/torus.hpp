@@ -58,7 +58,11 @@ class Torus {
 
   // Neighbour one hop away, or kNoChip at the open end of a line.
   ChipId neighbor(ChipId chip, int axis, Direction dir) const;
-  LinkId link(ChipId chip, int axis, Direction dir) const;
+  LinkId link(ChipId chip, int axis, Direction dir) const {
+    const std::size_t slot = static_cast<std::size_t>(chip) * 2 * axes_.size() + static_cast<std::size_t>(axis) * 2 +
+                             static_cast<std::size_t>(dir);
+    return links_[slot].src == kNoChip ? kNoLink : static_cast<LinkId>(slot);
+  }
   std::size_t num_link_slots() const { return links_.size(); }
   bool link_exists(LinkId id) const { return id < links_.size() && links_[id].src != kNoChip; }
   const Link& link_info(LinkId id) const { return links_[id]; }

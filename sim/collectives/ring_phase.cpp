@@ -1,5 +1,7 @@
 #include "sim/collectives/ring_phase.hpp"
 
+#include <algorithm>
+
 #include "base/error.hpp"
 
 namespace meshsim::collectives::detail {
@@ -9,34 +11,56 @@ using topology::kNoChip;
 
 namespace {
 
-// A chain of `hops` transfers from `from` in direction `dir` (the bytes of a
-// one-hop chain carries bytes.last); each hop after the
-// first forwards the previous one (stream edge). `forwarder_waits` adds an edge
-// from entry[n] to the hop leaving chip n; `deliver_each` feeds every arrival into
-// exit[receiver], otherwise only the last. Returns the last transfer.
 struct ChainBytes {
   std::uint64_t first, middle, last;  // the first hop, the hops between, the last hop
   static ChainBytes uniform(std::uint64_t b) { return {b, b, b}; }
 };
 
-TaskId chain(ProgramBuilder& b, const Torus& t, int axis, ChipId from, Direction dir, int hops, ChainBytes bytes,
-             std::span<const TaskId> entry, std::span<const TaskId> exit, OpId op, bool deliver_each) {
-  MESHSIM_ASSERT(hops > 0, "empty chain");
-  TaskId prev = 0;
-  ChipId at = from;
-  for (int k = 0; k < hops; ++k) {
-    const auto link = t.link(at, axis, dir);
-    MESHSIM_ASSERT(link != topology::kNoLink, "ring step over a missing link");
-    const std::uint64_t n = k + 1 == hops ? bytes.last : k == 0 ? bytes.first : bytes.middle;
-    const TaskId x = b.transfer(link, n, op, static_cast<std::uint16_t>(k + 1));
-    b.depend(entry[at], x);
-    if (k > 0) b.depend(prev, x, sim::EdgeKind::Stream);
-    at = t.link_info(link).dst;
-    if (deliver_each || k + 1 == hops) b.depend(x, exit[at]);
-    prev = x;
+// A set of chains along one axis. Chain i: `hops` transfers from `from` in
+// direction `dir` (a one-hop chain carries bytes.last); each hop after the first
+// forwards the previous one (stream edge); the hop leaving chip n also waits for
+// entry[n] (the chip's own data or its participation); `deliver_each` feeds every
+// arrival into exit[receiver], otherwise only the last one.
+//
+// build() creates the transfers step-major (every chain's hop 1, then every
+// chain's hop 2, ...): tasks that run at about the same time get neighbouring ids,
+// which keeps the executor's working set in cache.
+class Chains {
+ public:
+  void add(ChipId from, Direction dir, int hops, ChainBytes bytes) {
+    MESHSIM_ASSERT(hops > 0, "empty chain");
+    chains_.push_back({from, dir, hops, bytes, 0});
+    max_hops_ = std::max(max_hops_, hops);
   }
-  return prev;
-}
+  void build(ProgramBuilder& b, const Torus& t, int axis, std::span<const TaskId> entry,
+             std::span<const TaskId> exit, OpId op, bool deliver_each) {
+    for (int k = 0; k < max_hops_; ++k) {
+      for (Chain& c : chains_) {
+        if (k >= c.hops) continue;
+        const auto link = t.link(c.from, axis, c.dir);
+        MESHSIM_ASSERT(link != topology::kNoLink, "ring step over a missing link");
+        const std::uint64_t n = k + 1 == c.hops ? c.bytes.last : k == 0 ? c.bytes.first : c.bytes.middle;
+        const TaskId x = b.transfer(link, n, op, static_cast<std::uint16_t>(k + 1));
+        b.depend(entry[c.from], x);
+        if (k > 0) b.depend(c.prev, x, sim::EdgeKind::Stream);
+        c.from = t.link_info(link).dst;  // the chain advances one chip
+        if (deliver_each || k + 1 == c.hops) b.depend(x, exit[c.from]);
+        c.prev = x;
+      }
+    }
+  }
+
+ private:
+  struct Chain {
+    ChipId from;
+    Direction dir;
+    int hops;
+    ChainBytes bytes;
+    TaskId prev;
+  };
+  std::vector<Chain> chains_;
+  int max_hops_ = 0;
+};
 
 // Chips whose coordinate on `axis` is 0: one per ring/line.
 std::vector<ChipId> ring_starts(const Torus& t, int axis) {
@@ -55,20 +79,23 @@ void all_gather_phase(ProgramBuilder& b, const Torus& t, int axis, std::uint64_t
   const bool wrap = t.axis(axis).wraparound;
   // On an even ring the antipodal chip gets half the shard from each side.
   const ChainBytes ring{shard_bytes, shard_bytes, x % 2 == 0 ? ceil_div(shard_bytes, 2) : shard_bytes};
+  Chains chains;
   for (ChipId c = 0; c < t.num_chips(); ++c) {
     const int pos = t.coord(c, axis);
     const int plus = wrap ? x / 2 : x - 1 - pos;
     const int minus = wrap ? x / 2 : pos;
     const ChainBytes bytes = wrap ? ring : ChainBytes::uniform(shard_bytes);
-    if (plus > 0) chain(b, t, axis, c, Direction::Plus, plus, bytes, entry, exit, op, true);
-    if (minus > 0) chain(b, t, axis, c, Direction::Minus, minus, bytes, entry, exit, op, true);
+    if (plus > 0) chains.add(c, Direction::Plus, plus, bytes);
+    if (minus > 0) chains.add(c, Direction::Minus, minus, bytes);
   }
+  chains.build(b, t, axis, entry, exit, op, /*deliver_each=*/true);
 }
 
 void reduce_scatter_phase(ProgramBuilder& b, const Torus& t, int axis, std::uint64_t chunk_bytes,
                           std::span<const TaskId> entry, std::span<const TaskId> exit, OpId op) {
   const int x = t.axis(axis).size;
   MESHSIM_ASSERT(x > 1, "ring phase over an axis of size 1");
+  Chains chains;
   if (t.axis(axis).wraparound) {
     // On an even ring the antipodal chip sends half its contribution each way.
     const int hops = x / 2;
@@ -76,21 +103,19 @@ void reduce_scatter_phase(ProgramBuilder& b, const Torus& t, int axis, std::uint
     const ChainBytes bytes{first, chunk_bytes, hops == 1 ? first : chunk_bytes};
     for (ChipId d = 0; d < t.num_chips(); ++d) {
       const int pos = t.coord(d, axis);
-      chain(b, t, axis, t.with_coord(d, axis, ((pos - hops) % x + x) % x), Direction::Plus, hops, bytes, entry, exit,
-            op, false);
-      chain(b, t, axis, t.with_coord(d, axis, (pos + hops) % x), Direction::Minus, hops, bytes, entry, exit, op, false);
+      chains.add(t.with_coord(d, axis, ((pos - hops) % x + x) % x), Direction::Plus, hops, bytes);
+      chains.add(t.with_coord(d, axis, (pos + hops) % x), Direction::Minus, hops, bytes);
     }
-    return;
+  } else {
+    // A line: chains start at the ends; the farthest destination goes first so
+    // that it can be forwarded while the nearer ones are still being sent.
+    for (ChipId line : ring_starts(t, axis)) {
+      for (int d = x - 1; d >= 1; --d) chains.add(line, Direction::Plus, d, ChainBytes::uniform(chunk_bytes));
+      const ChipId end = t.with_coord(line, axis, x - 1);
+      for (int d = 0; d <= x - 2; ++d) chains.add(end, Direction::Minus, x - 1 - d, ChainBytes::uniform(chunk_bytes));
+    }
   }
-  // A line: chains start at the ends; the farthest destination goes first so that
-  // it can be forwarded while the nearer ones are still being sent.
-  for (ChipId line : ring_starts(t, axis)) {
-    for (int d = x - 1; d >= 1; --d)
-      chain(b, t, axis, line, Direction::Plus, d, ChainBytes::uniform(chunk_bytes), entry, exit, op, false);
-    const ChipId end = t.with_coord(line, axis, x - 1);
-    for (int d = 0; d <= x - 2; ++d)
-      chain(b, t, axis, end, Direction::Minus, x - 1 - d, ChainBytes::uniform(chunk_bytes), entry, exit, op, false);
-  }
+  chains.build(b, t, axis, entry, exit, op, /*deliver_each=*/false);
 }
 
 std::vector<TaskId> make_joins(ProgramBuilder& b, std::uint32_t chips, OpId op) {
