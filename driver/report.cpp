@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "topology/torus.hpp"
@@ -13,9 +14,21 @@ namespace {
 
 std::int64_t seconds_to_ps(double s) { return std::llround(s * 1e12); }
 
-double ratio(const OpResult& o) {
+// Simulated over closed form; none when the closed form is 0 (an op over axes
+// of size 1 moves nothing).
+std::optional<double> ratio(const OpResult& o) {
   const std::int64_t closed = seconds_to_ps(o.closed_form.time_s());
-  return closed > 0 ? static_cast<double>(o.time().ps()) / static_cast<double>(closed) : 0.0;
+  if (closed <= 0) return std::nullopt;
+  return static_cast<double>(o.time().ps()) / static_cast<double>(closed);
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string s;
+  for (const std::string& n : names) {
+    if (!s.empty()) s += ',';
+    s += n;
+  }
+  return s;
 }
 
 std::string us(double seconds) { return fmt::format("{:.3f}", seconds * 1e6); }
@@ -51,18 +64,22 @@ std::string format_table(const workloads::Workload& w, const RunResult& r) {
                      w.hardware.preset, static_cast<double>(ici.bandwidth_bytes_per_s) / 1e9,
                      2 * static_cast<double>(ici.bandwidth_bytes_per_s) / 1e9, us(ici.latency));
   out += "topology  " + topology_line(w) + "\n\n";
-  out += fmt::format("{:<20} {:<14} {:<6} {:>15} {:>13} {:>13} {:>13} {:>7}  {}\n", "op", "kind", "axes", "V (bytes)",
-                     "start (us)", "time (us)", "closed (us)", "ratio", "bound");
+  std::size_t name_width = 20;
+  for (const OpResult& o : r.ops) name_width = std::max(name_width, o.name.size());
+  out += fmt::format("{:<{}} {:<14} {:<6} {:>15} {:>13} {:>13} {:>13} {:>7}  {}\n", "op", name_width, "kind", "axes",
+                     "V (bytes)", "start (us)", "time (us)", "closed (us)", "ratio", "bound");
   bool open_axis = false;
   const topology::Torus t = w.make_torus();
   for (std::size_t i = 0; i < r.ops.size(); ++i) {
     const OpResult& o = r.ops[i];
     for (int a : w.ops[i].hw_axes) open_axis = open_axis || !t.axis(a).wraparound;
-    out += fmt::format("{:<20} {:<14} {:<6} {:>15} {:>13} {:>13} {:>13} {:>7.4f}  {}\n", o.name, kind_name(o.kind),
-                       o.kind == CollectiveKind::Send ? "-" : o.mesh_axes, o.bytes, us(o.begin), us(o.time()),
-                       us(o.closed_form.time_s()), ratio(o), o.closed_form.latency_bound() ? "latency" : "bandwidth");
+    const std::optional<double> q = ratio(o);
+    out += fmt::format("{:<{}} {:<14} {:<6} {:>15} {:>13} {:>13} {:>13} {:>7}  {}\n", o.name, name_width,
+                       kind_name(o.kind), o.kind == CollectiveKind::Send ? "-" : joined(o.mesh_axes), o.bytes,
+                       us(o.begin), us(o.time()), us(o.closed_form.time_s()), q ? fmt::format("{:.4f}", *q) : "-",
+                       o.closed_form.latency_bound() ? "latency" : "bandwidth");
   }
-  out += fmt::format("\ntotal {} us; {} transfers, {} bytes over links, {} events\n", us(r.makespan), r.transfers,
+  out += fmt::format("\ntotal {} us; {} transfers, {} bytes over links, {} engine events\n", us(r.makespan), r.transfers,
                      r.link_bytes, r.events);
   if (open_axis)
     out += "note: an axis without wraparound runs as a line; the cheat sheet assumes a torus (expect ~2x)\n";
@@ -87,7 +104,11 @@ std::string format_json(const workloads::Workload& w, const RunResult& r) {
   j["hardware"] = {{"preset", w.hardware.preset},
                    {"ici_bandwidth_one_way_bytes_per_s", w.hardware.ici.bandwidth_bytes_per_s},
                    {"hop_latency_ps", w.hardware.ici.latency.ps()},
-                   {"forward_chunk_bytes", w.hardware.forward_chunk_bytes}};
+                   {"forward_chunk_bytes", w.hardware.forward_chunk_bytes},
+                   {"bf16_flops_per_s", w.hardware.chip.bf16_flops_per_s},
+                   {"int8_ops_per_s", w.hardware.chip.int8_ops_per_s},
+                   {"hbm_bytes", w.hardware.chip.hbm_bytes},
+                   {"hbm_bandwidth_bytes_per_s", w.hardware.chip.hbm_bandwidth_bytes_per_s}};
   Json shape = Json::array(), wrap = Json::array();
   for (const auto& a : t.axes()) {
     shape.push_back(a.size);
@@ -110,12 +131,16 @@ std::string format_json(const workloads::Workload& w, const RunResult& r) {
     op["hardware_axes"] = o.hw_axes;
     op["bytes"] = o.bytes;
     op["start_ps"] = o.begin.ps();
+    op["first_start_ps"] = o.first_start.ps();
     op["end_ps"] = o.end.ps();
     op["time_ps"] = o.time().ps();
     op["closed_form_ps"] = seconds_to_ps(o.closed_form.time_s());
     op["latency_term_ps"] = seconds_to_ps(o.closed_form.latency_s);
     op["bandwidth_term_ps"] = seconds_to_ps(o.closed_form.bandwidth_s);
-    op["ratio"] = ratio(o);
+    if (const std::optional<double> q = ratio(o))
+      op["ratio"] = *q;
+    else
+      op["ratio"] = nullptr;
     op["bound"] = o.closed_form.latency_bound() ? "latency" : "bandwidth";
     op["transfers"] = o.transfers;
     op["link_bytes"] = o.link_bytes;

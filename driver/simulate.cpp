@@ -12,15 +12,6 @@ namespace meshsim::driver {
 
 namespace {
 
-std::string hw_axis_names(const topology::Torus& t, const std::vector<int>& axes) {
-  std::string s;
-  for (int a : axes) {
-    if (!s.empty()) s += ',';
-    s += t.axis_name(a);
-  }
-  return s;
-}
-
 collectives::ClosedForm closed_form(const workloads::Op& op, const workloads::Workload& w,
                                     const topology::Torus& torus) {
   std::vector<int> sizes;
@@ -89,8 +80,8 @@ RunResult simulate(const workloads::Workload& w, const SimulateOptions& options)
     OpResult o;
     o.name = op.name;
     o.kind = op.kind;
-    o.mesh_axes = w.mesh_axis_names(op.mesh_axes);
-    o.hw_axes = hw_axis_names(torus, op.hw_axes);
+    for (int a : op.mesh_axes) o.mesh_axes.push_back(w.mesh[static_cast<std::size_t>(a)].name);
+    for (int a : op.hw_axes) o.hw_axes.push_back(torus.axis_name(a));
     o.bytes = op.bytes;
     o.begin = entries.all_ready[i];
     o.first_start = t.begin;

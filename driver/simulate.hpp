@@ -14,8 +14,8 @@ namespace meshsim::driver {
 struct OpResult {
   std::string name;
   CollectiveKind kind = CollectiveKind::AllGather;
-  std::string mesh_axes;      // "X,Y"
-  std::string hw_axes;        // "x,y"
+  std::vector<std::string> mesh_axes;  // as written in the op
+  std::vector<std::string> hw_axes;    // the hardware axes (size > 1) they span
   std::uint64_t bytes = 0;    // V (collectives) or payload (send)
   Tick begin;        // every chip could start the op (its dependencies done on all chips)
   Tick first_start;  // the first chip started it

@@ -23,15 +23,6 @@ std::uint64_t Array::bytes() const {
 
 topology::Torus Workload::make_torus() const { return topology::Torus(topology, hardware.ici); }
 
-std::string Workload::mesh_axis_names(const std::vector<int>& mesh_axes) const {
-  std::string s;
-  for (int a : mesh_axes) {
-    if (!s.empty()) s += ',';
-    s += mesh[static_cast<std::size_t>(a)].name;
-  }
-  return s;
-}
-
 namespace {
 
 constexpr std::uint64_t kMaxBytes = std::uint64_t{1} << 62;
@@ -158,6 +149,14 @@ void parse_topology_and_mesh(const Cursor& root, const topology::Preset& preset,
           "the mesh has {} chips but the topology {} has {}; no mesh axis is left for hardware "
           "axis {} of size {}",
           mesh_chips, w.make_torus().shape_string(), chips, w.make_torus().axis_name(static_cast<int>(hw)), shape[hw]));
+}
+
+// Array names are used in sharding strings ("A[I_X]"): a letter, then letters,
+// digits or '_'.
+void check_array_name(const std::string& name, const Cursor& where) {
+  bool ok = !name.empty() && std::isalpha(static_cast<unsigned char>(name[0]));
+  for (char ch : name) ok = ok && (std::isalnum(static_cast<unsigned char>(ch)) || ch == '_');
+  if (!ok) where.fail(fmt::format("array name '{}' must be a letter followed by letters, digits or '_'", name));
 }
 
 int mesh_axis_index(const Workload& w, const std::string& name) {
@@ -457,7 +456,8 @@ class OpParser {
     }
     std::string result = op.array;
     if (auto out = c.find("out")) {
-      result = out->as_identifier();
+      result = out->as_string();
+      check_array_name(result, *out);
       if (arrays_.count(result)) out->fail(fmt::format("array '{}' already exists", result));
     }
     a.name = result;
@@ -497,9 +497,7 @@ Workload parse_workload(std::string_view text, const std::string& file) {
   OpParser ops(w);
   if (auto arrays = root.find("arrays")) {
     for (const auto& [name, value] : arrays->members()) {
-      bool ok = !name.empty() && std::isalpha(static_cast<unsigned char>(name[0]));
-      for (char ch : name) ok = ok && (std::isalnum(static_cast<unsigned char>(ch)) || ch == '_');
-      if (!ok) value.fail(fmt::format("array name '{}' must be a letter followed by letters, digits or '_'", name));
+      check_array_name(name, value);
       ops.arrays_[name] = w.arrays.size();
       w.arrays.push_back(parse_array(w, name, value));
     }

@@ -57,7 +57,6 @@ struct Workload {
   std::vector<Op> ops;
 
   topology::Torus make_torus() const;
-  std::string mesh_axis_names(const std::vector<int>& mesh_axes) const;  // "X,Y"
 };
 
 // Throws InputError ("FILE:/json/pointer: message") on any malformed or

@@ -4,7 +4,8 @@
 // them to produce a time.
 //   AllGather, ReduceScatter: T = max(T_min * sum(X_i)/2, V / (W * N_axes))
 //   AllReduce:                twice the ReduceScatter (RS then AG): 2V / (W * N_axes)
-//   AllToAll:                 V / (4W) on one bidirectional ring; over several axes
+//   AllToAll:                 max(T_min * sum(X_i)/2, V / (4W)) on one bidirectional
+//                             ring; over several axes the bandwidth term is
 //                             max_i X_i * V / (4 W P) (the busiest axis's links)
 //   Send:                     max(T_min * hops, bytes / (routes * W/2))
 // W: bidirectional bandwidth of one link (2x the one-way value); N_axes: axes

@@ -131,8 +131,6 @@ TEST_CASE("Workload: without topology each mesh axis is one hardware axis", "[wo
   CHECK(w.mesh[0].hw_axes == Axes{0});
   CHECK(w.mesh[1].hw_axes == Axes{1});
   CHECK(w.mesh[2].hw_axes == Axes{2});
-  CHECK(w.mesh_axis_names({0, 2}) == "X,Z");
-  CHECK(w.mesh_axis_names({1}) == "Y");
 }
 
 TEST_CASE("Workload: an op's hardware axes skip axes of size 1", "[workloads]") {
