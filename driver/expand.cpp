@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "base/error.hpp"
+#include "driver/compute.hpp"
 #include "sim/collectives/collective.hpp"
 
 namespace meshsim::driver {
@@ -13,7 +14,7 @@ namespace {
 // building it, so that a huge op is refused without first using the memory.
 std::uint64_t estimate_transfers(const workloads::Op& op, const topology::Torus& t) {
   const std::uint64_t chips = t.num_chips();
-  if (op.kind == CollectiveKind::Send)
+  if (op.kind == OpKind::Send)
     return static_cast<std::uint64_t>(t.num_axes()) * static_cast<std::uint64_t>(t.hop_distance(op.src, op.dst));
   std::uint64_t group = 1, ring_hops = 0, max_hops = 0;
   for (int a : op.hw_axes) {
@@ -24,19 +25,20 @@ std::uint64_t estimate_transfers(const workloads::Op& op, const topology::Torus&
   }
   const std::uint64_t parts = op.hw_axes.size();
   switch (op.kind) {
-    case CollectiveKind::AllGather:
-    case CollectiveKind::ReduceScatter:
+    case OpKind::AllGather:
+    case OpKind::ReduceScatter:
       return chips * ring_hops * parts;
-    case CollectiveKind::AllReduce:
+    case OpKind::AllReduce:
       return 2 * chips * ring_hops * parts;
-    case CollectiveKind::AllToAll: {
+    case OpKind::AllToAll: {
       // group - 1 pieces per chip, each over `parts` rotations and up to 2^axes
       // antipodal halves, each of at most max_hops hops.
       const std::uint64_t splits = parts << std::min<std::size_t>(op.hw_axes.size(), 20);
       const unsigned __int128 n = static_cast<unsigned __int128>(chips) * (group - 1) * splits * max_hops;
       return n > kMaxTasks ? kMaxTasks + 1 : static_cast<std::uint64_t>(n);
     }
-    case CollectiveKind::Send:
+    case OpKind::Send:
+    case OpKind::Matmul:
       break;
   }
   return 0;
@@ -48,9 +50,12 @@ Expanded expand(const workloads::Workload& w, const topology::Torus& torus) {
   Expanded out;
   const std::uint32_t chips = torus.num_chips();
   out.chips = chips;
+  // Resources: one per link slot, then one compute unit per chip.
   out.resources.assign(torus.num_link_slots(),
                        sim::Resource{w.hardware.ici.bandwidth_bytes_per_s, w.hardware.ici.latency,
                                      w.hardware.forward_chunk_bytes});
+  out.resources.resize(torus.num_link_slots() + chips, sim::Resource{0, kZeroTick, 0});
+  const auto compute_unit = [&](std::uint32_t chip) { return static_cast<std::uint32_t>(torus.num_link_slots() + chip); };
   sim::ProgramBuilder b;
   {
     // Reserve from the estimates: untouched capacity costs no resident memory,
@@ -83,21 +88,30 @@ Expanded expand(const workloads::Workload& w, const topology::Torus& torus) {
     const std::size_t first_task = b.num_tasks();
     const collectives::OpPorts ports{id, entry, exit};
     switch (op.kind) {
-      case CollectiveKind::AllGather:
+      case OpKind::AllGather:
         collectives::all_gather(b, torus, op.hw_axes, op.bytes, ports);
         break;
-      case CollectiveKind::ReduceScatter:
+      case OpKind::ReduceScatter:
         collectives::reduce_scatter(b, torus, op.hw_axes, op.bytes, ports);
         break;
-      case CollectiveKind::AllReduce:
+      case OpKind::AllReduce:
         collectives::all_reduce(b, torus, op.hw_axes, op.bytes, ports);
         break;
-      case CollectiveKind::AllToAll:
+      case OpKind::AllToAll:
         collectives::all_to_all(b, torus, op.hw_axes, op.bytes, ports);
         break;
-      case CollectiveKind::Send:
+      case OpKind::Send:
         collectives::send(b, torus, op.src, op.dst, op.bytes, ports);
         break;
+      case OpKind::Matmul: {
+        const Tick t = matmul_cost(op, w.hardware, w.file).time();
+        for (std::uint32_t c = 0; c < chips; ++c) {
+          const sim::TaskId task = b.compute(compute_unit(c), t, id);
+          b.depend(entry[c], task);
+          b.depend(task, exit[c]);
+        }
+        break;
+      }
     }
     std::uint64_t transfers = 0, link_bytes = 0;
     for (std::size_t t = first_task; t < b.num_tasks(); ++t) {

@@ -17,7 +17,7 @@ std::int64_t seconds_to_ps(double s) { return std::llround(s * 1e12); }
 // Simulated over closed form; none when the closed form is 0 (an op over axes
 // of size 1 moves nothing).
 std::optional<double> ratio(const OpResult& o) {
-  const std::int64_t closed = seconds_to_ps(o.closed_form.time_s());
+  const std::int64_t closed = seconds_to_ps(o.closed_s);
   if (closed <= 0) return std::nullopt;
   return static_cast<double>(o.time().ps()) / static_cast<double>(closed);
 }
@@ -75,9 +75,9 @@ std::string format_table(const workloads::Workload& w, const RunResult& r) {
     for (int a : w.ops[i].hw_axes) open_axis = open_axis || !t.axis(a).wraparound;
     const std::optional<double> q = ratio(o);
     out += fmt::format("{:<{}} {:<14} {:<6} {:>15} {:>13} {:>13} {:>13} {:>7}  {}\n", o.name, name_width,
-                       kind_name(o.kind), o.kind == CollectiveKind::Send ? "-" : joined(o.mesh_axes), o.bytes,
-                       us(o.begin), us(o.time()), us(o.closed_form.time_s()), q ? fmt::format("{:.4f}", *q) : "-",
-                       o.closed_form.latency_bound() ? "latency" : "bandwidth");
+                       kind_name(o.kind), o.mesh_axes.empty() ? "-" : joined(o.mesh_axes),
+                       o.kind == OpKind::Matmul ? "-" : std::to_string(o.bytes), us(o.begin), us(o.time()),
+                       us(o.closed_s), q ? fmt::format("{:.4f}", *q) : "-", o.bound);
   }
   out += fmt::format("\ntotal {} us; {} transfers, {} bytes over links, {} engine events\n", us(r.makespan), r.transfers,
                      r.link_bytes, r.events);
@@ -134,14 +134,20 @@ std::string format_json(const workloads::Workload& w, const RunResult& r) {
     op["first_start_ps"] = o.first_start.ps();
     op["end_ps"] = o.end.ps();
     op["time_ps"] = o.time().ps();
-    op["closed_form_ps"] = seconds_to_ps(o.closed_form.time_s());
-    op["latency_term_ps"] = seconds_to_ps(o.closed_form.latency_s);
-    op["bandwidth_term_ps"] = seconds_to_ps(o.closed_form.bandwidth_s);
+    op["closed_form_ps"] = seconds_to_ps(o.closed_s);
+    if (o.kind == OpKind::Matmul) {
+      op["compute_ps"] = seconds_to_ps(o.compute_s);
+      op["memory_ps"] = seconds_to_ps(o.memory_s);
+      op["flops_per_chip"] = o.flops;
+    } else {
+      op["latency_term_ps"] = seconds_to_ps(o.latency_s);
+      op["bandwidth_term_ps"] = seconds_to_ps(o.bandwidth_s);
+    }
     if (const std::optional<double> q = ratio(o))
       op["ratio"] = *q;
     else
       op["ratio"] = nullptr;
-    op["bound"] = o.closed_form.latency_bound() ? "latency" : "bandwidth";
+    op["bound"] = o.bound;
     op["transfers"] = o.transfers;
     op["link_bytes"] = o.link_bytes;
     if (!o.sharding_before.empty()) {

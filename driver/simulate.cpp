@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include "base/error.hpp"
+#include "driver/compute.hpp"
 #include "driver/expand.hpp"
+#include "sim/collectives/closed_form.hpp"
 #include "sim/engine.hpp"
 #include "sim/executor.hpp"
 #include "traces/link_stats.hpp"
@@ -22,7 +24,7 @@ collectives::ClosedForm closed_form(const workloads::Op& op, const workloads::Wo
   in.link_bandwidth_one_way = static_cast<double>(w.hardware.ici.bandwidth_bytes_per_s);
   in.hop_latency = w.hardware.ici.latency;
   in.axis_sizes = sizes;
-  if (op.kind == CollectiveKind::Send) {
+  if (op.kind == OpKind::Send) {
     in.send_hops = torus.hop_distance(op.src, op.dst);
     in.send_routes = collectives::send_paths(torus, op.src, op.dst);
   }
@@ -86,7 +88,20 @@ RunResult simulate(const workloads::Workload& w, const SimulateOptions& options)
     o.begin = entries.all_ready[i];
     o.first_start = t.begin;
     o.end = t.end;
-    o.closed_form = closed_form(op, w, torus);
+    if (op.kind == OpKind::Matmul) {
+      const kernels::Roofline roof = matmul_cost(op, w.hardware, w.file);
+      o.compute_s = roof.compute_time.seconds();
+      o.memory_s = roof.memory_time.seconds();
+      o.closed_s = roof.time().seconds();
+      o.flops = matmul_flops(op);
+      o.bound = roof.compute_bound() ? "compute" : "memory";
+    } else {
+      const collectives::ClosedForm f = closed_form(op, w, torus);
+      o.latency_s = f.latency_s;
+      o.bandwidth_s = f.bandwidth_s;
+      o.closed_s = f.time_s();
+      o.bound = f.latency_bound() ? "latency" : "bandwidth";
+    }
     o.transfers = ex.op_transfers[i];
     o.link_bytes = ex.op_link_bytes[i];
     o.sharding_before = op.sharding_before;

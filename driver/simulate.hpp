@@ -4,23 +4,29 @@
 #include <string>
 #include <vector>
 
-#include "base/collective_kind.hpp"
+#include "base/op_kind.hpp"
 #include "base/tick.hpp"
-#include "sim/collectives/closed_form.hpp"
 #include "workloads/workload.hpp"
 
 namespace meshsim::driver {
 
 struct OpResult {
   std::string name;
-  CollectiveKind kind = CollectiveKind::AllGather;
+  OpKind kind = OpKind::AllGather;
   std::vector<std::string> mesh_axes;  // as written in the op
   std::vector<std::string> hw_axes;    // the hardware axes (size > 1) they span
   std::uint64_t bytes = 0;    // V (collectives) or payload (send)
   Tick begin;        // every chip could start the op (its dependencies done on all chips)
   Tick first_start;  // the first chip started it
   Tick end;          // its last byte arrived
-  collectives::ClosedForm closed_form;
+  // The expected time beside the simulated one: the cheat sheet's closed form
+  // for communication (its latency and bandwidth terms), the roofline for a
+  // local matmul (its compute and memory times).
+  double closed_s = 0;
+  double latency_s = 0, bandwidth_s = 0;  // communication
+  double compute_s = 0, memory_s = 0;     // matmul
+  double flops = 0;                       // matmul: per chip
+  std::string bound;                      // latency | bandwidth | compute | memory
   std::uint64_t transfers = 0;
   std::uint64_t link_bytes = 0;  // sum over transfers of bytes (bytes x hops)
   std::string sharding_before, sharding_after;

@@ -15,6 +15,8 @@ namespace meshsim::topology {
 struct ChipSpec {
   double bf16_flops_per_s = 0;           // dense bf16 FLOP/s per chip
   double int8_ops_per_s = 0;             // int8 OP/s per chip
+  double fp8_flops_per_s = 0;            // fp8 FLOP/s per chip; 0: no published rate (give one to use fp8)
+  double fp32_flops_per_s = 0;           // fp32 FLOP/s per chip; 0: no published rate (give one to use fp32)
   std::uint64_t hbm_bytes = 0;           // HBM capacity, bytes (1e9-based "GB")
   double hbm_bandwidth_bytes_per_s = 0;  // HBM bandwidth, bytes/s
 };

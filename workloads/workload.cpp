@@ -9,6 +9,7 @@
 
 #include "base/error.hpp"
 #include "workloads/json_cursor.hpp"
+#include "workloads/lowering.hpp"
 #include "workloads/sharding.hpp"
 
 namespace meshsim::workloads {
@@ -19,6 +20,12 @@ std::uint64_t Array::bytes() const {
   std::uint64_t b = element_bytes;
   for (std::uint64_t s : sizes) b *= s;
   return b;
+}
+
+int Array::dim_index(const std::string& dim) const {
+  for (std::size_t d = 0; d < dims.size(); ++d)
+    if (dims[d] == dim) return static_cast<int>(d);
+  return -1;
 }
 
 topology::Torus Workload::make_torus() const { return topology::Torus(topology, hardware.ici); }
@@ -44,7 +51,8 @@ Hardware parse_hardware(const Cursor& c) {
   }
   if (!c.raw().is_object()) c.fail("expected a preset name like \"tpu-v5e\" or an object, got " + c.type_name());
   c.only_keys({"preset", "ici_bandwidth_one_way_bytes_per_s", "hop_latency_s", "forward_chunk_bytes",
-               "bf16_flops_per_s", "int8_ops_per_s", "hbm_bytes", "hbm_bandwidth_bytes_per_s"});
+               "bf16_flops_per_s", "int8_ops_per_s", "fp8_flops_per_s", "fp32_flops_per_s", "hbm_bytes",
+               "hbm_bandwidth_bytes_per_s", "matmul_efficiency"});
   const Cursor preset = c.at("preset");
   const std::string name = preset.as_string();
   const topology::Preset* p = topology::find_preset(name);
@@ -62,6 +70,9 @@ Hardware parse_hardware(const Cursor& c) {
   if (auto v = c.find("forward_chunk_bytes")) hw.forward_chunk_bytes = v->as_positive_u64(std::uint64_t{1} << 40);
   if (auto v = c.find("bf16_flops_per_s")) hw.chip.bf16_flops_per_s = v->as_positive_double(1e20);
   if (auto v = c.find("int8_ops_per_s")) hw.chip.int8_ops_per_s = v->as_positive_double(1e20);
+  if (auto v = c.find("fp8_flops_per_s")) hw.chip.fp8_flops_per_s = v->as_positive_double(1e20);
+  if (auto v = c.find("fp32_flops_per_s")) hw.chip.fp32_flops_per_s = v->as_positive_double(1e20);
+  if (auto v = c.find("matmul_efficiency")) hw.matmul_efficiency = v->as_positive_double(1.0);
   if (auto v = c.find("hbm_bytes")) hw.chip.hbm_bytes = v->as_positive_u64();
   if (auto v = c.find("hbm_bandwidth_bytes_per_s")) hw.chip.hbm_bandwidth_bytes_per_s = v->as_positive_double(1e16);
   return hw;
@@ -151,6 +162,10 @@ void parse_topology_and_mesh(const Cursor& root, const topology::Preset& preset,
           mesh_chips, w.make_torus().shape_string(), chips, w.make_torus().axis_name(static_cast<int>(hw)), shape[hw]));
 }
 
+}  // namespace
+
+namespace detail {
+
 // Array names are used in sharding strings ("A[I_X]"): a letter, then letters,
 // digits or '_'.
 void check_array_name(const std::string& name, const Cursor& where) {
@@ -214,6 +229,30 @@ void check_layout(const Workload& w, const Array& a, const Cursor& where) {
 
 // ---------------------------------------------------------------- arrays
 
+std::vector<std::vector<int>> parse_layout(const Workload& w, const std::string& array,
+                                           const std::vector<std::string>& dims, const Cursor& sc) {
+  std::string error;
+  const std::string text = sc.as_string();
+  const auto parsed = parse_sharding(text, error);
+  if (!parsed) sc.fail(error);
+  if (!parsed->array.empty() && parsed->array != array)
+    sc.fail(fmt::format("sharding names array '{}' but it belongs to '{}'", parsed->array, array));
+  std::vector<std::string> written;
+  for (const ShardedDim& d : parsed->dims) written.push_back(d.dim);
+  if (written != dims)
+    sc.fail(fmt::format("sharding dimensions [{}] do not match the shape's [{}]", fmt::join(written, ", "),
+                        fmt::join(dims, ", ")));
+  std::vector<std::string> names;
+  for (const MeshAxis& m : w.mesh) names.push_back(m.name);
+  std::vector<std::vector<int>> axes(dims.size());
+  for (std::size_t d = 0; d < parsed->dims.size(); ++d) {
+    const auto split = split_subscript(parsed->dims[d].subscript, names, error);
+    if (!split) sc.fail(error + " (mesh axes: " + known_axes(w) + ")");
+    for (const std::string& axis : *split) axes[d].push_back(mesh_axis_index(w, axis));
+  }
+  return axes;
+}
+
 Array parse_array(const Workload& w, const std::string& name, const Cursor& c) {
   c.only_keys({"shape", "dtype", "sharding"});
   Array a;
@@ -243,24 +282,7 @@ Array parse_array(const Workload& w, const std::string& name, const Cursor& c) {
 
   a.shard_axes.assign(a.dims.size(), {});
   if (auto sc = c.find("sharding")) {
-    std::string error;
-    const std::string text = sc->as_string();
-    const auto parsed = parse_sharding(text, error);
-    if (!parsed) sc->fail(error);
-    if (!parsed->array.empty() && parsed->array != name)
-      sc->fail(fmt::format("sharding names array '{}' but it belongs to '{}'", parsed->array, name));
-    std::vector<std::string> dims;
-    for (const ShardedDim& d : parsed->dims) dims.push_back(d.dim);
-    if (dims != a.dims)
-      sc->fail(fmt::format("sharding dimensions [{}] do not match the shape's [{}]", fmt::join(dims, ", "),
-                           fmt::join(a.dims, ", ")));
-    std::vector<std::string> names;
-    for (const MeshAxis& m : w.mesh) names.push_back(m.name);
-    for (std::size_t d = 0; d < parsed->dims.size(); ++d) {
-      const auto split = split_subscript(parsed->dims[d].subscript, names, error);
-      if (!split) sc->fail(error + " (mesh axes: " + known_axes(w) + ")");
-      for (const std::string& axis : *split) a.shard_axes[d].push_back(mesh_axis_index(w, axis));
-    }
+    a.shard_axes = parse_layout(w, name, a.dims, *sc);
     check_layout(w, a, *sc);
   }
   return a;
@@ -291,197 +313,7 @@ topology::ChipId parse_chip(const Workload& w, const Cursor& c) {
   return w.make_torus().chip(coords);
 }
 
-int dim_index(const Array& a, const std::string& dim) {
-  for (std::size_t d = 0; d < a.dims.size(); ++d)
-    if (a.dims[d] == dim) return static_cast<int>(d);
-  return -1;
-}
-
-class OpParser {
- public:
-  explicit OpParser(Workload& w) : w_(w) {}
-
-  void parse(const Cursor& ops) {
-    const auto list = ops.elements();
-    if (list.empty()) ops.fail("expected at least one op");
-    for (std::size_t i = 0; i < list.size(); ++i) w_.ops.push_back(parse_op(list[i], i));
-  }
-
- private:
-  Op parse_op(const Cursor& c, std::size_t index) {
-    c.expect_object();
-    Op op;
-    op.pointer = c.pointer();
-    const Cursor kind_c = c.at("kind");
-    const std::string kind = kind_c.as_string();
-    const auto k = parse_kind(kind);
-    if (!k)
-      kind_c.fail(fmt::format("unknown op kind '{}' (known: all_gather, reduce_scatter, all_reduce, all_to_all, send)",
-                              kind));
-    op.kind = *k;
-    if (op.kind == CollectiveKind::Send)
-      c.only_keys({"name", "kind", "after", "bytes", "from", "to"});
-    else if (op.kind == CollectiveKind::ReduceScatter || op.kind == CollectiveKind::AllToAll)
-      c.only_keys({"name", "kind", "after", "axes", "array", "bytes", "dim", "out"});
-    else
-      c.only_keys({"name", "kind", "after", "axes", "array", "bytes", "out"});
-
-    if (auto n = c.find("name")) {
-      op.name = n->as_identifier();
-      if (names_.count(op.name)) n->fail(fmt::format("op name '{}' is already used by op {}", op.name, names_[op.name]));
-    } else {
-      op.name = fmt::format("{}#{}", kind, index);
-    }
-    names_[op.name] = static_cast<std::uint32_t>(index);
-
-    if (auto after = c.find("after")) {
-      for (const Cursor& e : after->elements()) {
-        const std::string dep = e.as_string();
-        const auto it = names_.find(dep);
-        if (it == names_.end() || it->second == index)
-          e.fail(fmt::format("'{}' is not the name of an earlier op", dep));
-        add_dep(op, it->second);
-      }
-    }
-
-    if (op.kind == CollectiveKind::Send) {
-      op.bytes = c.at("bytes").as_positive_u64();
-      op.src = parse_chip(w_, c.at("from"));
-      op.dst = parse_chip(w_, c.at("to"));
-      if (op.src == op.dst) c.at("to").fail("a send needs two different chips");
-      return op;
-    }
-
-    op.mesh_axes = parse_axes(w_, c.at("axes"));
-    for (int a : op.mesh_axes)
-      for (int hw : w_.mesh[static_cast<std::size_t>(a)].hw_axes)
-        if (w_.topology[static_cast<std::size_t>(hw)].size > 1) op.hw_axes.push_back(hw);
-
-    const bool has_array = c.has("array"), has_bytes = c.has("bytes");
-    if (has_array == has_bytes) c.fail("give exactly one of 'array' (a declared array) or 'bytes' (V, in bytes)");
-    if (has_bytes) {
-      if (c.has("out")) c.at("out").fail("'out' names a result array; it needs 'array'");
-      if (c.has("dim")) c.at("dim").fail("'dim' needs 'array'");
-      op.bytes = c.at("bytes").as_positive_u64();
-      return op;
-    }
-    lower_array_op(c, op);
-    return op;
-  }
-
-  void add_dep(Op& op, std::uint32_t dep) {
-    if (std::find(op.deps.begin(), op.deps.end(), dep) == op.deps.end()) op.deps.push_back(dep);
-  }
-
-  // Resolves the input array, checks the collective against its sharding, and
-  // records the result's sharding.
-  void lower_array_op(const Cursor& c, Op& op) {
-    const Cursor array_c = c.at("array");
-    op.array = array_c.as_string();
-    const auto it = arrays_.find(op.array);
-    if (it == arrays_.end()) array_c.fail(fmt::format("unknown array '{}'", op.array));
-    Array a = w_.arrays[it->second];
-    if (auto producer = producers_.find(op.array); producer != producers_.end()) add_dep(op, producer->second);
-    op.sharding_before = sharding_string(w_, a);
-
-    // Where each requested axis currently shards the array (-1: nowhere).
-    std::vector<int> dim_of(op.mesh_axes.size(), -1);
-    for (std::size_t i = 0; i < op.mesh_axes.size(); ++i)
-      for (std::size_t d = 0; d < a.dims.size(); ++d)
-        for (int axis : a.shard_axes[d])
-          if (axis == op.mesh_axes[i]) dim_of[i] = static_cast<int>(d);
-
-    std::uint64_t other_shards = 1;  // shards on axes outside the collective
-    for (const auto& axes : a.shard_axes)
-      for (int axis : axes)
-        if (std::find(op.mesh_axes.begin(), op.mesh_axes.end(), axis) == op.mesh_axes.end())
-          other_shards *= static_cast<std::uint64_t>(w_.mesh[static_cast<std::size_t>(axis)].size);
-    op.bytes = a.bytes() / other_shards;
-
-    auto strip = [&](Array& arr) {
-      for (auto& axes : arr.shard_axes)
-        std::erase_if(axes, [&](int x) { return std::find(op.mesh_axes.begin(), op.mesh_axes.end(), x) != op.mesh_axes.end(); });
-    };
-    const Cursor& axes_c = c;  // errors about axes point at the op's "axes"
-    switch (op.kind) {
-      case CollectiveKind::AllGather:
-        for (std::size_t i = 0; i < dim_of.size(); ++i)
-          if (dim_of[i] < 0)
-            axes_c.at("axes").fail(fmt::format("{} is not sharded on mesh axis {}; nothing to gather",
-                                               op.sharding_before, w_.mesh[static_cast<std::size_t>(op.mesh_axes[i])].name));
-        strip(a);
-        break;
-      case CollectiveKind::AllReduce:
-        for (std::size_t i = 0; i < dim_of.size(); ++i)
-          if (dim_of[i] >= 0)
-            axes_c.at("axes").fail(fmt::format(
-                "{} is sharded on mesh axis {}; an all_reduce sums partial results over axes the array is not split on",
-                op.sharding_before, w_.mesh[static_cast<std::size_t>(op.mesh_axes[i])].name));
-        break;
-      case CollectiveKind::ReduceScatter:
-      case CollectiveKind::AllToAll: {
-        const Cursor dim_c = c.at("dim");
-        const std::string dim = dim_c.as_string();
-        const int d = dim_index(a, dim);
-        if (d < 0) dim_c.fail(fmt::format("{} has no dimension '{}'", op.sharding_before, dim));
-        if (op.kind == CollectiveKind::ReduceScatter) {
-          for (std::size_t i = 0; i < dim_of.size(); ++i)
-            if (dim_of[i] >= 0)
-              axes_c.at("axes").fail(fmt::format("{} is already sharded on mesh axis {}; reduce_scatter needs the full "
-                                                 "(partial-sum) array on the axes it scatters over",
-                                                 op.sharding_before,
-                                                 w_.mesh[static_cast<std::size_t>(op.mesh_axes[i])].name));
-        } else {
-          for (std::size_t i = 0; i < dim_of.size(); ++i) {
-            const std::string& axis_name = w_.mesh[static_cast<std::size_t>(op.mesh_axes[i])].name;
-            if (dim_of[i] < 0)
-              axes_c.at("axes").fail(fmt::format("{} is not sharded on mesh axis {}; all_to_all moves an existing "
-                                                 "split to another dimension",
-                                                 op.sharding_before, axis_name));
-            if (dim_of[i] != dim_of[0])
-              axes_c.at("axes").fail(fmt::format(
-                  "all_to_all axes must shard one dimension, but in {} mesh axis {} shards {} and {} shards {}",
-                  op.sharding_before, w_.mesh[static_cast<std::size_t>(op.mesh_axes[0])].name,
-                  a.dims[static_cast<std::size_t>(dim_of[0])], axis_name, a.dims[static_cast<std::size_t>(dim_of[i])]));
-            if (dim_of[i] == d)
-              dim_c.fail(fmt::format("{} is already split on {} along {}", op.sharding_before, axis_name, dim));
-          }
-          strip(a);
-        }
-        for (int axis : op.mesh_axes) a.shard_axes[static_cast<std::size_t>(d)].push_back(axis);
-        break;
-      }
-      case CollectiveKind::Send:
-        break;
-    }
-    std::string result = op.array;
-    if (auto out = c.find("out")) {
-      result = out->as_string();
-      check_array_name(result, *out);
-      if (arrays_.count(result)) out->fail(fmt::format("array '{}' already exists", result));
-    }
-    a.name = result;
-    check_layout(w_, a, c.has("dim") ? c.at("dim") : c.at("axes"));
-    op.sharding_after = sharding_string(w_, a);
-    if (result == op.array) {
-      w_.arrays[it->second] = std::move(a);
-    } else {
-      arrays_[result] = w_.arrays.size();
-      w_.arrays.push_back(std::move(a));
-    }
-    producers_[result] = static_cast<std::uint32_t>(w_.ops.size());
-  }
-
- public:
-  std::map<std::string, std::size_t> arrays_;  // name -> index in w_.arrays
-
- private:
-  Workload& w_;
-  std::map<std::string, std::uint32_t> names_;      // op name -> index
-  std::map<std::string, std::uint32_t> producers_;  // array -> last op that wrote it
-};
-
-}  // namespace
+}  // namespace detail
 
 Workload parse_workload(std::string_view text, const std::string& file) {
   const Json json = parse_json(text, file);
@@ -494,12 +326,11 @@ Workload parse_workload(std::string_view text, const std::string& file) {
   const topology::Preset* preset = topology::find_preset(w.hardware.preset);
   parse_topology_and_mesh(root, *preset, w);
 
-  OpParser ops(w);
+  detail::Lowerer ops(w);
   if (auto arrays = root.find("arrays")) {
     for (const auto& [name, value] : arrays->members()) {
-      check_array_name(name, value);
-      ops.arrays_[name] = w.arrays.size();
-      w.arrays.push_back(parse_array(w, name, value));
+      detail::check_array_name(name, value);
+      ops.declare(detail::parse_array(w, name, value));
     }
   }
   ops.parse(root.at("ops"));

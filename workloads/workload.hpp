@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "base/collective_kind.hpp"
+#include "base/op_kind.hpp"
 #include "topology/preset.hpp"
 #include "topology/torus.hpp"
 
@@ -17,6 +17,7 @@ struct Hardware {
   topology::ChipSpec chip;
   topology::LinkSpec ici;  // one-way bandwidth per link, per-hop latency
   std::uint64_t forward_chunk_bytes = 0;
+  double matmul_efficiency = 1.0;  // achieved / peak FLOP rate of local matmuls (calibration sets it)
 };
 
 struct MeshAxis {
@@ -25,6 +26,9 @@ struct MeshAxis {
   std::vector<int> hw_axes;  // the consecutive hardware axes it spans
 };
 
+// An array and its layout: which mesh axes split each dimension (major first: a
+// dim split on [X, Y] has |X|*|Y| blocks, chip (x, y) holding block x*|Y| + y),
+// and over which mesh axes each chip holds only an unreduced partial sum.
 struct Array {
   std::string name;
   std::vector<std::string> dims;
@@ -32,13 +36,15 @@ struct Array {
   std::string dtype;
   std::uint64_t element_bytes = 0;
   std::vector<std::vector<int>> shard_axes;  // mesh axis indices per dim, major first
+  std::vector<int> partial_axes;             // mesh axes over which the values are partial sums
   std::uint64_t bytes() const;               // global size
+  int dim_index(const std::string& dim) const;  // -1 when absent
 };
 
 struct Op {
   std::string name;
   std::string pointer;  // JSON pointer of the op, for errors found later
-  CollectiveKind kind = CollectiveKind::AllGather;
+  OpKind kind = OpKind::AllGather;
   std::vector<int> mesh_axes;           // collectives: the mesh axes, as written
   std::vector<int> hw_axes;             // the hardware axes they span (size > 1 only)
   std::uint64_t bytes = 0;              // V for collectives (see docs/WORKLOAD.md), payload for send
@@ -46,6 +52,25 @@ struct Op {
   std::vector<std::uint32_t> deps;      // earlier ops this one waits for
   std::string array;                    // input array, empty for a bytes-only op
   std::string sharding_before, sharding_after;
+  std::string group;                    // the workload op it was lowered from (a matmul's steps share it)
+
+  // What the op does to data (empty for bytes-only ops): the layouts it reads
+  // (a matmul reads A and B, after free local slicing) and the layout it writes.
+  // The numerical verifier (verify/) executes ops from these.
+  std::vector<Array> inputs;
+  std::vector<Array> outputs;  // zero or one
+
+  // Matmul: local shapes C[m, n] = A[m, k] . B[k, n] on every chip.
+  std::uint64_t m = 0, k = 0, n = 0;
+};
+
+// How a workload matmul was lowered, in words and numbers (meshsim explain).
+struct MatmulExplanation {
+  std::string name;       // the workload op
+  int seed_case = 0;      // 1..4 of the cheat sheet; 0 for a contracting dim split on different axes
+  std::string a_before, b_before, c_after;
+  std::vector<std::string> lines;     // the reasoning, step by step
+  std::vector<std::uint32_t> ops;     // the lowered ops, in order
 };
 
 struct Workload {
@@ -54,7 +79,8 @@ struct Workload {
   std::vector<topology::AxisSpec> topology;  // hardware axes x, y, z
   std::vector<MeshAxis> mesh;
   std::vector<Array> arrays;  // declared arrays and the results named by "out"
-  std::vector<Op> ops;
+  std::vector<Op> ops;        // lowered ops, in a valid execution order
+  std::vector<MatmulExplanation> explanations;
 
   topology::Torus make_torus() const;
 };

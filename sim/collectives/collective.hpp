@@ -10,7 +10,7 @@
 #include <span>
 #include <vector>
 
-#include "base/collective_kind.hpp"
+#include "base/op_kind.hpp"
 #include "sim/program.hpp"
 #include "topology/torus.hpp"
 
@@ -22,7 +22,7 @@ using sim::TaskId;
 using topology::ChipId;
 using topology::Torus;
 
-using Kind = CollectiveKind;
+using Kind = OpKind;
 
 struct OpPorts {
   OpId op = 0;

@@ -7,11 +7,11 @@
 #include <string>
 #include <vector>
 
-#include "base/collective_kind.hpp"
+#include "base/op_kind.hpp"
 #include "base/error.hpp"
 #include "base/tick.hpp"
 
-using meshsim::CollectiveKind;
+using meshsim::OpKind;
 using meshsim::workloads::load_workload;
 using meshsim::workloads::Op;
 using meshsim::workloads::parse_workload;
@@ -202,17 +202,17 @@ TEST_CASE("Workload: bytes-only ops carry their bytes as V", "[workloads]") {
             {"kind": "all_to_all", "bytes": 1, "axes": ["Y"]},
             {"kind": "send", "bytes": 300, "from": [1, 2], "to": [3, 0]}]})");
   REQUIRE(w.ops.size() == 4u);
-  CHECK(w.ops[0].kind == CollectiveKind::AllGather);
+  CHECK(w.ops[0].kind == OpKind::AllGather);
   CHECK(w.ops[0].bytes == 1'000'000'000u);
   CHECK(w.ops[0].array.empty());
   CHECK(w.ops[0].sharding_before.empty());
   CHECK(w.ops[0].sharding_after.empty());
-  CHECK(w.ops[1].kind == CollectiveKind::ReduceScatter);
+  CHECK(w.ops[1].kind == OpKind::ReduceScatter);
   CHECK(w.ops[1].mesh_axes == Axes{0, 1});
   CHECK(w.ops[1].bytes == 4096u);
-  CHECK(w.ops[2].kind == CollectiveKind::AllToAll);
+  CHECK(w.ops[2].kind == OpKind::AllToAll);
   CHECK(w.ops[2].bytes == 1u);
-  CHECK(w.ops[3].kind == CollectiveKind::Send);
+  CHECK(w.ops[3].kind == OpKind::Send);
   CHECK(w.ops[3].bytes == 300u);
   // Chip ids are linear, axis 0 fastest.
   CHECK(w.ops[3].src == 1u + 2u * 4u);
@@ -376,7 +376,7 @@ TEST_CASE("Workload: errors are InputErrors carrying the pointer", "[workloads]"
   } catch (const meshsim::InputError& e) {
     CHECK(e.file() == "w.json");
     CHECK(e.json_pointer() == "/ops/0/kind");
-    CHECK(e.message() == "unknown op kind 'gather' (known: all_gather, reduce_scatter, all_reduce, all_to_all, send)");
+    CHECK(e.message() == "unknown op kind 'gather' (known: all_gather, reduce_scatter, all_reduce, all_to_all, send, matmul, mlp)");
   }
 }
 

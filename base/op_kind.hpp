@@ -1,0 +1,38 @@
+#pragma once
+// The vocabulary of lowered ops, shared by workloads, expansion and reports:
+// the communication primitives and the local matmul.
+#include <optional>
+#include <string_view>
+
+namespace meshsim {
+
+enum class OpKind { AllGather, ReduceScatter, AllReduce, AllToAll, Send, Matmul };
+
+constexpr std::string_view kind_name(OpKind k) {
+  switch (k) {
+    case OpKind::AllGather:
+      return "all_gather";
+    case OpKind::ReduceScatter:
+      return "reduce_scatter";
+    case OpKind::AllReduce:
+      return "all_reduce";
+    case OpKind::AllToAll:
+      return "all_to_all";
+    case OpKind::Send:
+      return "send";
+    case OpKind::Matmul:
+      return "matmul";
+  }
+  return "?";
+}
+
+constexpr std::optional<OpKind> parse_kind(std::string_view s) {
+  for (auto k : {OpKind::AllGather, OpKind::ReduceScatter, OpKind::AllReduce, OpKind::AllToAll, OpKind::Send,
+                 OpKind::Matmul})
+    if (kind_name(k) == s) return k;
+  return std::nullopt;
+}
+
+constexpr bool is_collective(OpKind k) { return k != OpKind::Send && k != OpKind::Matmul; }
+
+}  // namespace meshsim

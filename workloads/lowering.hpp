@@ -1,0 +1,69 @@
+#pragma once
+// Internal to workloads/: turning the JSON ops into lowered ops. The parser
+// (workload.cpp) owns hardware, topology, mesh and arrays; the Lowerer owns the
+// ops: collectives on arrays (lower_ops.cpp) and matmuls and layers
+// (lower_matmul.cpp), which lower to collectives plus local matmuls.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "workloads/json_cursor.hpp"
+#include "workloads/workload.hpp"
+
+namespace meshsim::workloads::detail {
+
+void check_array_name(const std::string& name, const Cursor& where);
+int mesh_axis_index(const Workload& w, const std::string& name);
+std::string known_axes(const Workload& w);
+std::uint64_t axes_product(const Workload& w, const std::vector<int>& axes);
+std::vector<std::string> axis_names(const Workload& w, const std::vector<int>& axes);
+std::string sharding_string(const Workload& w, const Array& a);
+// One mesh axis shards at most one dim; every dim divides by its shards.
+void check_layout(const Workload& w, const Array& a, const Cursor& where);
+std::vector<std::vector<int>> parse_layout(const Workload& w, const std::string& array,
+                                           const std::vector<std::string>& dims, const Cursor& sharding);
+Array parse_array(const Workload& w, const std::string& name, const Cursor& c);
+std::vector<int> parse_axes(const Workload& w, const Cursor& c);
+topology::ChipId parse_chip(const Workload& w, const Cursor& c);
+
+// Bytes of `a` within one group of the collective over `axes`: the global bytes
+// divided by the shards on every other axis.
+std::uint64_t group_bytes(const Workload& w, const Array& a, const std::vector<int>& axes);
+// Bytes one chip holds of `a`.
+std::uint64_t local_bytes(const Workload& w, const Array& a);
+// The hardware axes (size > 1) that mesh axes span.
+std::vector<int> hardware_axes(const Workload& w, const std::vector<int>& mesh_axes);
+
+class Lowerer {
+ public:
+  explicit Lowerer(Workload& w) : w_(w) {}
+  void declare(Array a);
+  void parse(const Cursor& ops);
+
+ private:
+  void parse_op(const Cursor& c, std::size_t index);
+  // Collectives and sends as written by the user (lower_ops.cpp).
+  void lower_collective(const Cursor& c, Op op);
+  // Matmuls and MLP blocks (lower_matmul.cpp).
+  void lower_matmul(const Cursor& c, const std::string& name, const std::vector<std::uint32_t>& after);
+  void lower_mlp(const Cursor& c, const std::string& name, const std::vector<std::uint32_t>& after);
+  void explain_mlp(const Cursor& c, const std::string& name, const std::string& x, const std::string& w1,
+                   const std::string& w2, const std::string& variant);
+
+ public:  // used by the matmul lowering's helpers
+  const Array& array(const std::string& name, const Cursor& where) const;  // current version
+  bool has_array(const std::string& name) const { return arrays_.count(name) > 0; }
+  // Appends a lowered op: its deps are the producers of its inputs and `after`;
+  // its output (if any) becomes the current version of that array name.
+  std::uint32_t emit(Op op, const std::vector<std::uint32_t>& after);
+  Workload& workload() { return w_; }
+
+ private:
+  Workload& w_;
+  std::map<std::string, std::size_t> arrays_;       // name -> index in w_.arrays (current version)
+  std::map<std::string, std::uint32_t> producers_;  // array -> last op that wrote it
+  std::map<std::string, std::uint32_t> names_;      // workload op name -> its last lowered op
+};
+
+}  // namespace meshsim::workloads::detail
