@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "base/error.hpp"
-#include "driver/compute.hpp"
+#include "driver/costs.hpp"
 #include "sim/collectives/collective.hpp"
 
 namespace meshsim::driver {

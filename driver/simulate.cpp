@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "base/error.hpp"
-#include "driver/compute.hpp"
+#include "driver/costs.hpp"
 #include "driver/expand.hpp"
 #include "sim/collectives/closed_form.hpp"
 #include "sim/engine.hpp"
@@ -12,26 +12,6 @@
 
 namespace meshsim::driver {
 
-namespace {
-
-collectives::ClosedForm closed_form(const workloads::Op& op, const workloads::Workload& w,
-                                    const topology::Torus& torus) {
-  std::vector<int> sizes;
-  for (int a : op.hw_axes) sizes.push_back(torus.axis(a).size);
-  collectives::ClosedFormInput in;
-  in.kind = op.kind;
-  in.bytes = op.bytes;
-  in.link_bandwidth_one_way = static_cast<double>(w.hardware.ici.bandwidth_bytes_per_s);
-  in.hop_latency = w.hardware.ici.latency;
-  in.axis_sizes = sizes;
-  if (op.kind == OpKind::Send) {
-    in.send_hops = torus.hop_distance(op.src, op.dst);
-    in.send_routes = collectives::send_paths(torus, op.src, op.dst);
-  }
-  return collectives::cheat_sheet(in);
-}
-
-}  // namespace
 
 RunResult simulate(const workloads::Workload& w, const SimulateOptions& options) {
   const topology::Torus torus = w.make_torus();
@@ -96,7 +76,7 @@ RunResult simulate(const workloads::Workload& w, const SimulateOptions& options)
       o.flops = matmul_flops(op);
       o.bound = roof.compute_bound() ? "compute" : "memory";
     } else {
-      const collectives::ClosedForm f = closed_form(op, w, torus);
+      const collectives::ClosedForm f = communication_closed_form(op, w, torus);
       o.latency_s = f.latency_s;
       o.bandwidth_s = f.bandwidth_s;
       o.closed_s = f.time_s();

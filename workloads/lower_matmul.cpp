@@ -313,8 +313,8 @@ class MatmulLowering {
     op.k = a_.sizes[idx(aj_)] / axes_product(w_, jstar_);
     op.n = b_.sizes[idx(bk_)] / axes_product(w_, b_k());
     op.bytes = 0;
-    line(fmt::format("local matmul on every chip: {} . {} -> {}[{}, {}] ({} x {} x {} per chip){}.",
-                     sharding_string(w_, a_), sharding_string(w_, b_), s_.out, i_, k_, op.m, op.k, op.n,
+    line(fmt::format("local matmul on every chip: {} . {} -> {} ({} x {} x {} per chip){}.",
+                     sharding_string(w_, a_), sharding_string(w_, b_), sharding_string(w_, c), op.m, op.k, op.n,
                      jstar_.empty() ? "" : fmt::format(", partial sums over {}", names(jstar_))));
     const std::uint32_t id = L_.emit(std::move(op), first_ ? s_.after : std::vector<std::uint32_t>{});
     first_ = false;
@@ -476,6 +476,8 @@ void Lowerer::lower_mlp(const Cursor& c, const std::string& name, const std::vec
   array(w2, c.at("w2"));
   if (input.dims.size() != 2) c.at("x").fail(fmt::format("the MLP input {} must be 2-D", x));
 
+  const std::size_t explanation_at = w_.explanations.size();
+  std::vector<std::uint32_t> layer_ops;
   std::string in = x;
   std::vector<std::uint32_t> deps = after;
   for (int r = 1; r <= repeat; ++r) {
@@ -509,7 +511,7 @@ void Lowerer::lower_mlp(const Cursor& c, const std::string& name, const std::vec
         op.bytes = group_bytes(w_, hidden, axes);
         op.inputs = {hidden};
         op.outputs = {gathered};
-        emit(std::move(op), {});
+        layer_ops.push_back(emit(std::move(op), {}));
       }
     }
     MatmulSpec down;
@@ -526,13 +528,16 @@ void Lowerer::lower_mlp(const Cursor& c, const std::string& name, const std::vec
     deps.clear();
     in = y;
   }
-  explain_mlp(c, name, x, w1, w2, variant);
+  explain_mlp(c, name, x, w1, w2, variant, layer_ops, explanation_at);
 }
 
 void Lowerer::explain_mlp(const Cursor& c, const std::string& name, const std::string& x, const std::string& w1,
-                          const std::string& w2, const std::string& variant) {
+                          const std::string& w2, const std::string& variant, const std::vector<std::uint32_t>& ops,
+                          std::size_t at) {
   MatmulExplanation e;
+  e.layer = true;
   e.name = name;
+  e.ops = ops;
   e.a_before = sharding_string(w_, array(x, c));
   const Array& up = array(w1, c);
   const Array& down = array(w2, c);
@@ -565,7 +570,7 @@ void Lowerer::explain_mlp(const Cursor& c, const std::string& name, const std::s
                                   s.empty() ? "-" : s));
   }
   e.c_after = sharding_string(w_, array(w_.ops.back().outputs.empty() ? x : w_.ops.back().outputs[0].name, c));
-  w_.explanations.push_back(std::move(e));
+  w_.explanations.insert(w_.explanations.begin() + static_cast<std::ptrdiff_t>(at), std::move(e));
 }
 
 }  // namespace meshsim::workloads::detail

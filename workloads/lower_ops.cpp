@@ -28,6 +28,7 @@ std::vector<int> hardware_axes(const Workload& w, const std::vector<int>& mesh_a
 }
 
 void Lowerer::declare(Array a) {
+  w_.declared.push_back(a);
   arrays_[a.name] = w_.arrays.size();
   w_.arrays.push_back(std::move(a));
 }

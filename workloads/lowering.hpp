@@ -49,7 +49,8 @@ class Lowerer {
   void lower_matmul(const Cursor& c, const std::string& name, const std::vector<std::uint32_t>& after);
   void lower_mlp(const Cursor& c, const std::string& name, const std::vector<std::uint32_t>& after);
   void explain_mlp(const Cursor& c, const std::string& name, const std::string& x, const std::string& w1,
-                   const std::string& w2, const std::string& variant);
+                   const std::string& w2, const std::string& variant, const std::vector<std::uint32_t>& ops,
+                   std::size_t at);
 
  public:  // used by the matmul lowering's helpers
   const Array& array(const std::string& name, const Cursor& where) const;  // current version

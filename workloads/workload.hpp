@@ -66,6 +66,7 @@ struct Op {
 
 // How a workload matmul was lowered, in words and numbers (meshsim explain).
 struct MatmulExplanation {
+  bool layer = false;     // an MLP block (its matmuls follow with their own entries)
   std::string name;       // the workload op
   int seed_case = 0;      // 1..4 of the cheat sheet; 0 for a contracting dim split on different axes
   std::string a_before, b_before, c_after;
@@ -78,7 +79,8 @@ struct Workload {
   Hardware hardware;
   std::vector<topology::AxisSpec> topology;  // hardware axes x, y, z
   std::vector<MeshAxis> mesh;
-  std::vector<Array> arrays;  // declared arrays and the results named by "out"
+  std::vector<Array> declared;  // the arrays as the workload declares them
+  std::vector<Array> arrays;    // the last version of every array (declared, results, intermediates)
   std::vector<Op> ops;        // lowered ops, in a valid execution order
   std::vector<MatmulExplanation> explanations;
 

@@ -1,16 +1,22 @@
-# Golden test: `meshsim run EXAMPLE --json` must reproduce the saved table and
-# JSON byte for byte, and two runs must agree (determinism).
+# Golden test: `meshsim run EXAMPLE --verify --json` must reproduce the saved
+# table (with the verification report) and JSON byte for byte, `meshsim explain
+# EXAMPLE` its saved explanation, and two runs must agree (determinism).
 # Regenerate after an intended change with scripts/update-golden, then review the diff.
 get_filename_component(stem ${EXAMPLE} NAME_WE)
 file(MAKE_DIRECTORY ${WORK_DIR})
 foreach(run 1 2)
-  execute_process(COMMAND ${MESHSIM} run ${EXAMPLE} --json ${WORK_DIR}/${stem}.${run}.json
+  execute_process(COMMAND ${MESHSIM} run ${EXAMPLE} --verify --json ${WORK_DIR}/${stem}.${run}.json
                   OUTPUT_FILE ${WORK_DIR}/${stem}.${run}.txt ERROR_VARIABLE err RESULT_VARIABLE rc)
   if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "meshsim run ${EXAMPLE} failed (${rc}): ${err}")
+    message(FATAL_ERROR "meshsim run ${EXAMPLE} --verify failed (${rc}): ${err}")
+  endif()
+  execute_process(COMMAND ${MESHSIM} explain ${EXAMPLE} OUTPUT_FILE ${WORK_DIR}/${stem}.${run}.explain.txt
+                  ERROR_VARIABLE err RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "meshsim explain ${EXAMPLE} failed (${rc}): ${err}")
   endif()
 endforeach()
-foreach(ext txt json)
+foreach(ext txt json explain.txt)
   execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files ${WORK_DIR}/${stem}.1.${ext} ${WORK_DIR}/${stem}.2.${ext}
                   RESULT_VARIABLE same)
   if(NOT same EQUAL 0)

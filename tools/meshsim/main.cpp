@@ -8,8 +8,10 @@
 #include <new>
 
 #include "base/error.hpp"
+#include "driver/explain.hpp"
 #include "driver/report.hpp"
 #include "driver/simulate.hpp"
+#include "verify/verifier.hpp"
 #include "workloads/workload.hpp"
 
 namespace {
@@ -51,6 +53,16 @@ int main(int argc, char** argv) {
       ->option_text("N")
       ->check(CLI::Range(0, 100000));
   run->add_flag("-q,--quiet", quiet, "Do not print the table (use with --json)");
+  bool verify = false;
+  run->add_flag("--verify", verify,
+                "Also execute the lowered program on small random data (every chip its own shard, real data "
+                "movement and sums) and check every result against the unsharded computation");
+
+  CLI::App* explain = app.add_subcommand(
+      "explain", "Explain how each matmul and layer is lowered: the cheat sheet's case, the shardings, the "
+                 "collectives inserted and why, and their closed-form costs with the numbers filled in");
+  std::string explain_path;
+  explain->add_option("WORKLOAD", explain_path, "Workload JSON file (format: docs/WORKLOAD.md)")->required();
 
   try {
     app.parse(argc, argv);
@@ -67,11 +79,22 @@ int main(int argc, char** argv) {
   }
 
   try {
+    if (explain->parsed()) {
+      const meshsim::workloads::Workload w = meshsim::workloads::load_workload(explain_path);
+      std::fputs(meshsim::driver::format_explain(w).c_str(), stdout);
+      return 0;
+    }
     const meshsim::workloads::Workload w = meshsim::workloads::load_workload(workload_path);
     const meshsim::driver::RunResult result = meshsim::driver::simulate(w, {.busiest_links = links});
     const bool json_to_stdout = json_path == "-";
     if (!quiet && !json_to_stdout) std::fputs(meshsim::driver::format_table(w, result).c_str(), stdout);
     if (!json_path.empty()) write_output(json_path, meshsim::driver::format_json(w, result));
+    if (verify) {
+      const meshsim::verify::Report report = meshsim::verify::verify(w);
+      std::fputs(("\n" + meshsim::verify::format_report(report)).c_str(), json_to_stdout ? stderr : stdout);
+      if (!report.ok()) return fail(workload_path + ": verification failed: the lowered program does not compute "
+                                                    "the unsharded result");
+    }
     return 0;
   } catch (const meshsim::InputError& e) {
     return fail(e.what());

@@ -1,4 +1,4 @@
-#include "driver/compute.hpp"
+#include "driver/costs.hpp"
 
 #include <fmt/format.h>
 
@@ -42,5 +42,23 @@ kernels::Roofline matmul_cost(const workloads::Op& op, const workloads::Hardware
   in.efficiency = hw.matmul_efficiency;
   return kernels::roofline(in);
 }
+
+collectives::ClosedForm communication_closed_form(const workloads::Op& op, const workloads::Workload& w,
+                                    const topology::Torus& torus) {
+  std::vector<int> sizes;
+  for (int a : op.hw_axes) sizes.push_back(torus.axis(a).size);
+  collectives::ClosedFormInput in;
+  in.kind = op.kind;
+  in.bytes = op.bytes;
+  in.link_bandwidth_one_way = static_cast<double>(w.hardware.ici.bandwidth_bytes_per_s);
+  in.hop_latency = w.hardware.ici.latency;
+  in.axis_sizes = sizes;
+  if (op.kind == OpKind::Send) {
+    in.send_hops = torus.hop_distance(op.src, op.dst);
+    in.send_routes = collectives::send_paths(torus, op.src, op.dst);
+  }
+  return collectives::cheat_sheet(in);
+}
+
 
 }  // namespace meshsim::driver

@@ -1,0 +1,20 @@
+#pragma once
+// The expected costs printed beside simulated times: the roofline of a lowered
+// matmul (its local shard shapes at the chip's peak rate for its dtype, scaled by
+// the matmul efficiency) and the cheat sheet's closed form of a communication op.
+#include <string>
+
+#include "kernels/roofline.hpp"
+#include "sim/collectives/closed_form.hpp"
+#include "topology/torus.hpp"
+#include "workloads/workload.hpp"
+
+namespace meshsim::driver {
+
+// Throws InputError (at the op) when the preset has no rate for the dtype.
+kernels::Roofline matmul_cost(const workloads::Op& op, const workloads::Hardware& hw, const std::string& file);
+double matmul_flops(const workloads::Op& op);  // per chip
+collectives::ClosedForm communication_closed_form(const workloads::Op& op, const workloads::Workload& w,
+                                                  const topology::Torus& torus);
+
+}  // namespace meshsim::driver
