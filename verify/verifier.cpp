@@ -59,6 +59,7 @@ class Machine {
     Array layout;                // with small sizes
     Matrix global;               // the logical (reduced) value
     std::vector<Matrix> shards;  // per chip
+    bool broken = false;         // an op that wrote it failed: its contents mean nothing
   };
 
   // ---------------------------------------------------------------- sizes
@@ -176,12 +177,19 @@ class Machine {
       check.detail = "bytes only";
       return check;
     }
-    for (const Array& in : op.inputs)
+    for (const Array& in : op.inputs) {
       if (!values_.count(in.name)) {
         check.status = "FAILED";
         check.detail = fmt::format("reads {} before anything wrote it", in.name);
         return check;
       }
+      if (values_.at(in.name).broken) {
+        check.status = "not run";
+        check.detail = fmt::format("its input {} comes from a failed op", in.name);
+        values_[op.outputs[0].name].broken = true;
+        return check;
+      }
+    }
     Value out;
     out.layout = shrink(op.outputs[0]);
     std::vector<int> axes = op.mesh_axes;
@@ -208,6 +216,7 @@ class Machine {
         return check;
     }
     if (check.status == "FAILED") {
+      out.broken = true;
       values_[op.outputs[0].name] = std::move(out);
       return check;
     }

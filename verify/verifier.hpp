@@ -16,7 +16,7 @@ namespace meshsim::verify {
 
 struct OpCheck {
   std::string op;
-  std::string status;   // "ok", "FAILED", "partial sums", "no data"
+  std::string status;   // "ok", "FAILED", "partial sums", "no data", "not run" (after a failure)
   double max_error = 0;  // max |shard - expected| over chips and elements
   double scale = 0;      // max |expected|
   std::string detail;

@@ -452,6 +452,13 @@ void Lowerer::lower_matmul(const Cursor& c, const std::string& name, const std::
     if (dims.size() == 2) {
       spec.requested = parse_layout(w_, spec.out, dims, *requested);
       spec.requested_where = &*requested;
+      Array c_layout;
+      c_layout.name = spec.out;
+      c_layout.dims = dims;
+      c_layout.sizes = {a.sizes[static_cast<std::size_t>(a.dim_index(dims[0]))],
+                        b.sizes[static_cast<std::size_t>(b.dim_index(dims[1]))]};
+      c_layout.shard_axes = *spec.requested;
+      check_layout(w_, c_layout, *requested);
     }
   }
   MatmulLowering(*this, spec).run();
