@@ -341,11 +341,11 @@ class MatmulLowering {
       line(fmt::format("reduce-scatter the partial sums over {} onto {} (the requested output stays split): V = {}, "
                        "cost V/(W N_axes).",
                        names(axes), c.dims[*d], bytes_text(v)));
-      emit_collective(OpKind::ReduceScatter, c, out, axes, "reduce_scatter_" + s_.out);
+      emit_collective(OpKind::ReduceScatter, c, out, axes, "reduce_scatter");
     } else {
       line(fmt::format("all-reduce the partial sums over {}: V = {}, cost 2V/(W N_axes).", names(axes),
                        bytes_text(v)));
-      emit_collective(OpKind::AllReduce, c, out, axes, "all_reduce_" + s_.out);
+      emit_collective(OpKind::AllReduce, c, out, axes, "all_reduce");
     }
   }
 
@@ -381,7 +381,7 @@ class MatmulLowering {
     if (only_moves) {
       line(fmt::format("all-to-all over {} moves the split from {} to {} as requested: V = {}, cost V/(4W) on a ring.",
                        names(moved), c.dims[idx(from)], c.dims[idx(to)], bytes_text(group_bytes(w_, c, moved))));
-      emit_collective(OpKind::AllToAll, c, out, moved, "all_to_all_" + s_.out);
+      emit_collective(OpKind::AllToAll, c, out, moved, "all_to_all");
       return;
     }
     // Gather every axis that must go (with the minor axes after it), then keep the
@@ -408,7 +408,7 @@ class MatmulLowering {
     }
     line(fmt::format("all-gather {} along {} to reach the requested {}: V = {}, cost V/(W N_axes).", s_.out,
                      names(gathered), sharding_string(w_, out), bytes_text(group_bytes(w_, c, gathered))));
-    emit_collective(OpKind::AllGather, c, out, gathered, "gather_" + s_.out);
+    emit_collective(OpKind::AllGather, c, out, gathered, "gather_out");
   }
 
   void line(std::string text) { explain_.lines.push_back(std::move(text)); }
