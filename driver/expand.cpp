@@ -89,16 +89,10 @@ Expanded expand(const workloads::Workload& w, const topology::Torus& torus) {
     const collectives::OpPorts ports{id, entry, exit};
     switch (op.kind) {
       case OpKind::AllGather:
-        collectives::all_gather(b, torus, op.hw_axes, op.bytes, ports);
-        break;
       case OpKind::ReduceScatter:
-        collectives::reduce_scatter(b, torus, op.hw_axes, op.bytes, ports);
-        break;
       case OpKind::AllReduce:
-        collectives::all_reduce(b, torus, op.hw_axes, op.bytes, ports);
-        break;
       case OpKind::AllToAll:
-        collectives::all_to_all(b, torus, op.hw_axes, op.bytes, ports);
+        collectives::build(b, torus, op.kind, op.hw_axes, op.bytes, ports);
         break;
       case OpKind::Send:
         collectives::send(b, torus, op.src, op.dst, op.bytes, ports);

@@ -43,6 +43,11 @@ void all_reduce(ProgramBuilder& b, const Torus& t, std::span<const int> axes, st
                 const OpPorts& ports);
 void all_to_all(ProgramBuilder& b, const Torus& t, std::span<const int> axes, std::uint64_t group_bytes,
                 const OpPorts& ports);
+// Dispatches to one of the four above (kind AllGather, ReduceScatter, AllReduce
+// or AllToAll).
+void build(ProgramBuilder& b, const Torus& t, Kind kind, std::span<const int> axes, std::uint64_t group_bytes,
+           const OpPorts& ports);
+
 // Point-to-point: `bytes` from src to dst, split evenly over the edge-disjoint
 // dimension-order routes (one per rotation of the axes on which they differ).
 void send(ProgramBuilder& b, const Torus& t, ChipId src, ChipId dst, std::uint64_t bytes, const OpPorts& ports);

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "base/tick.hpp"
+#include "sim/collectives/closed_form.hpp"
 #include "sim/collectives/collective.hpp"
 #include "sim/engine.hpp"
 #include "sim/executor.hpp"
@@ -73,31 +74,21 @@ inline Outcome run(const Torus& t, int num_ops, const Builder& build, std::uint6
   return o;
 }
 
-inline void build_collective(sim::ProgramBuilder& b, const Torus& t, Kind kind, const std::vector<int>& axes,
-                             std::uint64_t v, const collectives::OpPorts& ports) {
-  switch (kind) {
-    case Kind::AllGather:
-      collectives::all_gather(b, t, axes, v, ports);
-      break;
-    case Kind::ReduceScatter:
-      collectives::reduce_scatter(b, t, axes, v, ports);
-      break;
-    case Kind::AllReduce:
-      collectives::all_reduce(b, t, axes, v, ports);
-      break;
-    case Kind::AllToAll:
-      collectives::all_to_all(b, t, axes, v, ports);
-      break;
-    case Kind::Send:
-    case Kind::Matmul:
-      break;
-  }
+// The cheat sheet's closed form (seconds) for V bytes over axes of `sizes`.
+inline double cheat(Kind kind, const std::vector<int>& sizes, double v) {
+  collectives::ClosedFormInput in;
+  in.kind = kind;
+  in.bytes = static_cast<std::uint64_t>(v);
+  in.link_bandwidth_one_way = kB;
+  in.hop_latency = tick_from_seconds(kAlpha);
+  in.axis_sizes = sizes;
+  return collectives::cheat_sheet(in).time_s();
 }
 
 // Simulated seconds of one collective.
 inline double simulate(const Torus& t, Kind kind, const std::vector<int>& axes, std::uint64_t v,
                        std::uint64_t chunk = kChunk) {
-  const Outcome o = run(t, 1, [&](sim::ProgramBuilder& b, const auto& ports) { build_collective(b, t, kind, axes, v, ports[0]); },
+  const Outcome o = run(t, 1, [&](sim::ProgramBuilder& b, const auto& ports) { collectives::build(b, t, kind, axes, v, ports[0]); },
                         chunk);
   return o.makespan.seconds();
 }

@@ -12,15 +12,6 @@ using namespace meshsim::test;
 namespace {
 constexpr std::uint64_t kV = 3ull << 27;  // 402,653,184 bytes (>= 100 MB), divisible by 3 * 2^k
 
-double cheat(Kind kind, const std::vector<int>& sizes, double v) {
-  collectives::ClosedFormInput in;
-  in.kind = kind;
-  in.bytes = static_cast<std::uint64_t>(v);
-  in.link_bandwidth_one_way = kB;
-  in.hop_latency = tick_from_seconds(kAlpha);
-  in.axis_sizes = sizes;
-  return collectives::cheat_sheet(in).time_s();
-}
 
 struct Shape {
   std::vector<AxisSpec> axes;
