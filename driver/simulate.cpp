@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <cstdio>
+#include <memory>
+
 #include "base/error.hpp"
 #include "driver/costs.hpp"
 #include "driver/expand.hpp"
@@ -12,6 +15,42 @@
 
 namespace meshsim::driver {
 
+
+namespace {
+
+traces::TraceLayout trace_layout(const workloads::Workload& w, const topology::Torus& torus, const Expanded& ex) {
+  traces::TraceLayout l;
+  l.chips = torus.num_chips();
+  for (topology::ChipId c = 0; c < l.chips; ++c) l.chip_names.push_back(torus.chip_name(c));
+  l.track_names.push_back("compute");
+  for (int a = 0; a < torus.num_axes(); ++a) {
+    l.track_names.push_back(fmt::format("+{}", torus.axis_name(a)));
+    l.track_names.push_back(fmt::format("-{}", torus.axis_name(a)));
+  }
+  for (std::size_t r = 0; r < ex.resources.size(); ++r) {
+    if (r < torus.num_link_slots()) {
+      const auto id = static_cast<topology::LinkId>(r);
+      const topology::Link& link = torus.link_info(id);
+      const bool exists = torus.link_exists(id);
+      l.resource_chip.push_back(exists ? link.src : 0);
+      l.resource_peer.push_back(exists ? link.dst : 0);
+      l.resource_track.push_back(1 + 2 * link.axis + static_cast<int>(link.direction));
+    } else {
+      const auto chip = static_cast<std::uint32_t>(r - torus.num_link_slots());
+      l.resource_chip.push_back(chip);
+      l.resource_peer.push_back(chip);
+      l.resource_track.push_back(0);
+    }
+  }
+  for (const workloads::Op& op : w.ops) {
+    l.op_names.push_back(op.name);
+    l.op_kinds.emplace_back(kind_name(op.kind));
+  }
+  l.op_entry_begin = ex.op_entry_begin;
+  return l;
+}
+
+}  // namespace
 
 RunResult simulate(const workloads::Workload& w, const SimulateOptions& options) {
   const topology::Torus torus = w.make_torus();
@@ -34,6 +73,13 @@ RunResult simulate(const workloads::Workload& w, const SimulateOptions& options)
   traces::LinkStats stats(ex.resources);
   executor.add_observer(stats);
   executor.add_observer(entries);
+  std::unique_ptr<traces::TraceLayout> layout;
+  std::unique_ptr<traces::TraceRecorder> recorder;
+  if (!options.trace_path.empty()) {
+    layout = std::make_unique<traces::TraceLayout>(trace_layout(w, torus, ex));
+    recorder = std::make_unique<traces::TraceRecorder>(ex.program, *layout, options.trace);
+    executor.add_observer(*recorder);
+  }
   executor.start();
   engine.run();
   if (const auto overflow = executor.overflowed_task()) {
@@ -87,6 +133,18 @@ RunResult simulate(const workloads::Workload& w, const SimulateOptions& options)
     o.sharding_before = op.sharding_before;
     o.sharding_after = op.sharding_after;
     r.ops.push_back(std::move(o));
+  }
+  if (recorder) {
+    std::FILE* f = std::fopen(options.trace_path.c_str(), "wb");
+    if (!f) throw Error(options.trace_path + ": cannot write file");
+    const traces::TraceStats ts = traces::write_chrome_json(*recorder, r.makespan, f);
+    const bool failed = std::ferror(f) != 0;
+    if (std::fclose(f) != 0 || failed) throw Error(options.trace_path + ": cannot write file");
+    r.trace_events = ts.events;
+    if (ts.truncated)
+      r.trace_warning = fmt::format("the trace stopped at {} events (the cap); use --trace-detail steps or ops, "
+                                    "--trace-chips or --trace-window for a complete one",
+                                    ts.events);
   }
   for (std::uint32_t id : stats.busiest(options.busiest_links))
     r.busiest_links.push_back({torus.link_name(id), stats.loads()[id].bytes, stats.loads()[id].busy});

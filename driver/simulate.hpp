@@ -6,6 +6,7 @@
 
 #include "base/op_kind.hpp"
 #include "base/tick.hpp"
+#include "traces/trace.hpp"
 #include "workloads/workload.hpp"
 
 namespace meshsim::driver {
@@ -47,10 +48,14 @@ struct RunResult {
   std::uint64_t link_bytes = 0;
   bool capacity_respected = false;
   std::vector<LinkLoad> busiest_links;  // most bytes first
+  std::size_t trace_events = 0;
+  std::string trace_warning;  // e.g. the event cap was hit
 };
 
 struct SimulateOptions {
   std::size_t busiest_links = 0;  // how many to report
+  std::string trace_path;         // write a Perfetto (Chrome JSON) trace here when not empty
+  traces::TraceOptions trace;
 };
 
 RunResult simulate(const workloads::Workload& w, const SimulateOptions& options = {});

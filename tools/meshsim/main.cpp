@@ -53,6 +53,25 @@ int main(int argc, char** argv) {
       ->option_text("N")
       ->check(CLI::Range(0, 100000));
   run->add_flag("-q,--quiet", quiet, "Do not print the table (use with --json)");
+  std::string trace_path, trace_detail = "hops", trace_window;
+  std::vector<std::uint32_t> trace_chips;
+  std::size_t trace_max_events = 5'000'000;
+  run->add_option("--trace", trace_path,
+                  "Write a Perfetto trace (Chrome JSON; open it in ui.perfetto.dev): per chip its ops, compute and "
+                  "every link direction, hop by hop")
+      ->option_text("FILE");
+  run->add_option("--trace-detail", trace_detail,
+                  "ops: op and compute slices and link counters; steps: + collective steps; hops: + every hop "
+                  "transfer and flow arrows (default)")
+      ->check(CLI::IsMember({"ops", "steps", "hops"}));
+  run->add_option("--trace-chips", trace_chips, "Trace only these chip ids (comma-separated)")
+      ->delimiter(',')
+      ->option_text("ID,...");
+  run->add_option("--trace-window", trace_window, "Trace only what overlaps FROM:TO microseconds")
+      ->option_text("FROM:TO");
+  run->add_option("--trace-max-events", trace_max_events, "Stop the trace at N events, with a warning (default 5000000)")
+      ->option_text("N")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 40));
   bool verify = false;
   run->add_flag("--verify", verify,
                 "Also execute the lowered program on small random data (every chip its own shard, real data "
@@ -85,7 +104,25 @@ int main(int argc, char** argv) {
       return 0;
     }
     const meshsim::workloads::Workload w = meshsim::workloads::load_workload(workload_path);
-    const meshsim::driver::RunResult result = meshsim::driver::simulate(w, {.busiest_links = links});
+    meshsim::driver::SimulateOptions options;
+    options.busiest_links = links;
+    options.trace_path = trace_path;
+    options.trace.detail = trace_detail == "ops"     ? meshsim::traces::Detail::Ops
+                           : trace_detail == "steps" ? meshsim::traces::Detail::Steps
+                                                     : meshsim::traces::Detail::Hops;
+    options.trace.chips = trace_chips;
+    options.trace.max_events = trace_max_events;
+    if (!trace_window.empty()) {
+      double from = 0, to = 0;
+      char colon = 0;
+      if (std::sscanf(trace_window.c_str(), "%lf%c%lf", &from, &colon, &to) != 3 || colon != ':' || !(from >= 0) ||
+          !(to > from) || to > 1e12)
+        return fail("--trace-window: expected FROM:TO in microseconds with 0 <= FROM < TO, got '" + trace_window + "'");
+      options.trace.from = meshsim::tick_from_seconds(from * 1e-6);
+      options.trace.to = meshsim::tick_from_seconds(to * 1e-6);
+    }
+    const meshsim::driver::RunResult result = meshsim::driver::simulate(w, options);
+    if (!result.trace_warning.empty()) std::fprintf(stderr, "meshsim: warning: %s\n", result.trace_warning.c_str());
     const bool json_to_stdout = json_path == "-";
     if (!quiet && !json_to_stdout) std::fputs(meshsim::driver::format_table(w, result).c_str(), stdout);
     if (!json_path.empty()) write_output(json_path, meshsim::driver::format_json(w, result));

@@ -1,0 +1,32 @@
+# Trace test: `meshsim run EXAMPLE --trace` at every level of detail gives a trace
+# that trace_check accepts and that agrees with the run (per-link bytes, total
+# time); where a golden trace exists, the hop-level trace equals it byte for byte
+# and two runs agree.
+get_filename_component(stem ${EXAMPLE} NAME_WE)
+file(MAKE_DIRECTORY ${WORK_DIR})
+foreach(detail ops steps hops)
+  set(trace ${WORK_DIR}/${stem}.${detail}.json)
+  execute_process(COMMAND ${MESHSIM} run ${EXAMPLE} -q --links 100000 --json ${WORK_DIR}/${stem}.run.json
+                          --trace ${trace} --trace-detail ${detail}
+                  ERROR_VARIABLE err RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "meshsim run ${EXAMPLE} --trace failed (${rc}): ${err}")
+  endif()
+  set(args ${trace})
+  if(detail STREQUAL "hops")
+    list(APPEND args ${WORK_DIR}/${stem}.run.json)
+  endif()
+  execute_process(COMMAND ${CHECK} ${args} OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "trace of ${EXAMPLE} (${detail}) is not valid:\n${err}")
+  endif()
+endforeach()
+if(EXISTS ${GOLDEN_DIR}/${stem}.json)
+  execute_process(COMMAND ${MESHSIM} run ${EXAMPLE} -q --trace ${WORK_DIR}/${stem}.again.json RESULT_VARIABLE rc)
+  foreach(candidate ${WORK_DIR}/${stem}.hops.json ${WORK_DIR}/${stem}.again.json)
+    execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files ${GOLDEN_DIR}/${stem}.json ${candidate} RESULT_VARIABLE same)
+    if(NOT same EQUAL 0)
+      message(FATAL_ERROR "${candidate} differs from the golden trace ${GOLDEN_DIR}/${stem}.json (scripts/update-golden)")
+    endif()
+  endforeach()
+endif()
