@@ -137,7 +137,9 @@ RunResult simulate(const workloads::Workload& w, const SimulateOptions& options)
   if (recorder) {
     std::FILE* f = std::fopen(options.trace_path.c_str(), "wb");
     if (!f) throw Error(options.trace_path + ": cannot write file");
-    const traces::TraceStats ts = traces::write_chrome_json(*recorder, r.makespan, f);
+    const bool proto = options.trace_path.ends_with(".pftrace") || options.trace_path.ends_with(".pb");
+    const std::unique_ptr<traces::Sink> sink = proto ? traces::make_proto_sink(f) : traces::make_json_sink(f);
+    const traces::TraceStats ts = traces::write_trace(*recorder, r.makespan, *sink);
     const bool failed = std::ferror(f) != 0;
     if (std::fclose(f) != 0 || failed) throw Error(options.trace_path + ": cannot write file");
     r.trace_events = ts.events;

@@ -4,12 +4,15 @@
 // writers turn the recording into a Chrome JSON trace (perfetto_json.cpp) that
 // ui.perfetto.dev opens. The engine knows nothing of either.
 #include <cstdint>
+#include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "base/tick.hpp"
 #include "sim/executor.hpp"
 #include "sim/program.hpp"
+#include "traces/sink.hpp"
 
 namespace meshsim::traces {
 
@@ -74,8 +77,12 @@ struct TraceStats {
   bool truncated = false;  // the event cap was hit
 };
 
-// Writes the Chrome JSON trace-event format as Perfetto imports it. Timestamps are
-// microseconds with 6 decimals (the engine's picoseconds; Perfetto shows ns).
-TraceStats write_chrome_json(const TraceRecorder& recorder, Tick makespan, std::FILE* out);
+// The Chrome JSON trace-event format (Perfetto's JSON importer) and Perfetto's
+// native protobuf format (perfetto_trace.proto), both streamed to `out`.
+std::unique_ptr<Sink> make_json_sink(std::FILE* out);
+std::unique_ptr<Sink> make_proto_sink(std::FILE* out);
+
+// Turns the recording into trace events, in one deterministic order.
+TraceStats write_trace(const TraceRecorder& recorder, Tick makespan, Sink& sink);
 
 }  // namespace meshsim::traces

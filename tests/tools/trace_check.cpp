@@ -2,8 +2,12 @@
 // applies (../shared/notes/perfetto.md), and, given the run's --json output,
 // that the trace agrees with the simulation.
 //
-//   trace_check TRACE.json [RUN.json]
+//   trace_check TRACE.json [RUN.json] [--proto DECODED.txt]
 //
+// With --proto, DECODED.txt is the same run's protobuf trace decoded by
+// `protoc --decode=perfetto.protos.Trace traces/perfetto_trace.proto`: it must hold
+// the same slices (chip, track, start in ns, name), instants, flows and counter
+// samples as the JSON trace.
 // Rules: a {"traceEvents": [...]} object; every event has "ph" and "pid"; X/i/s/f/C
 // events have a numeric "ts" (microseconds) and X a numeric "dur" >= 0; tids >= 1
 // on thread events; X slices on one (pid, tid) nest or are disjoint; every flow
@@ -35,11 +39,102 @@ void fail(const std::string& m) {
 std::int64_t ps(double us) { return std::llround(us * 1e6); }
 }  // namespace
 
+// What both formats must agree on.
+struct Summary {
+  std::multiset<std::tuple<long, std::string, std::int64_t, std::string>> slices, instants;
+  std::size_t flow_starts = 0, flow_ends = 0, counter_samples = 0;
+};
+
+std::string unquote(const std::string& s) {
+  const auto a = s.find('"'), b = s.rfind('"');
+  return a == std::string::npos || b <= a ? s : s.substr(a + 1, b - a - 1);
+}
+
+// Reads protoc's text format of a meshsim protobuf trace.
+Summary read_proto_text(const std::string& path) {
+  std::ifstream in(path);
+  struct Track {
+    long pid = 0;
+    std::string name;
+    std::uint64_t parent = 0;
+  };
+  std::map<std::uint64_t, Track> tracks;
+  std::map<std::uint64_t, std::string> names;
+  struct Event {
+    std::string type;
+    std::uint64_t track = 0, iid = 0, timestamp = 0;
+    std::size_t flows = 0, ends = 0;
+  };
+  std::vector<Event> events;
+  std::string line, section;
+  Track track;
+  std::uint64_t uuid = 0, iid = 0, timestamp = 0;
+  Event ev;
+  int depth = 0;
+  while (std::getline(in, line)) {
+    const auto first = line.find_first_not_of(' ');
+    if (first == std::string::npos) continue;
+    const std::string t = line.substr(first);
+    auto value = [&t] { return t.substr(t.find(':') + 2); };
+    if (t.back() == '{') {
+      ++depth;
+      const std::string what = t.substr(0, t.find(' '));
+      if (depth == 1) timestamp = 0;
+      if (what == "track_descriptor") track = Track{}, uuid = 0;
+      if (what == "track_event") ev = Event{}, ev.timestamp = timestamp;
+      if (depth == 2) section = what;
+      continue;
+    }
+    if (t == "}") {
+      if (depth == 2 && section == "track_descriptor") tracks[uuid] = track;
+      if (depth == 2 && section == "track_event") events.push_back(ev);
+      --depth;
+      continue;
+    }
+    const std::string key = t.substr(0, t.find(':'));
+    if (depth == 1 && key == "timestamp") timestamp = std::stoull(value());
+    if (section == "track_descriptor") {
+      if (key == "uuid") uuid = std::stoull(value());
+      if (key == "name") track.name = unquote(value());
+      if (key == "process_name") track.name = unquote(value());
+      if (key == "pid") track.pid = std::stol(value());
+      if (key == "parent_uuid") track.parent = std::stoull(value());
+    } else if (section == "interned_data") {
+      if (key == "iid") iid = std::stoull(value());
+      if (key == "name") names[iid] = unquote(value());
+    } else if (section == "track_event") {
+      if (key == "type") ev.type = value();
+      if (key == "track_uuid") ev.track = std::stoull(value());
+      if (key == "name_iid") ev.iid = std::stoull(value());
+      if (key == "flow_ids") ++ev.flows;
+      if (key == "terminating_flow_ids") ++ev.ends;
+    }
+  }
+  Summary s;
+  for (const Event& e : events) {
+    const Track& tr = tracks[e.track];
+    const long pid = tracks[tr.parent].pid;
+    const auto key = std::make_tuple(pid, tr.name, static_cast<std::int64_t>(e.timestamp), names[e.iid]);
+    if (e.type == "TYPE_SLICE_BEGIN") s.slices.insert(key);
+    if (e.type == "TYPE_INSTANT") s.instants.insert(key);
+    if (e.type == "TYPE_COUNTER") ++s.counter_samples;
+    s.flow_starts += e.flows;
+    s.flow_ends += e.ends;
+  }
+  return s;
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: trace_check TRACE.json [RUN.json]\n");
+    std::fprintf(stderr, "usage: trace_check TRACE.json [RUN.json] [--proto DECODED.txt]\n");
     return 2;
   }
+  std::string proto_path;
+  if (argc >= 4 && std::string(argv[argc - 2]) == "--proto") {
+    proto_path = argv[argc - 1];
+    argc -= 2;
+  }
+  Summary json_summary;
   std::ifstream in(argv[1]);
   Json trace;
   try {
@@ -59,6 +154,7 @@ int main(int argc, char** argv) {
   std::map<std::string, std::uint64_t> hop_bytes;  // "chip-name|track" -> bytes
   std::vector<std::tuple<long, long, std::uint64_t>> hops;
   std::int64_t last_end = 0;
+  std::vector<std::tuple<long, long, std::int64_t, std::string>> slice_keys, instant_keys;
   const std::set<std::string> metadata = {"process_name", "thread_name", "process_sort_index", "thread_sort_index"};
   std::size_t n = 0;
   for (const Json& e : trace["traceEvents"]) {
@@ -87,8 +183,10 @@ int main(int argc, char** argv) {
     }
     const std::int64_t t = ps(e["ts"].get<double>());
     if (ph == "C") {
-      for (const auto& [k, v] : e["args"].items())
+      for (const auto& [k, v] : e["args"].items()) {
         if (!v.is_number()) fail(where + ": counter value " + k + " is not a number");
+        ++json_summary.counter_samples;
+      }
       continue;
     }
     const long tid = e.value("tid", 0L);
@@ -100,14 +198,18 @@ int main(int argc, char** argv) {
       }
       const std::int64_t end = t + ps(e["dur"].get<double>());
       slices[{pid, tid}].emplace_back(t, end);
+      slice_keys.emplace_back(pid, tid, (t + 500) / 1000, e.value("name", ""));
       last_end = std::max(last_end, end);
       if (e.value("cat", "") == "hop") hops.emplace_back(pid, tid, e["args"]["bytes"].get<std::uint64_t>());
     } else if (ph == "s" || ph == "f") {
       if (!e.contains("id")) fail(where + ": flow without id");
       const auto key = std::make_tuple(e["id"].dump(), e.value("cat", ""), e.value("name", ""));
       (ph == "s" ? flows[key].first : flows[key].second)++;
+      (ph == "s" ? json_summary.flow_starts : json_summary.flow_ends)++;
       if (ph == "f" && e.value("bp", "") != "e") fail(where + ": flow finish should bind to its enclosing slice (bp e)");
-    } else if (ph != "i") {
+    } else if (ph == "i") {
+      instant_keys.emplace_back(pid, tid, (t + 500) / 1000, e.value("name", ""));
+    } else {
       fail(where + ": unexpected phase '" + ph + "'");
     }
   }
@@ -138,6 +240,19 @@ int main(int argc, char** argv) {
     std::map<std::string, std::uint64_t> engine;
     for (const Json& l : run.value("busiest_links", Json::array())) engine[l["link"]] = l["bytes"];
     if (engine != hop_bytes) fail("per-link bytes in hop slices differ from the engine's");
+  }
+  if (!proto_path.empty()) {
+    for (const auto& [pid, tid, at, name] : slice_keys) json_summary.slices.insert({pid, thread_names[{pid, tid}], at, name});
+    for (const auto& [pid, tid, at, name] : instant_keys)
+      json_summary.instants.insert({pid, thread_names[{pid, tid}], at, name});
+    const Summary proto = read_proto_text(proto_path);
+    if (proto.slices != json_summary.slices)
+      fail("protobuf slices differ from JSON (" + std::to_string(proto.slices.size()) + " vs " +
+           std::to_string(json_summary.slices.size()) + ")");
+    if (proto.instants != json_summary.instants) fail("protobuf instants differ from JSON");
+    if (proto.flow_starts != json_summary.flow_starts || proto.flow_ends != json_summary.flow_ends)
+      fail("protobuf flows differ from JSON");
+    if (proto.counter_samples != json_summary.counter_samples) fail("protobuf counter samples differ from JSON");
   }
   if (failures) {
     std::fprintf(stderr, "trace_check: %d problem(s) in %s\n", failures, argv[1]);

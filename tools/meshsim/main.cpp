@@ -57,8 +57,8 @@ int main(int argc, char** argv) {
   std::vector<std::uint32_t> trace_chips;
   std::size_t trace_max_events = 5'000'000;
   run->add_option("--trace", trace_path,
-                  "Write a Perfetto trace (Chrome JSON; open it in ui.perfetto.dev): per chip its ops, compute and "
-                  "every link direction, hop by hop")
+                  "Write a Perfetto trace (open it in ui.perfetto.dev): per chip its ops, compute and every link "
+                  "direction, hop by hop. FILE.json: Chrome JSON; FILE.pftrace (or .pb): Perfetto protobuf, ~5x smaller")
       ->option_text("FILE");
   run->add_option("--trace-detail", trace_detail,
                   "ops: op and compute slices and link counters; steps: + collective steps; hops: + every hop "
