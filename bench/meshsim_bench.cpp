@@ -1,21 +1,26 @@
 // meshsim_bench: wall time, throughput and peak memory of whole simulations.
 //
-//   meshsim_bench [--repeat N] [CASE.json ...]     (default: bench/cases/allreduce_v4_16x16x16.json)
+//   meshsim_bench [--repeat N] [--traces] [CASE.json ...]   (default: bench/cases/allreduce_v4_16x16x16.json)
 //
 // For each case: parse, expand into the hop-by-hop program, execute on the event
 // engine. Prints the median over N repetitions of each stage, transfers/s and
-// events/s of the execution, and the process's peak resident memory.
+// events/s of the execution, and the process's peak resident memory. With
+// --traces, also writes the trace of each case at every level of detail in both
+// formats and prints events, bytes, bytes/event and events/s of writing (the run
+// with a trace minus the run without).
 #include <fmt/format.h>
 #include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "base/error.hpp"
 #include "driver/expand.hpp"
+#include "driver/simulate.hpp"
 #include "sim/engine.hpp"
 #include "sim/executor.hpp"
 #include "workloads/workload.hpp"
@@ -37,13 +42,45 @@ double peak_rss_mb() {
   return static_cast<double>(u.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
 }
 
+void trace_figures(const std::string& path) {
+  const meshsim::workloads::Workload w = meshsim::workloads::load_workload(path);
+  const auto t0 = Clock::now();
+  meshsim::driver::simulate(w);
+  const double plain = seconds_since(t0);
+  const std::string dir = std::filesystem::temp_directory_path().string();
+  fmt::print("traces          {:<6} {:<9} {:>10} {:>14} {:>12} {:>14}\n", "detail", "format", "events", "bytes",
+             "bytes/event", "events/s");
+  for (const char* detail : {"ops", "steps", "hops"}) {
+    for (const char* ext : {"json", "pftrace"}) {
+      meshsim::driver::SimulateOptions o;
+      o.trace_path = fmt::format("{}/meshsim_bench_trace.{}", dir, ext);
+      o.trace.detail = std::strcmp(detail, "ops") == 0     ? meshsim::traces::Detail::Ops
+                       : std::strcmp(detail, "steps") == 0 ? meshsim::traces::Detail::Steps
+                                                           : meshsim::traces::Detail::Hops;
+      o.trace.max_events = std::size_t{1} << 40;
+      const auto t1 = Clock::now();
+      const meshsim::driver::RunResult r = meshsim::driver::simulate(w, o);
+      const double writing = std::max(1e-9, seconds_since(t1) - plain);
+      const auto bytes = std::filesystem::file_size(o.trace_path);
+      std::filesystem::remove(o.trace_path);
+      fmt::print("                {:<6} {:<9} {:>10} {:>14} {:>12.1f} {:>14.3g}\n", detail, ext, r.trace_events, bytes,
+                 static_cast<double>(bytes) / static_cast<double>(r.trace_events),
+                 static_cast<double>(r.trace_events) / writing);
+    }
+  }
+  fmt::print("\n");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int repeat = 5;
+  bool traces = false;
   std::vector<std::string> cases;
   for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--repeat") == 0 && i + 1 < argc)
+    if (std::strcmp(argv[i], "--traces") == 0)
+      traces = true;
+    else if (std::strcmp(argv[i], "--repeat") == 0 && i + 1 < argc)
       repeat = std::max(1, std::atoi(argv[++i]));
     else
       cases.emplace_back(argv[i]);
@@ -94,6 +131,7 @@ int main(int argc, char** argv) {
       // Later repetitions reuse memory the allocator kept: the first run's peak
       // is the cost of one simulation.
       fmt::print("peak memory     {:.1f} MB (process max RSS after the first run)\n\n", first_run_peak_mb);
+      if (traces) trace_figures(path);
     }
   } catch (const meshsim::Error& e) {
     fmt::print(stderr, "meshsim_bench: error: {}\n", e.what());

@@ -57,12 +57,12 @@ namespace f {
 constexpr int kPacket = 1;
 constexpr int kTimestamp = 8, kSequenceId = 10, kTrackEvent = 11, kInternedData = 12, kSequenceFlags = 13,
               kTrackDescriptor = 60;
-constexpr int kEventNames = 2, kIid = 1, kName = 2;
+constexpr int kEventCategories = 1, kEventNames = 2, kDebugAnnotationNames = 3, kIid = 1, kName = 2;
 constexpr int kUuid = 1, kTrackName = 2, kProcess = 3, kParentUuid = 5, kCounter = 8;
 constexpr int kPid = 1, kProcessName = 6;
-constexpr int kDebugAnnotations = 4, kType = 9, kNameIid = 10, kTrackUuid = 11, kCategories = 22,
+constexpr int kCategoryIids = 3, kDebugAnnotations = 4, kType = 9, kNameIid = 10, kTrackUuid = 11,
               kDoubleCounterValue = 44, kFlowIds = 47, kTerminatingFlowIds = 48;
-constexpr int kAnnotationInt = 4, kAnnotationString = 6, kAnnotationName = 10;
+constexpr int kAnnotationNameIid = 1, kAnnotationInt = 4, kAnnotationString = 6;
 }  // namespace f
 
 constexpr std::uint32_t kSequence = 1;
@@ -85,14 +85,14 @@ class ProtoSink final : public Sink {
     track.varint(f::kUuid, process_uuid(pid)).message(f::kProcess, proc);
     p.varint(f::kSequenceId, kSequence).message(f::kTrackDescriptor, track);
     packet(p);
-    ++events_;
+    events_ += 2;  // name and sort order, as in the JSON trace
   }
   void thread(std::uint32_t pid, std::uint32_t tid, const std::string& name) override {
     Message track, p;
     track.varint(f::kUuid, track_uuid(pid, tid)).bytes(f::kTrackName, name).varint(f::kParentUuid, process_uuid(pid));
     p.varint(f::kSequenceId, kSequence).message(f::kTrackDescriptor, track);
     packet(p);
-    ++events_;
+    events_ += 2;
   }
   void slice(std::uint32_t pid, std::uint32_t tid, Tick start, Tick end, const std::string& name, const char* category,
              const std::vector<Arg>& args, const std::vector<std::uint64_t>& flows_out,
@@ -100,10 +100,11 @@ class ProtoSink final : public Sink {
     Message e;
     e.varint(f::kType, kSliceBegin).varint(f::kTrackUuid, track_uuid(pid, tid));
     Message interned;
-    e.varint(f::kNameIid, intern(name, interned)).bytes(f::kCategories, category);
+    e.varint(f::kCategoryIids, intern(categories_, f::kEventCategories, category, interned));
+    e.varint(f::kNameIid, intern(names_, f::kEventNames, name, interned));
     for (const Arg& a : args) {
       Message d;
-      d.bytes(f::kAnnotationName, a.key);
+      d.varint(f::kAnnotationNameIid, intern(annotation_names_, f::kDebugAnnotationNames, a.key, interned));
       if (a.text.empty())
         d.varint(f::kAnnotationInt, static_cast<std::uint64_t>(a.number));
       else
@@ -116,16 +117,17 @@ class ProtoSink final : public Sink {
     Message end_event;
     end_event.varint(f::kType, kSliceEnd).varint(f::kTrackUuid, track_uuid(pid, tid));
     event(end, end_event, Message());
-    ++events_;
+    events_ += 1 + flows_out.size() + flows_in.size();  // counted as in the JSON trace
   }
   void instant(std::uint32_t pid, std::uint32_t tid, Tick at, const std::string& name, const char* category,
                const std::vector<std::uint64_t>& flows_in) override {
     Message e, interned;
     e.varint(f::kType, kInstant).varint(f::kTrackUuid, track_uuid(pid, tid));
-    e.varint(f::kNameIid, intern(name, interned)).bytes(f::kCategories, category);
+    e.varint(f::kCategoryIids, intern(categories_, f::kEventCategories, category, interned));
+    e.varint(f::kNameIid, intern(names_, f::kEventNames, name, interned));
     for (std::uint64_t id : flows_in) e.fixed64(f::kTerminatingFlowIds, id);
     event(at, e, interned);
-    ++events_;
+    events_ += 1 + flows_in.size();
   }
   void counter(std::uint32_t pid, const std::string& name, const std::vector<std::pair<std::string, double>>& series,
                Tick at) override {
@@ -157,13 +159,16 @@ class ProtoSink final : public Sink {
     return uuid;
   }
 
-  std::uint64_t intern(const std::string& name, Message& interned) {
-    if (auto it = names_.find(name); it != names_.end()) return it->second;
-    const std::uint64_t iid = names_.size() + 1;
-    names_[name] = iid;
+  // Interned strings (event names, categories, annotation names): the first use
+  // carries the string in the packet's interned_data, later ones only its iid.
+  static std::uint64_t intern(std::map<std::string, std::uint64_t>& table, int field, const std::string& text,
+                              Message& interned) {
+    if (auto it = table.find(text); it != table.end()) return it->second;
+    const std::uint64_t iid = table.size() + 1;
+    table[text] = iid;
     Message n;
-    n.varint(f::kIid, iid).bytes(f::kName, name);
-    interned.message(f::kEventNames, n);
+    n.varint(f::kIid, iid).bytes(f::kName, text);
+    interned.message(field, n);
     return iid;
   }
 
@@ -190,7 +195,7 @@ class ProtoSink final : public Sink {
   std::FILE* out_;
   std::string buf_;
   std::size_t events_ = 0;
-  std::map<std::string, std::uint64_t> names_;
+  std::map<std::string, std::uint64_t> names_, categories_, annotation_names_;
   std::map<std::pair<std::uint32_t, std::string>, std::uint64_t> counters_;
 };
 

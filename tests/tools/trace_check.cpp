@@ -66,7 +66,7 @@ Summary read_proto_text(const std::string& path) {
     std::size_t flows = 0, ends = 0;
   };
   std::vector<Event> events;
-  std::string line, section;
+  std::string line, section, sub;
   Track track;
   std::uint64_t uuid = 0, iid = 0, timestamp = 0;
   Event ev;
@@ -83,6 +83,7 @@ Summary read_proto_text(const std::string& path) {
       if (what == "track_descriptor") track = Track{}, uuid = 0;
       if (what == "track_event") ev = Event{}, ev.timestamp = timestamp;
       if (depth == 2) section = what;
+      if (depth == 3) sub = what;
       continue;
     }
     if (t == "}") {
@@ -99,7 +100,7 @@ Summary read_proto_text(const std::string& path) {
       if (key == "process_name") track.name = unquote(value());
       if (key == "pid") track.pid = std::stol(value());
       if (key == "parent_uuid") track.parent = std::stoull(value());
-    } else if (section == "interned_data") {
+    } else if (section == "interned_data" && sub == "event_names") {
       if (key == "iid") iid = std::stoull(value());
       if (key == "name") names[iid] = unquote(value());
     } else if (section == "track_event") {
