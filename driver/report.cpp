@@ -83,6 +83,17 @@ std::string format_table(const workloads::Workload& w, const RunResult& r) {
                      r.link_bytes, r.events);
   if (open_axis)
     out += "note: an axis without wraparound runs as a line; the cheat sheet assumes a torus (expect ~2x)\n";
+  if (!r.critical_paths.empty()) {
+    out += "\ncritical paths (what each op's last byte waited for, walked back to the op's start; times are sums along\n"
+           "the path, and forwarded hops overlap, so they can add up to more than the op's time)\n";
+    for (std::size_t i = 0; i < r.ops.size(); ++i) {
+      const CriticalPath& c = r.critical_paths[i];
+      out += fmt::format("  {}: {} hops, {} computes; on the wire {} us, hop latency {} us, behind other ops {} us, "
+                         "compute {} us\n",
+                         r.ops[i].name, c.hops, c.computes, us(c.wire), us(c.latency), us(c.queued), us(c.compute));
+      if (!c.steps.empty()) out += fmt::format("    {}\n", fmt::join(c.steps, " -> "));
+    }
+  }
   if (!r.busiest_links.empty()) {
     out += "\nbusiest links (one direction each)\n";
     for (const LinkLoad& l : r.busiest_links) {

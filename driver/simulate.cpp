@@ -73,6 +73,11 @@ RunResult simulate(const workloads::Workload& w, const SimulateOptions& options)
   traces::LinkStats stats(ex.resources);
   executor.add_observer(stats);
   executor.add_observer(entries);
+  std::unique_ptr<TimingRecorder> timings;
+  if (options.critical_path) {
+    timings = std::make_unique<TimingRecorder>(ex.program.num_tasks());
+    executor.add_observer(*timings);
+  }
   std::unique_ptr<traces::TraceLayout> layout;
   std::unique_ptr<traces::TraceRecorder> recorder;
   if (!options.trace_path.empty()) {
@@ -147,6 +152,16 @@ RunResult simulate(const workloads::Workload& w, const SimulateOptions& options)
       r.trace_warning = fmt::format("the trace stopped at {} events (the cap); use --trace-detail steps or ops, "
                                     "--trace-chips or --trace-window for a complete one",
                                     ts.events);
+  }
+  if (timings) {
+    std::vector<std::string> names;
+    for (std::size_t res = 0; res < ex.resources.size(); ++res)
+      names.push_back(res < torus.num_link_slots()
+                          ? (torus.link_exists(static_cast<topology::LinkId>(res))
+                                 ? torus.link_name(static_cast<topology::LinkId>(res))
+                                 : std::string("-"))
+                          : fmt::format("compute {}", torus.chip_name(static_cast<topology::ChipId>(res - torus.num_link_slots()))));
+    r.critical_paths = critical_paths(ex.program, timings->timings(), names);
   }
   for (std::uint32_t id : stats.busiest(options.busiest_links))
     r.busiest_links.push_back({torus.link_name(id), stats.loads()[id].bytes, stats.loads()[id].busy});

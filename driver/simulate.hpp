@@ -6,6 +6,7 @@
 
 #include "base/op_kind.hpp"
 #include "base/tick.hpp"
+#include "driver/critical_path.hpp"
 #include "traces/trace.hpp"
 #include "workloads/workload.hpp"
 
@@ -48,13 +49,15 @@ struct RunResult {
   std::uint64_t link_bytes = 0;
   bool capacity_respected = false;
   std::vector<LinkLoad> busiest_links;  // most bytes first
+  std::vector<CriticalPath> critical_paths;  // per op, with SimulateOptions::critical_path
   std::size_t trace_events = 0;
   std::string trace_warning;  // e.g. the event cap was hit
 };
 
 struct SimulateOptions {
   std::size_t busiest_links = 0;  // how many to report
-  std::string trace_path;         // write a Perfetto (Chrome JSON) trace here when not empty
+  bool critical_path = false;     // find each op's critical path (records every task's timing)
+  std::string trace_path;         // write a Perfetto trace here when not empty (.json or .pftrace)
   traces::TraceOptions trace;
 };
 

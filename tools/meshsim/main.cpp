@@ -53,6 +53,10 @@ int main(int argc, char** argv) {
       ->option_text("N")
       ->check(CLI::Range(0, 100000));
   run->add_flag("-q,--quiet", quiet, "Do not print the table (use with --json)");
+  bool critical = false;
+  run->add_flag("--critical-path", critical,
+                "Also print each op's critical path: the hops and computes its last byte waited for, and the time "
+                "on the wire, in hop latency, queued behind other transfers and computing");
   std::string trace_path, trace_detail = "hops", trace_window;
   std::vector<std::uint32_t> trace_chips;
   std::size_t trace_max_events = 5'000'000;
@@ -106,6 +110,7 @@ int main(int argc, char** argv) {
     const meshsim::workloads::Workload w = meshsim::workloads::load_workload(workload_path);
     meshsim::driver::SimulateOptions options;
     options.busiest_links = links;
+    options.critical_path = critical;
     options.trace_path = trace_path;
     options.trace.detail = trace_detail == "ops"     ? meshsim::traces::Detail::Ops
                            : trace_detail == "steps" ? meshsim::traces::Detail::Steps
