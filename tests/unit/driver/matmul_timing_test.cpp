@@ -91,3 +91,21 @@ TEST_CASE("MLP: column->row moves less than gather-in-the-middle, by the gather 
   CHECK(gather == Approx(15.0 / 16 * v_h / 90e9).epsilon(0.01));
   CHECK(gm.makespan.seconds() - cr.makespan.seconds() == Approx(gather).epsilon(0.01));
 }
+
+TEST_CASE("Critical path: a ring all-gather's last byte crossed floor(X/2) hops; contention shows", "[driver]") {
+  const std::string text = R"({"hardware": "tpu-v5e", "mesh": {"X": 16},
+    "ops": [{"name": "a", "kind": "all_gather", "bytes": 16777216, "axes": ["X"]},
+            {"name": "b", "kind": "all_gather", "bytes": 16777216, "axes": ["X"]},
+            {"name": "alone", "kind": "all_gather", "bytes": 16777216, "axes": ["X"], "after": ["a", "b"]}]})";
+  driver::SimulateOptions options;
+  options.critical_path = true;
+  const driver::RunResult r = driver::simulate(workloads::parse_workload(text, "t.json"), options);
+  REQUIRE(r.critical_paths.size() == 3);
+  const driver::CriticalPath& alone = r.critical_paths[2];
+  CHECK(alone.hops == 8);
+  CHECK(alone.latency.ps() == 8 * 1'000'000);
+  CHECK(alone.queued == kZeroTick);
+  CHECK(alone.computes == 0);
+  // The two concurrent gathers wait behind each other's transfers.
+  CHECK(r.critical_paths[0].queued + r.critical_paths[1].queued > kZeroTick);
+}
