@@ -18,6 +18,26 @@ namespace meshsim::driver {
 
 namespace {
 
+// How the expansion runs an op (sim/collectives/), in words for traces.
+std::string algorithm_name(const workloads::Op& op, const topology::Torus& torus) {
+  switch (op.kind) {
+    case OpKind::Matmul:
+      return "local matmul";
+    case OpKind::Send:
+      return fmt::format("dimension-order routes x{}", collectives::send_paths(torus, op.src, op.dst));
+    case OpKind::AllToAll:
+      return "routed pieces, cut-through";
+    default:
+      break;
+  }
+  int wrapped = 0;
+  for (int a : op.hw_axes) wrapped += torus.axis(a).wraparound ? 1 : 0;
+  const std::string shape = wrapped == static_cast<int>(op.hw_axes.size()) ? "bidirectional ring"
+                            : wrapped == 0                                 ? "line"
+                                                                           : "rings and lines";
+  return op.hw_axes.size() > 1 ? fmt::format("{}s, {} parts in rotated axis order", shape, op.hw_axes.size()) : shape;
+}
+
 traces::TraceLayout trace_layout(const workloads::Workload& w, const topology::Torus& torus, const Expanded& ex) {
   traces::TraceLayout l;
   l.chips = torus.num_chips();
@@ -45,7 +65,9 @@ traces::TraceLayout trace_layout(const workloads::Workload& w, const topology::T
   for (const workloads::Op& op : w.ops) {
     l.op_names.push_back(op.name);
     l.op_kinds.emplace_back(kind_name(op.kind));
+    l.op_algorithms.push_back(algorithm_name(op, torus));
   }
+  l.forward_chunk_bytes = w.hardware.forward_chunk_bytes;
   l.op_entry_begin = ex.op_entry_begin;
   return l;
 }

@@ -37,6 +37,8 @@ struct TraceLayout {
   std::vector<int> resource_track;              // per resource: 0 compute, d >= 1 link direction d
   std::vector<std::string> track_names;         // per track index: "compute", "+x", "-x", ...
   std::vector<std::string> op_names, op_kinds;  // per op
+  std::vector<std::string> op_algorithms;       // per op, e.g. "bidirectional ring", "routed"
+  std::uint64_t forward_chunk_bytes = 0;        // cut-through granularity of the links
   std::vector<sim::TaskId> op_entry_begin;      // op's entry joins [b, b+chips), exit joins [b+chips, b+2*chips)
   std::uint32_t chips = 0;
 };

@@ -227,11 +227,13 @@ class Writer {
       sink_.slice(chip + 1, hop_tid_[i], t.start, t.end, fmt::format("{} step {}", l_.op_names[task.op()], step), "hop",
                   {{"op", l_.op_names[task.op()], 0},
                    {"kind", l_.op_kinds[task.op()], 0},
+                   {"algorithm", l_.op_algorithms[task.op()], 0},
                    {"step", "", step},
                    {"bytes", "", static_cast<std::int64_t>(task.amount)},
                    {"src", l_.chip_names[chip], 0},
                    {"dst", l_.chip_names[l_.resource_peer[task.resource]], 0},
-                   {"arrival_ps", "", t.arrival.ps()}},
+                   {"arrival_ps", "", t.arrival.ps()},
+                   {"forward_chunk_bytes", "", static_cast<std::int64_t>(l_.forward_chunk_bytes)}},
                   flows ? flows_out_[i] : none, flows ? flows_in_[i] : none);
     }
     if (!flows) return;
