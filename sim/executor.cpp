@@ -1,7 +1,6 @@
 #include "sim/executor.hpp"
 
 #include <algorithm>
-#include <functional>
 
 #include "base/error.hpp"
 

@@ -48,7 +48,6 @@ std::uint32_t Lowerer::emit(Op op, const std::vector<std::uint32_t>& after) {
     if (auto p = producers_.find(in.name); p != producers_.end()) add(p->second);
   const auto index = static_cast<std::uint32_t>(w_.ops.size());
   if (!op.inputs.empty()) {
-    op.array = op.inputs.front().name;
     op.sharding_before = sharding_string(w_, op.inputs.front());
   }
   for (const Array& out : op.outputs) {

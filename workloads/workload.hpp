@@ -50,7 +50,6 @@ struct Op {
   std::uint64_t bytes = 0;              // V for collectives (see docs/WORKLOAD.md), payload for send
   topology::ChipId src = 0, dst = 0;    // send only
   std::vector<std::uint32_t> deps;      // earlier ops this one waits for
-  std::string array;                    // input array, empty for a bytes-only op
   std::string sharding_before, sharding_after;
   std::string group;                    // the workload op it was lowered from (a matmul's steps share it)
 

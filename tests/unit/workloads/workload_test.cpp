@@ -204,7 +204,7 @@ TEST_CASE("Workload: bytes-only ops carry their bytes as V", "[workloads]") {
   REQUIRE(w.ops.size() == 4u);
   CHECK(w.ops[0].kind == OpKind::AllGather);
   CHECK(w.ops[0].bytes == 1'000'000'000u);
-  CHECK(w.ops[0].array.empty());
+  CHECK(w.ops[0].inputs.empty());
   CHECK(w.ops[0].sharding_before.empty());
   CHECK(w.ops[0].sharding_after.empty());
   CHECK(w.ops[1].kind == OpKind::ReduceScatter);
