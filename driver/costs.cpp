@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "base/error.hpp"
+#include "sim/collectives/gpu.hpp"
 
 namespace meshsim::driver {
 
@@ -43,8 +46,78 @@ kernels::Roofline matmul_cost(const workloads::Op& op, const workloads::Hardware
   return kernels::roofline(in);
 }
 
+namespace {
+
+// NCCL's ring and direct algorithms on a switched fabric (docs/MODEL.md): with N
+// GPUs per ring, B the narrowest one-way bandwidth a ring step crosses and a the
+// slowest step's latency,
+//   AllGather, ReduceScatter: latency (N-1) a, bandwidth (N-1)/N V/B
+//   AllReduce:                twice that (a reduce-scatter then an all-gather)
+//   AllToAll (direct):        the busier port of a GPU: its pieces to its own node
+//                             over NVLink, to other nodes over its NIC
+//   Send:                     the route's latency, bytes/B
+collectives::ClosedForm gpu_closed_form(const workloads::Op& op, const workloads::Workload& w,
+                                        const topology::Torus& torus) {
+  const topology::Fabric fabric = w.make_fabric();
+  collectives::ClosedForm f;
+  if (op.kind == OpKind::Send) {
+    double bw = 0;
+    for (topology::LinkId l : fabric.route(op.src, op.dst)) {
+      const double b = static_cast<double>(fabric.link(l).spec.bandwidth_bytes_per_s);
+      bw = bw == 0 ? b : std::min(bw, b);
+      f.latency_s += fabric.link(l).spec.latency.seconds();
+    }
+    f.bandwidth_s = bw > 0 ? static_cast<double>(op.bytes) / bw : 0;
+    return f;
+  }
+  const auto rings = collectives::gpu::rings(torus, op.hw_axes);
+  const double n = rings.empty() ? 1.0 : static_cast<double>(rings.front().size());
+  if (n < 2) return f;
+  const collectives::gpu::RingLimits lim = collectives::gpu::ring_limits(fabric, rings);
+  const double v = static_cast<double>(op.bytes);
+  switch (op.kind) {
+    case OpKind::AllGather:
+    case OpKind::ReduceScatter:
+      f.latency_s = (n - 1) * lim.step_latency_s;
+      f.bandwidth_s = (n - 1) / n * v / lim.bandwidth_bytes_per_s;
+      break;
+    case OpKind::AllReduce:
+      f.latency_s = 2 * (n - 1) * lim.step_latency_s;
+      f.bandwidth_s = 2 * (n - 1) / n * v / lim.bandwidth_bytes_per_s;
+      break;
+    case OpKind::AllToAll: {
+      // Each GPU sends n-1 pieces of V/n^2 through its ports: the ones to its
+      // own node over NVLink, the others over its NIC; the busier port bounds it.
+      const auto& ring = rings.front();
+      double nvlink_s = 0, nic_s = 0, lat = 0;
+      for (topology::ChipId dst : ring) {
+        if (dst == ring.front()) continue;
+        const auto route = fabric.route(ring.front(), dst);
+        const auto& first = fabric.link(route.front());
+        const double t = v / (n * n) / static_cast<double>(first.spec.bandwidth_bytes_per_s);
+        if (first.kind == topology::FabricLinkKind::NvlinkUp)
+          nvlink_s += t;
+        else
+          nic_s += t;
+        double route_lat = 0;
+        for (auto l : route) route_lat += fabric.link(l).spec.latency.seconds();
+        lat = std::max(lat, route_lat);
+      }
+      f.latency_s = lat;
+      f.bandwidth_s = std::max(nvlink_s, nic_s);
+      break;
+    }
+    default:
+      break;
+  }
+  return f;
+}
+
+}  // namespace
+
 collectives::ClosedForm communication_closed_form(const workloads::Op& op, const workloads::Workload& w,
                                     const topology::Torus& torus) {
+  if (w.hardware.gpu) return gpu_closed_form(op, w, torus);
   std::vector<int> sizes;
   for (int a : op.hw_axes) sizes.push_back(torus.axis(a).size);
   collectives::ClosedFormInput in;

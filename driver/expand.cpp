@@ -5,6 +5,9 @@
 #include "base/error.hpp"
 #include "driver/costs.hpp"
 #include "sim/collectives/collective.hpp"
+#include "sim/collectives/gpu.hpp"
+
+#include <optional>
 
 namespace meshsim::driver {
 
@@ -50,12 +53,22 @@ Expanded expand(const workloads::Workload& w, const topology::Torus& torus) {
   Expanded out;
   const std::uint32_t chips = torus.num_chips();
   out.chips = chips;
-  // Resources: one per link slot, then one compute unit per chip.
-  out.resources.assign(torus.num_link_slots(),
-                       sim::Resource{w.hardware.ici.bandwidth_bytes_per_s, w.hardware.ici.latency,
-                                     w.hardware.forward_chunk_bytes});
-  out.resources.resize(torus.num_link_slots() + chips, sim::Resource{0, kZeroTick, 0});
-  const auto compute_unit = [&](std::uint32_t chip) { return static_cast<std::uint32_t>(torus.num_link_slots() + chip); };
+  // Resources: the links (torus link slots, or the fabric's links), then one
+  // compute unit per chip.
+  std::optional<topology::Fabric> fabric;
+  if (w.hardware.gpu) {
+    fabric.emplace(w.make_fabric());
+    for (topology::LinkId l = 0; l < fabric->num_links(); ++l)
+      out.resources.push_back(sim::Resource{fabric->link(l).spec.bandwidth_bytes_per_s, fabric->link(l).spec.latency,
+                                            w.hardware.forward_chunk_bytes});
+  } else {
+    out.resources.assign(torus.num_link_slots(),
+                         sim::Resource{w.hardware.ici.bandwidth_bytes_per_s, w.hardware.ici.latency,
+                                       w.hardware.forward_chunk_bytes});
+  }
+  out.links = out.resources.size();
+  out.resources.resize(out.links + chips, sim::Resource{0, kZeroTick, 0});
+  const auto compute_unit = [&](std::uint32_t chip) { return static_cast<std::uint32_t>(out.links + chip); };
   sim::ProgramBuilder b;
   {
     // Reserve from the estimates: untouched capacity costs no resident memory,
@@ -92,10 +105,16 @@ Expanded expand(const workloads::Workload& w, const topology::Torus& torus) {
       case OpKind::ReduceScatter:
       case OpKind::AllReduce:
       case OpKind::AllToAll:
-        collectives::build(b, torus, op.kind, op.hw_axes, op.bytes, ports);
+        if (fabric)
+          collectives::gpu::build(b, *fabric, torus, op.kind, op.hw_axes, op.bytes, ports);
+        else
+          collectives::build(b, torus, op.kind, op.hw_axes, op.bytes, ports);
         break;
       case OpKind::Send:
-        collectives::send(b, torus, op.src, op.dst, op.bytes, ports);
+        if (fabric)
+          collectives::gpu::send(b, *fabric, op.src, op.dst, op.bytes, ports);
+        else
+          collectives::send(b, torus, op.src, op.dst, op.bytes, ports);
         break;
       case OpKind::Matmul: {
         const Tick t = matmul_cost(op, w.hardware, w.file).time();

@@ -15,7 +15,8 @@ namespace meshsim::driver {
 
 struct Expanded {
   sim::Program program;
-  std::vector<sim::Resource> resources;  // indexed by link slot id
+  std::vector<sim::Resource> resources;  // the links (torus slots or fabric links), then a compute unit per chip
+  std::size_t links = 0;                 // resources below this are links
   std::vector<std::uint64_t> op_transfers;
   std::vector<std::uint64_t> op_link_bytes;  // bytes x hops
   std::vector<sim::TaskId> op_entry_begin;   // op's entry joins are ids [begin, begin + chips)

@@ -36,6 +36,21 @@ std::string us(Tick t) { return fmt::format("{:.3f}", static_cast<double>(t.ps()
 
 std::string topology_line(const workloads::Workload& w) {
   const topology::Torus t = w.make_torus();
+  if (w.hardware.gpu) {
+    std::string s = fmt::format("{} node{} x {} GPUs (NVLink switch per node; nodes on a rail-optimised fat tree, {} "
+                                "spine{}); mesh",
+                                t.axis(1).size, t.axis(1).size == 1 ? "" : "s", t.axis(0).size, w.hardware.spines,
+                                w.hardware.spines == 1 ? "" : "s");
+    for (const workloads::MeshAxis& m : w.mesh) {
+      std::string hw;
+      for (int a : m.hw_axes) {
+        if (!hw.empty()) hw += '+';
+        hw += a == 0 ? "gpu" : "node";
+      }
+      s += fmt::format(" {}={}({})", m.name, m.size, hw.empty() ? "-" : hw);
+    }
+    return s;
+  }
   std::string wrapped, open;
   for (int a = 0; a < t.num_axes(); ++a) {
     if (t.axis(a).size == 1) continue;
@@ -60,24 +75,32 @@ std::string topology_line(const workloads::Workload& w) {
 std::string format_table(const workloads::Workload& w, const RunResult& r) {
   const auto& ici = w.hardware.ici;
   std::string out;
-  out += fmt::format("hardware  {}: ICI {:g} GB/s one-way per link (W = {:g} GB/s bidirectional), {} us per hop\n",
-                     w.hardware.preset, static_cast<double>(ici.bandwidth_bytes_per_s) / 1e9,
-                     2 * static_cast<double>(ici.bandwidth_bytes_per_s) / 1e9, us(ici.latency));
+  if (w.hardware.gpu)
+    out += fmt::format("hardware  {}: NVLink {:g} GB/s per direction per GPU ({} us per hop), NIC {:g} GB/s per "
+                       "direction ({} us per hop)\n",
+                       w.hardware.preset, static_cast<double>(w.hardware.nvlink.bandwidth_bytes_per_s) / 1e9,
+                       us(w.hardware.nvlink.latency), static_cast<double>(w.hardware.nic.bandwidth_bytes_per_s) / 1e9,
+                       us(w.hardware.nic.latency));
+  else
+    out += fmt::format("hardware  {}: ICI {:g} GB/s one-way per link (W = {:g} GB/s bidirectional), {} us per hop\n",
+                       w.hardware.preset, static_cast<double>(ici.bandwidth_bytes_per_s) / 1e9,
+                       2 * static_cast<double>(ici.bandwidth_bytes_per_s) / 1e9, us(ici.latency));
   out += "topology  " + topology_line(w) + "\n\n";
   std::size_t name_width = 20;
   for (const OpResult& o : r.ops) name_width = std::max(name_width, o.name.size());
-  out += fmt::format("{:<{}} {:<14} {:<6} {:>15} {:>13} {:>13} {:>13} {:>7}  {}\n", "op", name_width, "kind", "axes",
-                     "V (bytes)", "start (us)", "time (us)", "closed (us)", "ratio", "bound");
+  out += fmt::format("{:<{}} {:<14} {:<6} {:>15} {:>13} {:>13} {:>13} {:>7}  {:<9} {:>10}\n", "op", name_width, "kind",
+                     "axes", "V (bytes)", "start (us)", "time (us)", "closed (us)", "ratio", "bound", "busbw GB/s");
   bool open_axis = false;
   const topology::Torus t = w.make_torus();
   for (std::size_t i = 0; i < r.ops.size(); ++i) {
     const OpResult& o = r.ops[i];
-    for (int a : w.ops[i].hw_axes) open_axis = open_axis || !t.axis(a).wraparound;
+    for (int a : w.ops[i].hw_axes) open_axis = open_axis || (!w.hardware.gpu && !t.axis(a).wraparound);
     const std::optional<double> q = ratio(o);
-    out += fmt::format("{:<{}} {:<14} {:<6} {:>15} {:>13} {:>13} {:>13} {:>7}  {}\n", o.name, name_width,
+    out += fmt::format("{:<{}} {:<14} {:<6} {:>15} {:>13} {:>13} {:>13} {:>7}  {:<9} {:>10}\n", o.name, name_width,
                        kind_name(o.kind), o.mesh_axes.empty() ? "-" : joined(o.mesh_axes),
                        o.kind == OpKind::Matmul ? "-" : std::to_string(o.bytes), us(o.begin), us(o.time()),
-                       us(o.closed_s), q ? fmt::format("{:.4f}", *q) : "-", o.bound);
+                       us(o.closed_s), q ? fmt::format("{:.4f}", *q) : "-", o.bound,
+                       o.busbw_bytes_per_s > 0 ? fmt::format("{:.2f}", o.busbw_bytes_per_s / 1e9) : "-");
   }
   out += fmt::format("\ntotal {} us; {} transfers, {} bytes over links, {} engine events\n", us(r.makespan), r.transfers,
                      r.link_bytes, r.events);
@@ -159,6 +182,10 @@ std::string format_json(const workloads::Workload& w, const RunResult& r) {
     else
       op["ratio"] = nullptr;
     op["bound"] = o.bound;
+    if (o.kind != OpKind::Matmul) {
+      op["algbw_bytes_per_s"] = o.algbw_bytes_per_s;
+      op["busbw_bytes_per_s"] = o.busbw_bytes_per_s;
+    }
     op["transfers"] = o.transfers;
     op["link_bytes"] = o.link_bytes;
     if (!o.sharding_before.empty()) {

@@ -19,7 +19,12 @@ namespace meshsim::driver {
 namespace {
 
 // How the expansion runs an op (sim/collectives/), in words for traces.
-std::string algorithm_name(const workloads::Op& op, const topology::Torus& torus) {
+std::string algorithm_name(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus) {
+  if (w.hardware.gpu) {
+    if (op.kind == OpKind::Matmul) return "local matmul";
+    if (op.kind == OpKind::Send) return "routed";
+    return op.kind == OpKind::AllToAll ? "direct (grouped send/recv)" : "ring (NCCL)";
+  }
   switch (op.kind) {
     case OpKind::Matmul:
       return "local matmul";
@@ -38,34 +43,67 @@ std::string algorithm_name(const workloads::Op& op, const topology::Torus& torus
   return op.hw_axes.size() > 1 ? fmt::format("{}s, {} parts in rotated axis order", shape, op.hw_axes.size()) : shape;
 }
 
-traces::TraceLayout trace_layout(const workloads::Workload& w, const topology::Torus& torus, const Expanded& ex) {
-  traces::TraceLayout l;
-  l.chips = torus.num_chips();
-  for (topology::ChipId c = 0; c < l.chips; ++c) l.chip_names.push_back(torus.chip_name(c));
-  l.track_names.push_back("compute");
-  for (int a = 0; a < torus.num_axes(); ++a) {
-    l.track_names.push_back(fmt::format("+{}", torus.axis_name(a)));
-    l.track_names.push_back(fmt::format("-{}", torus.axis_name(a)));
-  }
-  for (std::size_t r = 0; r < ex.resources.size(); ++r) {
-    if (r < torus.num_link_slots()) {
-      const auto id = static_cast<topology::LinkId>(r);
-      const topology::Link& link = torus.link_info(id);
-      const bool exists = torus.link_exists(id);
-      l.resource_chip.push_back(exists ? link.src : 0);
-      l.resource_peer.push_back(exists ? link.dst : 0);
-      l.resource_track.push_back(1 + 2 * link.axis + static_cast<int>(link.direction));
-    } else {
-      const auto chip = static_cast<std::uint32_t>(r - torus.num_link_slots());
-      l.resource_chip.push_back(chip);
-      l.resource_peer.push_back(chip);
-      l.resource_track.push_back(0);
+// Names and owners of chips and resources, for a torus or a GPU fabric.
+struct Names {
+  std::vector<std::string> chips, resources, tracks;
+  std::vector<std::uint32_t> resource_chip, resource_peer;
+  std::vector<int> resource_track;
+};
+
+Names names_of(const workloads::Workload& w, const topology::Torus& torus, const Expanded& ex) {
+  Names n;
+  if (w.hardware.gpu) {
+    const topology::Fabric f = w.make_fabric();
+    for (topology::ChipId c = 0; c < torus.num_chips(); ++c) n.chips.push_back(f.gpu_name(c));
+    n.tracks = {"compute", "nvlink up", "nvlink down", "nic up", "nic down"};
+    for (topology::LinkId l = 0; l < f.num_links(); ++l) {
+      const topology::FabricLink& link = f.link(l);
+      n.resources.push_back(f.link_name(l));
+      const bool gpu_link = link.kind != topology::FabricLinkKind::LeafToSpine &&
+                            link.kind != topology::FabricLinkKind::SpineToLeaf;
+      n.resource_chip.push_back(gpu_link ? link.a : traces::kNoChip);
+      n.resource_peer.push_back(gpu_link ? link.a : traces::kNoChip);
+      n.resource_track.push_back(gpu_link ? 1 + static_cast<int>(link.kind) : 0);
+    }
+  } else {
+    for (topology::ChipId c = 0; c < torus.num_chips(); ++c) n.chips.push_back(torus.chip_name(c));
+    n.tracks.push_back("compute");
+    for (int a = 0; a < torus.num_axes(); ++a) {
+      n.tracks.push_back(fmt::format("+{}", torus.axis_name(a)));
+      n.tracks.push_back(fmt::format("-{}", torus.axis_name(a)));
+    }
+    for (topology::LinkId l = 0; l < torus.num_link_slots(); ++l) {
+      const topology::Link& link = torus.link_info(l);
+      const bool exists = torus.link_exists(l);
+      n.resources.push_back(exists ? torus.link_name(l) : std::string("-"));
+      n.resource_chip.push_back(exists ? link.src : traces::kNoChip);
+      n.resource_peer.push_back(exists ? link.dst : traces::kNoChip);
+      n.resource_track.push_back(1 + 2 * link.axis + static_cast<int>(link.direction));
     }
   }
+  for (std::size_t r = ex.links; r < ex.resources.size(); ++r) {
+    const auto chip = static_cast<std::uint32_t>(r - ex.links);
+    n.resources.push_back(fmt::format("compute {}", n.chips[chip]));
+    n.resource_chip.push_back(chip);
+    n.resource_peer.push_back(chip);
+    n.resource_track.push_back(0);
+  }
+  return n;
+}
+
+traces::TraceLayout trace_layout(const workloads::Workload& w, const topology::Torus& torus, const Expanded& ex,
+                                 const Names& n) {
+  traces::TraceLayout l;
+  l.chips = torus.num_chips();
+  l.chip_names = n.chips;
+  l.track_names = n.tracks;
+  l.resource_chip = n.resource_chip;
+  l.resource_peer = n.resource_peer;
+  l.resource_track = n.resource_track;
   for (const workloads::Op& op : w.ops) {
     l.op_names.push_back(op.name);
     l.op_kinds.emplace_back(kind_name(op.kind));
-    l.op_algorithms.push_back(algorithm_name(op, torus));
+    l.op_algorithms.push_back(algorithm_name(op, w, torus));
   }
   l.forward_chunk_bytes = w.hardware.forward_chunk_bytes;
   l.op_entry_begin = ex.op_entry_begin;
@@ -95,6 +133,7 @@ RunResult simulate(const workloads::Workload& w, const SimulateOptions& options)
   traces::LinkStats stats(ex.resources);
   executor.add_observer(stats);
   executor.add_observer(entries);
+  const Names names = names_of(w, torus, ex);
   std::unique_ptr<TimingRecorder> timings;
   if (options.critical_path) {
     timings = std::make_unique<TimingRecorder>(ex.program.num_tasks());
@@ -103,7 +142,7 @@ RunResult simulate(const workloads::Workload& w, const SimulateOptions& options)
   std::unique_ptr<traces::TraceLayout> layout;
   std::unique_ptr<traces::TraceRecorder> recorder;
   if (!options.trace_path.empty()) {
-    layout = std::make_unique<traces::TraceLayout>(trace_layout(w, torus, ex));
+    layout = std::make_unique<traces::TraceLayout>(trace_layout(w, torus, ex, names));
     recorder = std::make_unique<traces::TraceRecorder>(ex.program, *layout, options.trace);
     executor.add_observer(*recorder);
   }
@@ -136,7 +175,7 @@ RunResult simulate(const workloads::Workload& w, const SimulateOptions& options)
     o.name = op.name;
     o.kind = op.kind;
     for (int a : op.mesh_axes) o.mesh_axes.push_back(w.mesh[static_cast<std::size_t>(a)].name);
-    for (int a : op.hw_axes) o.hw_axes.push_back(torus.axis_name(a));
+    for (int a : op.hw_axes) o.hw_axes.push_back(w.hardware.gpu ? (a == 0 ? "gpu" : "node") : torus.axis_name(a));
     o.bytes = op.bytes;
     o.begin = entries.all_ready[i];
     o.first_start = t.begin;
@@ -154,6 +193,16 @@ RunResult simulate(const workloads::Workload& w, const SimulateOptions& options)
       o.bandwidth_s = f.bandwidth_s;
       o.closed_s = f.time_s();
       o.bound = f.latency_bound() ? "latency" : "bandwidth";
+    }
+    if (op.kind != OpKind::Matmul && o.time() > kZeroTick) {
+      double n = 1;
+      for (int a : op.hw_axes) n *= torus.axis(a).size;
+      const double size = op.kind == OpKind::AllToAll ? static_cast<double>(op.bytes) / n : static_cast<double>(op.bytes);
+      o.algbw_bytes_per_s = size / o.time().seconds();
+      const double factor = op.kind == OpKind::AllReduce ? 2 * (n - 1) / n
+                            : op.kind == OpKind::Send    ? 1.0
+                                                         : (n - 1) / n;
+      o.busbw_bytes_per_s = o.algbw_bytes_per_s * factor;
     }
     o.transfers = ex.op_transfers[i];
     o.link_bytes = ex.op_link_bytes[i];
@@ -175,18 +224,9 @@ RunResult simulate(const workloads::Workload& w, const SimulateOptions& options)
                                     "--trace-chips or --trace-window for a complete one",
                                     ts.events);
   }
-  if (timings) {
-    std::vector<std::string> names;
-    for (std::size_t res = 0; res < ex.resources.size(); ++res)
-      names.push_back(res < torus.num_link_slots()
-                          ? (torus.link_exists(static_cast<topology::LinkId>(res))
-                                 ? torus.link_name(static_cast<topology::LinkId>(res))
-                                 : std::string("-"))
-                          : fmt::format("compute {}", torus.chip_name(static_cast<topology::ChipId>(res - torus.num_link_slots()))));
-    r.critical_paths = critical_paths(ex.program, timings->timings(), names);
-  }
+  if (timings) r.critical_paths = critical_paths(ex.program, timings->timings(), names.resources);
   for (std::uint32_t id : stats.busiest(options.busiest_links))
-    r.busiest_links.push_back({torus.link_name(id), stats.loads()[id].bytes, stats.loads()[id].busy});
+    r.busiest_links.push_back({names.resources[id], stats.loads()[id].bytes, stats.loads()[id].busy});
   return r;
 }
 

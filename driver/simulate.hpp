@@ -29,6 +29,10 @@ struct OpResult {
   double compute_s = 0, memory_s = 0;     // matmul
   double flops = 0;                       // matmul: per chip
   std::string bound;                      // latency | bandwidth | compute | memory
+  // nccl-tests conventions (communication only): algbw = size / time with size as
+  // nccl-tests counts it (V; V/n per rank for an all-to-all), busbw = algbw x
+  // 2(n-1)/n (all-reduce), (n-1)/n (all-gather, reduce-scatter, all-to-all), 1 (send).
+  double algbw_bytes_per_s = 0, busbw_bytes_per_s = 0;
   std::uint64_t transfers = 0;
   std::uint64_t link_bytes = 0;  // sum over transfers of bytes (bytes x hops)
   std::string sharding_before, sharding_after;

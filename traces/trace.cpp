@@ -17,7 +17,8 @@ bool TraceRecorder::in_window(Tick start, Tick end) const {
 }
 
 void TraceRecorder::on_task(sim::TaskId id, const sim::Task& task, const sim::TaskTiming& timing) {
-  if (!keeps_chip(layout_.resource_chip[task.resource])) return;
+  const std::uint32_t chip = layout_.resource_chip[task.resource];
+  if (chip == kNoChip || !keeps_chip(chip)) return;
   if (!in_window(timing.start, timing.arrival)) return;
   tasks_.push_back({id, timing.start, timing.end, timing.arrival});
 }

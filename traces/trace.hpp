@@ -30,9 +30,11 @@ struct TraceOptions {
 };
 
 // What the trace needs to know about the run, in plain terms (no topology types).
+constexpr std::uint32_t kNoChip = ~std::uint32_t{0};  // a resource no chip owns (a switch's cable)
+
 struct TraceLayout {
   std::vector<std::string> chip_names;          // per chip, e.g. "(1,0)"
-  std::vector<std::uint32_t> resource_chip;     // per resource: the chip it belongs to (a link: its source)
+  std::vector<std::uint32_t> resource_chip;     // per resource: the chip it belongs to (a link: its source), or kNoChip
   std::vector<std::uint32_t> resource_peer;     // per resource: a link's destination chip (compute: itself)
   std::vector<int> resource_track;              // per resource: 0 compute, d >= 1 link direction d
   std::vector<std::string> track_names;         // per track index: "compute", "+x", "-x", ...

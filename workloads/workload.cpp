@@ -28,7 +28,24 @@ int Array::dim_index(const std::string& dim) const {
   return -1;
 }
 
-topology::Torus Workload::make_torus() const { return topology::Torus(topology, hardware.ici); }
+topology::Torus Workload::make_torus() const {
+  // GPU workloads use the torus only for coordinates: give it some bandwidth.
+  topology::LinkSpec link = hardware.gpu ? hardware.nvlink : hardware.ici;
+  return topology::Torus(topology, link);
+}
+
+topology::Fabric Workload::make_fabric() const {
+  const int nodes = topology.size() > 1 ? topology[1].size : 1;
+  topology::LinkSpec spine = hardware.spine;
+  if (hardware.spine_full_bisection) {
+    // A leaf serves one GPU per node; its cables to the spines carry as much.
+    const auto per_cable = (static_cast<std::uint64_t>(nodes) + static_cast<std::uint64_t>(hardware.spines) - 1) /
+                           static_cast<std::uint64_t>(hardware.spines);
+    spine.bandwidth_bytes_per_s = hardware.nic.bandwidth_bytes_per_s * per_cable;
+  }
+  return topology::Fabric(topology::FabricSpec{topology[0].size, nodes, hardware.nvlink, hardware.nic, spine,
+                                               hardware.spines});
+}
 
 namespace {
 
@@ -42,31 +59,63 @@ constexpr DType kDTypes[] = {{"bf16", 2}, {"fp16", 2}, {"fp32", 4}, {"int8", 1},
 
 // ---------------------------------------------------------------- hardware
 
-Hardware parse_hardware(const Cursor& c) {
-  if (c.raw().is_string()) {
-    const std::string name = c.as_string();
-    const topology::Preset* p = topology::find_preset(name);
-    if (!p) c.fail(fmt::format("unknown preset '{}' (known: {})", name, topology::preset_names()));
-    return Hardware{std::string(p->name), p->chip, p->ici, p->forward_chunk_bytes};
+void set_link(topology::LinkSpec& link, const Cursor& c, const char* bandwidth_key, const char* latency_key) {
+  if (auto v = c.find(bandwidth_key)) {
+    link.bandwidth_bytes_per_s = static_cast<std::uint64_t>(std::llround(v->as_positive_double(1e15)));
+    if (link.bandwidth_bytes_per_s == 0) v->fail("bandwidth rounds to 0 bytes/s");
   }
-  if (!c.raw().is_object()) c.fail("expected a preset name like \"tpu-v5e\" or an object, got " + c.type_name());
-  c.only_keys({"preset", "ici_bandwidth_one_way_bytes_per_s", "hop_latency_s", "forward_chunk_bytes",
-               "bf16_flops_per_s", "int8_ops_per_s", "fp8_flops_per_s", "fp32_flops_per_s", "hbm_bytes",
-               "hbm_bandwidth_bytes_per_s", "matmul_efficiency"});
-  const Cursor preset = c.at("preset");
-  const std::string name = preset.as_string();
-  const topology::Preset* p = topology::find_preset(name);
-  if (!p) preset.fail(fmt::format("unknown preset '{}' (known: {})", name, topology::preset_names()));
-  Hardware hw{std::string(p->name), p->chip, p->ici, p->forward_chunk_bytes};
-  if (auto v = c.find("ici_bandwidth_one_way_bytes_per_s"))
-    hw.ici.bandwidth_bytes_per_s = static_cast<std::uint64_t>(std::llround(v->as_positive_double(1e15)));
-  if (hw.ici.bandwidth_bytes_per_s == 0) c.at("ici_bandwidth_one_way_bytes_per_s").fail("bandwidth rounds to 0 bytes/s");
-  if (auto v = c.find("hop_latency_s")) {
+  if (auto v = c.find(latency_key)) {
     if (v->raw().is_number() && v->raw().get<double>() == 0.0)
-      hw.ici.latency = kZeroTick;
+      link.latency = kZeroTick;
     else
-      hw.ici.latency = tick_from_seconds(v->as_positive_double(1.0));
+      link.latency = tick_from_seconds(v->as_positive_double(1.0));
   }
+}
+
+Hardware preset_hardware(const std::string& name, const Cursor& where) {
+  Hardware hw;
+  if (const topology::Preset* p = topology::find_preset(name)) {
+    hw.preset = p->name;
+    hw.chip = p->chip;
+    hw.ici = p->ici;
+    hw.forward_chunk_bytes = p->forward_chunk_bytes;
+    return hw;
+  }
+  if (const topology::GpuPreset* g = topology::find_gpu_preset(name)) {
+    hw.preset = g->name;
+    hw.gpu = true;
+    hw.chip = g->chip;
+    hw.forward_chunk_bytes = g->forward_chunk_bytes;
+    hw.gpus_per_node = g->gpus_per_node;
+    hw.nvlink = g->nvlink;
+    hw.nic = g->nic;
+    hw.spine = g->spine;
+    return hw;
+  }
+  where.fail(fmt::format("unknown preset '{}' (known: {}, {})", name, topology::preset_names(),
+                         topology::gpu_preset_names()));
+}
+
+Hardware parse_hardware(const Cursor& c) {
+  if (c.raw().is_string()) return preset_hardware(c.as_string(), c);
+  if (!c.raw().is_object()) c.fail("expected a preset name like \"tpu-v5e\" or an object, got " + c.type_name());
+  const Cursor preset = c.at("preset");
+  Hardware hw = preset_hardware(preset.as_string(), preset);
+  if (hw.gpu)
+    c.only_keys({"preset", "nvlink_bandwidth_one_way_bytes_per_s", "nvlink_hop_latency_s",
+                 "nic_bandwidth_one_way_bytes_per_s", "nic_hop_latency_s", "spine_bandwidth_one_way_bytes_per_s",
+                 "spines", "forward_chunk_bytes", "bf16_flops_per_s", "int8_ops_per_s", "fp8_flops_per_s",
+                 "fp32_flops_per_s", "hbm_bytes", "hbm_bandwidth_bytes_per_s", "matmul_efficiency"});
+  else
+    c.only_keys({"preset", "ici_bandwidth_one_way_bytes_per_s", "hop_latency_s", "forward_chunk_bytes",
+                 "bf16_flops_per_s", "int8_ops_per_s", "fp8_flops_per_s", "fp32_flops_per_s", "hbm_bytes",
+                 "hbm_bandwidth_bytes_per_s", "matmul_efficiency"});
+  set_link(hw.ici, c, "ici_bandwidth_one_way_bytes_per_s", "hop_latency_s");
+  set_link(hw.nvlink, c, "nvlink_bandwidth_one_way_bytes_per_s", "nvlink_hop_latency_s");
+  set_link(hw.nic, c, "nic_bandwidth_one_way_bytes_per_s", "nic_hop_latency_s");
+  set_link(hw.spine, c, "spine_bandwidth_one_way_bytes_per_s", "nic_hop_latency_s");
+  if (c.has("spine_bandwidth_one_way_bytes_per_s")) hw.spine_full_bisection = false;
+  if (auto v = c.find("spines")) hw.spines = static_cast<int>(v->as_int_in(1, 1024));
   if (auto v = c.find("forward_chunk_bytes")) hw.forward_chunk_bytes = v->as_positive_u64(std::uint64_t{1} << 40);
   if (auto v = c.find("bf16_flops_per_s")) hw.chip.bf16_flops_per_s = v->as_positive_double(1e20);
   if (auto v = c.find("int8_ops_per_s")) hw.chip.int8_ops_per_s = v->as_positive_double(1e20);
@@ -86,7 +135,43 @@ struct MeshInput {
   Cursor where;
 };
 
-void parse_topology_and_mesh(const Cursor& root, const topology::Preset& preset, Workload& w) {
+// Maps mesh axes onto consecutive hardware axes (w.topology), each a whole
+// number of them.
+void map_mesh(Workload& w, const std::vector<MeshInput>& axes, const Cursor& mesh) {
+  std::vector<int> shape;
+  for (const topology::AxisSpec& a : w.topology) shape.push_back(a.size);
+  std::uint64_t chips = 1;
+  for (int sz : shape) chips *= static_cast<std::uint64_t>(sz);
+  // Map mesh axes onto consecutive hardware axes.
+  std::size_t hw = 0;
+  for (const MeshInput& m : axes) {
+    MeshAxis axis{m.name, m.size, {}};
+    std::uint64_t product = 1;
+    while (product < static_cast<std::uint64_t>(m.size) && hw < shape.size()) {
+      product *= static_cast<std::uint64_t>(shape[hw]);
+      axis.hw_axes.push_back(static_cast<int>(hw++));
+    }
+    if (product < static_cast<std::uint64_t>(m.size) && hw == shape.size())
+      m.where.fail(
+          fmt::format("the mesh has more chips than the topology {} ({} chips); no hardware axes are left for mesh "
+                      "axis {} of size {}",
+                      w.make_torus().shape_string(), chips, m.name, m.size));
+    if (product != static_cast<std::uint64_t>(m.size))
+      m.where.fail(fmt::format("mesh axis {} of size {} does not cover whole hardware axes of the {} topology", m.name,
+                               m.size, w.make_torus().shape_string()));
+    w.mesh.push_back(std::move(axis));
+  }
+  std::uint64_t mesh_chips = 1;  // here at most `chips`: every mesh axis covers whole hardware axes
+  for (const MeshInput& m : axes) mesh_chips *= static_cast<std::uint64_t>(m.size);
+  for (; hw < shape.size(); ++hw)
+    if (shape[hw] != 1)
+      mesh.fail(fmt::format(
+          "the mesh has {} chips but the topology {} has {}; no mesh axis is left for hardware "
+          "axis {} of size {}",
+          mesh_chips, w.make_torus().shape_string(), chips, w.make_torus().axis_name(static_cast<int>(hw)), shape[hw]));
+}
+
+void parse_topology_and_mesh(const Cursor& root, Workload& w) {
   const std::optional<Cursor> topo = root.find("topology");
   const Cursor mesh = root.at("mesh");
   mesh.expect_object();
@@ -100,6 +185,28 @@ void parse_topology_and_mesh(const Cursor& root, const topology::Preset& preset,
   if (axes.empty()) mesh.fail("expected at least one mesh axis, e.g. {\"X\": 16}");
 
   std::vector<int> shape;
+  std::uint64_t mesh_chips = 1;
+  for (const MeshInput& m : axes) mesh_chips *= static_cast<std::uint64_t>(m.size);
+  if (w.hardware.gpu) {
+    // Hardware axes (GPU within its node, node): mesh axes map onto them in order.
+    const auto per_node = static_cast<std::uint64_t>(w.hardware.gpus_per_node);
+    std::uint64_t nodes = 0;
+    if (topo) {
+      topo->only_keys({"nodes"});
+      nodes = static_cast<std::uint64_t>(topo->at("nodes").as_int_in(1, kMaxAxisSize));
+    } else {
+      if (mesh_chips % per_node != 0)
+        mesh.fail(fmt::format("the mesh has {} GPUs, not a whole number of {} nodes of {} GPUs", mesh_chips,
+                              w.hardware.preset, per_node));
+      nodes = mesh_chips / per_node;
+    }
+    if (per_node * nodes > kMaxChips)
+      mesh.fail(fmt::format("{} GPUs is more than meshsim supports ({})", per_node * nodes, kMaxChips));
+    w.topology = {topology::AxisSpec{static_cast<int>(per_node), false}, topology::AxisSpec{static_cast<int>(nodes), false}};
+    map_mesh(w, axes, mesh);
+    return;
+  }
+  const topology::Preset& preset = *topology::find_preset(w.hardware.preset);
   if (topo) {
     topo->only_keys({"shape", "wraparound"});
     const Cursor sh = topo->at("shape");
@@ -133,33 +240,7 @@ void parse_topology_and_mesh(const Cursor& root, const topology::Preset& preset,
   }
   for (std::size_t a = 0; a < shape.size(); ++a) w.topology.push_back(AxisSpec{shape[a], wrap[a] && shape[a] > 1});
 
-  // Map mesh axes onto consecutive hardware axes.
-  std::size_t hw = 0;
-  for (const MeshInput& m : axes) {
-    MeshAxis axis{m.name, m.size, {}};
-    std::uint64_t product = 1;
-    while (product < static_cast<std::uint64_t>(m.size) && hw < shape.size()) {
-      product *= static_cast<std::uint64_t>(shape[hw]);
-      axis.hw_axes.push_back(static_cast<int>(hw++));
-    }
-    if (product < static_cast<std::uint64_t>(m.size) && hw == shape.size())
-      m.where.fail(
-          fmt::format("the mesh has more chips than the topology {} ({} chips); no hardware axes are left for mesh "
-                      "axis {} of size {}",
-                      w.make_torus().shape_string(), chips, m.name, m.size));
-    if (product != static_cast<std::uint64_t>(m.size))
-      m.where.fail(fmt::format("mesh axis {} of size {} does not cover whole hardware axes of the {} topology", m.name,
-                               m.size, w.make_torus().shape_string()));
-    w.mesh.push_back(std::move(axis));
-  }
-  std::uint64_t mesh_chips = 1;  // here at most `chips`: every mesh axis covers whole hardware axes
-  for (const MeshInput& m : axes) mesh_chips *= static_cast<std::uint64_t>(m.size);
-  for (; hw < shape.size(); ++hw)
-    if (shape[hw] != 1)
-      mesh.fail(fmt::format(
-          "the mesh has {} chips but the topology {} has {}; no mesh axis is left for hardware "
-          "axis {} of size {}",
-          mesh_chips, w.make_torus().shape_string(), chips, w.make_torus().axis_name(static_cast<int>(hw)), shape[hw]));
+  map_mesh(w, axes, mesh);
 }
 
 }  // namespace
@@ -323,8 +404,7 @@ Workload parse_workload(std::string_view text, const std::string& file) {
   w.file = file;
   const Cursor hw = root.at("hardware");
   w.hardware = parse_hardware(hw);
-  const topology::Preset* preset = topology::find_preset(w.hardware.preset);
-  parse_topology_and_mesh(root, *preset, w);
+  parse_topology_and_mesh(root, w);
 
   detail::Lowerer ops(w);
   if (auto arrays = root.find("arrays")) {

@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "base/op_kind.hpp"
+#include "topology/fabric.hpp"
+#include "topology/gpu_preset.hpp"
 #include "topology/preset.hpp"
 #include "topology/torus.hpp"
 
@@ -14,10 +16,18 @@ namespace meshsim::workloads {
 
 struct Hardware {
   std::string preset;
+  bool gpu = false;        // a switched GPU fabric (gpu_* fields) instead of a TPU torus (ici)
   topology::ChipSpec chip;
-  topology::LinkSpec ici;  // one-way bandwidth per link, per-hop latency
+  topology::LinkSpec ici;  // TPU: one-way bandwidth per link, per-hop latency
   std::uint64_t forward_chunk_bytes = 0;
   double matmul_efficiency = 1.0;  // achieved / peak FLOP rate of local matmuls (calibration sets it)
+  // GPU fabric (topology/fabric.hpp)
+  int gpus_per_node = 0;
+  topology::LinkSpec nvlink, nic, spine;
+  int spines = 1;
+  // Unless the workload sets the spine bandwidth, every leaf's spine cables carry
+  // as much as its GPUs' NICs together (full bisection, as in a DGX SuperPod).
+  bool spine_full_bisection = true;
 };
 
 struct MeshAxis {
@@ -83,7 +93,10 @@ struct Workload {
   std::vector<Op> ops;        // lowered ops, in a valid execution order
   std::vector<MatmulExplanation> explanations;
 
+  // Chip coordinates and, for TPUs, the links. For GPUs the two hardware axes are
+  // (GPU within its node, node); the links are the fabric's.
   topology::Torus make_torus() const;
+  topology::Fabric make_fabric() const;  // GPU workloads only
 };
 
 // Throws InputError ("FILE:/json/pointer: message") on any malformed or

@@ -230,8 +230,9 @@ int main(int argc, char** argv) {
     std::string chip = process_names[pid], track = thread_names[{pid, tid}];
     if (chip.rfind("chip ", 0) == 0) chip = chip.substr(5);
     if (track.rfind("link ", 0) == 0) track = track.substr(5);
-    track = track.substr(0, track.find(' '));
-    hop_bytes[chip + track] += bytes;
+    if (const auto lane = track.find(" #"); lane != std::string::npos) track = track.substr(0, lane);
+    // Torus links are named "(0,1)+x", fabric links "n0.g1 nvlink up".
+    hop_bytes[chip + (track[0] == '+' || track[0] == '-' ? "" : " ") + track] += bytes;
   }
   if (argc > 2) {
     std::ifstream rin(argv[2]);
@@ -239,7 +240,9 @@ int main(int argc, char** argv) {
     if (ps(static_cast<double>(run["total_ps"].get<std::int64_t>()) * 1e-6) != last_end)
       fail("the last slice ends at " + std::to_string(last_end) + " ps, the run at " + run["total_ps"].dump());
     std::map<std::string, std::uint64_t> engine;
-    for (const Json& l : run.value("busiest_links", Json::array())) engine[l["link"]] = l["bytes"];
+    // Switch-to-switch cables (a fabric's spine) belong to no chip and are not traced.
+    for (const Json& l : run.value("busiest_links", Json::array()))
+      if (l["link"].get<std::string>().find("spine") == std::string::npos) engine[l["link"]] = l["bytes"];
     if (engine != hop_bytes) fail("per-link bytes in hop slices differ from the engine's");
   }
   if (!proto_path.empty()) {

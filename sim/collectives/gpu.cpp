@@ -1,0 +1,176 @@
+#include "sim/collectives/gpu.hpp"
+
+#include <algorithm>
+
+#include "base/error.hpp"
+#include "sim/collectives/ring_phase.hpp"
+
+namespace meshsim::collectives::gpu {
+
+using detail::ceil_div;
+using topology::Fabric;
+using topology::LinkId;
+
+std::vector<std::vector<ChipId>> rings(const Torus& coords, std::span<const int> axes) {
+  std::vector<std::vector<ChipId>> out;
+  std::vector<char> seen(coords.num_chips(), 0);
+  const bool local = std::find(axes.begin(), axes.end(), 0) != axes.end();
+  const bool across = std::find(axes.begin(), axes.end(), 1) != axes.end();
+  const int gpus = coords.axis(0).size;
+  const int nodes = coords.num_axes() > 1 ? coords.axis(1).size : 1;
+  for (ChipId c = 0; c < coords.num_chips(); ++c) {
+    if (seen[c]) continue;
+    std::vector<ChipId> ring;
+    const int my_local = coords.coord(c, 0), my_node = coords.num_axes() > 1 ? coords.coord(c, 1) : 0;
+    for (int n = across ? 0 : my_node; n < (across ? nodes : my_node + 1); ++n)
+      for (int k = 0; k < (local ? gpus : 1); ++k) {
+        const int l = !local ? my_local : (n % 2 == 0 ? k : gpus - 1 - k);
+        ChipId g = coords.with_coord(c, 0, l);
+        if (coords.num_axes() > 1) g = coords.with_coord(g, 1, n);
+        ring.push_back(g);
+        seen[g] = 1;
+      }
+    out.push_back(std::move(ring));
+  }
+  return out;
+}
+
+namespace {
+
+// A ring step: the transfers of one routed hop between neighbouring GPUs.
+struct StepChain {
+  std::size_t ring;   // which ring
+  std::size_t start;  // position the chain starts from
+  int steps;          // ring steps
+  bool deliver_each;  // every step delivers (gather) or only the last (reduce)
+  TaskId prev = 0;
+  bool has_prev = false;
+};
+
+// Builds chains of ring steps step-major (see ring_phase.cpp: neighbouring task
+// ids for tasks that run together).
+void build_chains(ProgramBuilder& b, const Fabric& f, const std::vector<std::vector<ChipId>>& rings,
+                  std::vector<StepChain>& chains, std::uint64_t bytes, std::span<const TaskId> entry,
+                  std::span<const TaskId> exit, OpId op) {
+  int max_steps = 0;
+  for (const StepChain& c : chains) max_steps = std::max(max_steps, c.steps);
+  for (int k = 0; k < max_steps; ++k)
+    for (StepChain& c : chains) {
+      if (k >= c.steps) continue;
+      const auto& ring = rings[c.ring];
+      const ChipId from = ring[(c.start + static_cast<std::size_t>(k)) % ring.size()];
+      const ChipId to = ring[(c.start + static_cast<std::size_t>(k) + 1) % ring.size()];
+      const std::vector<LinkId> route = f.route(from, to);
+      MESHSIM_ASSERT(!route.empty(), "ring step to itself");
+      for (std::size_t h = 0; h < route.size(); ++h) {
+        const TaskId x = b.transfer(route[h], bytes, op, static_cast<std::uint16_t>(k + 1));
+        if (h == 0) b.depend(entry[from], x);
+        if (c.has_prev) b.depend(c.prev, x, sim::EdgeKind::Stream);
+        c.prev = x;
+        c.has_prev = true;
+      }
+      if (c.deliver_each || k + 1 == c.steps) b.depend(c.prev, exit[to]);
+    }
+}
+
+void ring_gather(ProgramBuilder& b, const Fabric& f, const std::vector<std::vector<ChipId>>& rings,
+                 std::uint64_t shard, std::span<const TaskId> entry, std::span<const TaskId> exit, OpId op) {
+  std::vector<StepChain> chains;
+  for (std::size_t r = 0; r < rings.size(); ++r)
+    for (std::size_t i = 0; i < rings[r].size(); ++i)
+      if (rings[r].size() > 1) chains.push_back({r, i, static_cast<int>(rings[r].size()) - 1, true});
+  build_chains(b, f, rings, chains, shard, entry, exit, op);
+}
+
+void ring_reduce(ProgramBuilder& b, const Fabric& f, const std::vector<std::vector<ChipId>>& rings,
+                 std::uint64_t chunk, std::span<const TaskId> entry, std::span<const TaskId> exit, OpId op) {
+  std::vector<StepChain> chains;
+  for (std::size_t r = 0; r < rings.size(); ++r)
+    for (std::size_t d = 0; d < rings[r].size(); ++d)
+      if (rings[r].size() > 1) chains.push_back({r, (d + 1) % rings[r].size(), static_cast<int>(rings[r].size()) - 1, false});
+  build_chains(b, f, rings, chains, chunk, entry, exit, op);
+}
+
+// `bytes` along `route` from src to dst, cut-through, between the op's ports.
+void routed(ProgramBuilder& b, const std::vector<LinkId>& route, std::uint64_t bytes, ChipId src, ChipId dst,
+            const OpPorts& ports) {
+  if (route.empty()) return;
+  TaskId prev = 0;
+  for (std::size_t h = 0; h < route.size(); ++h) {
+    const TaskId x = b.transfer(route[h], bytes, ports.op, static_cast<std::uint16_t>(h + 1));
+    if (h == 0)
+      b.depend(ports.entry[src], x);
+    else
+      b.depend(prev, x, sim::EdgeKind::Stream);
+    prev = x;
+  }
+  b.depend(prev, ports.exit[dst]);
+}
+
+}  // namespace
+
+void build(ProgramBuilder& b, const Fabric& f, const Torus& coords, Kind kind, std::span<const int> axes,
+           std::uint64_t group_bytes, const OpPorts& ports) {
+  const std::vector<std::vector<ChipId>> rs = rings(coords, axes);
+  if (rs.empty() || rs.front().size() < 2) return;
+  const std::uint64_t n = rs.front().size();
+  switch (kind) {
+    case Kind::AllGather:
+      ring_gather(b, f, rs, ceil_div(group_bytes, n), ports.entry, ports.exit, ports.op);
+      return;
+    case Kind::ReduceScatter:
+      ring_reduce(b, f, rs, ceil_div(group_bytes, n), ports.entry, ports.exit, ports.op);
+      return;
+    case Kind::AllReduce: {
+      const std::vector<TaskId> mid = detail::make_joins(b, coords.num_chips(), ports.op);
+      for (ChipId c = 0; c < coords.num_chips(); ++c) {
+        b.depend(ports.entry[c], mid[c]);
+        b.depend(mid[c], ports.exit[c]);
+      }
+      ring_reduce(b, f, rs, ceil_div(group_bytes, n), ports.entry, mid, ports.op);
+      ring_gather(b, f, rs, ceil_div(group_bytes, n), mid, ports.exit, ports.op);
+      return;
+    }
+    case Kind::AllToAll: {
+      const std::uint64_t piece = ceil_div(group_bytes, n * n);
+      // Shifted destinations (NCCL's alltoall order): in round k every GPU sends to
+      // the one k places after it, so every GPU's port receives one piece a round.
+      for (const auto& ring : rs)
+        for (std::size_t k = 1; k < ring.size(); ++k)
+          for (std::size_t i = 0; i < ring.size(); ++i)
+            routed(b, f.route(ring[i], ring[(i + k) % ring.size()]), piece, ring[i], ring[(i + k) % ring.size()], ports);
+      return;
+    }
+    case Kind::Send:
+    case Kind::Matmul:
+      break;
+  }
+  MESHSIM_ASSERT(false, "not a group collective");
+}
+
+void send(ProgramBuilder& b, const Fabric& f, ChipId src, ChipId dst, std::uint64_t bytes, const OpPorts& ports) {
+  routed(b, f.route(src, dst), bytes, src, dst, ports);
+}
+
+RingLimits ring_limits(const Fabric& f, const std::vector<std::vector<ChipId>>& rings) {
+  RingLimits out;
+  double bw = 0, lat = 0;
+  for (const auto& ring : rings) {
+    if (ring.size() < 2) continue;
+    for (std::size_t i = 0; i < ring.size(); ++i) {
+      const std::vector<LinkId> route = f.route(ring[i], ring[(i + 1) % ring.size()]);
+      double step_lat = 0;
+      for (LinkId l : route) {
+        const double b = static_cast<double>(f.link(l).spec.bandwidth_bytes_per_s);
+        bw = bw == 0 ? b : std::min(bw, b);
+        step_lat += f.link(l).spec.latency.seconds();
+      }
+      lat = std::max(lat, step_lat);
+    }
+  }
+  out.bandwidth_bytes_per_s = bw;
+  out.step_latency_s = lat;
+  return out;
+}
+
+}  // namespace meshsim::collectives::gpu

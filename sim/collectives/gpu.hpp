@@ -1,0 +1,37 @@
+#pragma once
+// NCCL-style collectives on a switched GPU fabric (topology/fabric.hpp), each a
+// schedule of routed transfers like the torus ones: a ring step from one GPU to
+// the next crosses that pair's route (NVLink up and down inside a node; NIC, and
+// a spine when rails differ, between nodes) with cut-through forwarding.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "sim/collectives/collective.hpp"
+#include "topology/fabric.hpp"
+
+namespace meshsim::collectives::gpu {
+
+// The GPUs of each group of a collective over `axes` of the chip coordinates
+// `coords` (axis 0: GPU within its node, axis 1: node), in NCCL's ring order:
+// node by node, the local order reversed on every other node so that the
+// node-to-node steps stay on one rail.
+std::vector<std::vector<ChipId>> rings(const Torus& coords, std::span<const int> axes);
+
+// Ring algorithms: AllGather and ReduceScatter take N-1 steps of V/N bytes,
+// AllReduce is a ReduceScatter then an AllGather; AllToAll sends every piece
+// straight to its destination (NCCL's grouped send/recv).
+void build(ProgramBuilder& b, const topology::Fabric& fabric, const Torus& coords, Kind kind,
+           std::span<const int> axes, std::uint64_t group_bytes, const OpPorts& ports);
+void send(ProgramBuilder& b, const topology::Fabric& fabric, ChipId src, ChipId dst, std::uint64_t bytes,
+          const OpPorts& ports);
+
+// The narrowest one-way bandwidth a ring step of these rings crosses (bytes/s),
+// and the latency of the slowest ring step.
+struct RingLimits {
+  double bandwidth_bytes_per_s = 0;
+  double step_latency_s = 0;
+};
+RingLimits ring_limits(const topology::Fabric& fabric, const std::vector<std::vector<ChipId>>& rings);
+
+}  // namespace meshsim::collectives::gpu

@@ -1,0 +1,65 @@
+#include "topology/gpu_preset.hpp"
+
+#include <array>
+
+namespace meshsim::topology {
+
+namespace {
+
+// Compute, HBM and NVLink: "How To Scale Your Model" (jax-ml.github.io/scaling-book),
+// chapter "How to Think About GPUs" (../shared/notes/hardware.md): NVLink
+// bandwidth is PER DIRECTION per GPU (H100/H200: 18 links x 25 GB/s = 450 GB/s;
+// B200/GB200: 900 GB/s); one 400 Gb/s (50 GB/s) InfiniBand NIC per GPU; 8 GPUs per
+// DGX node, 72 in a GB200 NVL72 domain.
+//
+// Latencies: NCCL's cost model, src/graph/tuning.cc (NCCL 2.7-2.8, github.com/NVIDIA/nccl),
+// hwLat for the Ring algorithm with the Simple protocol: 3.4 us per step over
+// NVLink and 9.6 us per step over the network. A ring step crosses two of our
+// links (NVLink up and down, or NIC up and down), so each carries half. A step
+// through a spine crosses four links; the spine cables get the NIC's half too.
+constexpr Tick kNvlinkHop = Tick::from_ps(1'700'000);
+constexpr Tick kNetHop = Tick::from_ps(4'800'000);
+constexpr std::uint64_t kNic = 50'000'000'000;
+// NCCL moves data in chunks of its buffer (NCCL_BUFFSIZE 4 MiB over 8 steps =
+// 512 KiB): a GPU forwards a chunk once it has arrived.
+constexpr std::uint64_t kChunk = 512 * 1024;
+
+const std::array<GpuPreset, 4> kGpuPresets = {{
+    {"h100-dgx", "DGX H100: 8 x H100 SXM, NVLink 450 GB/s per direction per GPU, 400 Gb/s IB per GPU",
+     ChipSpec{.bf16_flops_per_s = 9.9e14, .fp8_flops_per_s = 2.0e15, .hbm_bytes = 80'000'000'000,
+              .hbm_bandwidth_bytes_per_s = 3.35e12},
+     8, LinkSpec{450'000'000'000, kNvlinkHop}, LinkSpec{kNic, kNetHop}, LinkSpec{kNic, kNetHop}, kChunk},
+    {"h200-dgx", "DGX H200: 8 x H200, NVLink 450 GB/s per direction per GPU, 400 Gb/s IB per GPU",
+     ChipSpec{.bf16_flops_per_s = 9.9e14, .fp8_flops_per_s = 2.0e15, .hbm_bytes = 141'000'000'000,
+              .hbm_bandwidth_bytes_per_s = 4.8e12},
+     8, LinkSpec{450'000'000'000, kNvlinkHop}, LinkSpec{kNic, kNetHop}, LinkSpec{kNic, kNetHop}, kChunk},
+    {"b200-dgx", "DGX B200: 8 x B200, NVLink 900 GB/s per direction per GPU, 400 Gb/s IB per GPU",
+     ChipSpec{.bf16_flops_per_s = 2.3e15, .fp8_flops_per_s = 4.5e15, .hbm_bytes = 192'000'000'000,
+              .hbm_bandwidth_bytes_per_s = 8.0e12},
+     8, LinkSpec{900'000'000'000, kNvlinkHop}, LinkSpec{kNic, kNetHop}, LinkSpec{kNic, kNetHop}, kChunk},
+    {"gb200-nvl72", "GB200 NVL72: 72 B200 in one NVLink domain, 900 GB/s per direction per GPU",
+     ChipSpec{.bf16_flops_per_s = 2.3e15, .fp8_flops_per_s = 4.5e15, .hbm_bytes = 192'000'000'000,
+              .hbm_bandwidth_bytes_per_s = 8.0e12},
+     72, LinkSpec{900'000'000'000, kNvlinkHop}, LinkSpec{kNic, kNetHop}, LinkSpec{kNic, kNetHop}, kChunk},
+}};
+
+}  // namespace
+
+std::span<const GpuPreset> gpu_presets() { return kGpuPresets; }
+
+const GpuPreset* find_gpu_preset(std::string_view name) {
+  for (const GpuPreset& p : kGpuPresets)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+std::string gpu_preset_names() {
+  std::string s;
+  for (const GpuPreset& p : kGpuPresets) {
+    if (!s.empty()) s += ", ";
+    s += p.name;
+  }
+  return s;
+}
+
+}  // namespace meshsim::topology
