@@ -20,11 +20,10 @@ namespace meshsim::traces {
 
 namespace {
 
-constexpr std::uint32_t kOpsTid = 1;      // lanes 1..9
-constexpr std::uint32_t kComputeTid = 10;
-constexpr std::uint32_t kStepsTid = 20;   // lanes 20..29
-constexpr std::uint32_t kLinkTid = 100;   // direction d, lane l: 100 + 10 d + l
-constexpr std::uint32_t kMaxLanes = 9;
+constexpr std::uint32_t kComputeTid = 1;
+constexpr std::uint32_t kLinkTid = 100;   // direction d, lane l: 100 + 10 d + l (links never overlap: lane 0)
+constexpr std::uint32_t kOpsTid = 1000;   // lane l: 1000 + l
+constexpr std::uint32_t kStepsTid = 2000;  // lane l: 2000 + l
 constexpr int kCounterBins = 64;
 
 class Lanes {
@@ -36,7 +35,7 @@ class Lanes {
         return static_cast<std::uint32_t>(i);
       }
     ends_.push_back(end);
-    return std::min(static_cast<std::uint32_t>(ends_.size() - 1), kMaxLanes - 1);
+    return static_cast<std::uint32_t>(ends_.size() - 1);
   }
 
  private:
@@ -177,7 +176,7 @@ class Writer {
       const sim::Task& task = p_.task(tasks[i].id);
       if (task.kind() != sim::TaskKind::Transfer) continue;
       index[tasks[i].id] = i;
-      const std::uint32_t lane = lanes[task.resource].place(tasks[i].start, tasks[i].end);
+      const std::uint32_t lane = std::min(lanes[task.resource].place(tasks[i].start, tasks[i].end), 9u);
       hop_tid_[i] = kLinkTid + 10 * static_cast<std::uint32_t>(l_.resource_track[task.resource]) + lane;
       const std::string& dir = l_.track_names[static_cast<std::size_t>(l_.resource_track[task.resource])];
       name_thread(l_.resource_chip[task.resource], hop_tid_[i],
