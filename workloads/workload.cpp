@@ -142,6 +142,9 @@ void map_mesh(Workload& w, const std::vector<MeshInput>& axes, const Cursor& mes
   for (const topology::AxisSpec& a : w.topology) shape.push_back(a.size);
   std::uint64_t chips = 1;
   for (int sz : shape) chips *= static_cast<std::uint64_t>(sz);
+  // How the errors name the topology: "4x4x4", or "4 nodes x 8 GPUs".
+  const std::string topo = w.hardware.gpu ? fmt::format("{} nodes x {} GPUs", shape.size() > 1 ? shape[1] : 1, shape[0])
+                                          : w.make_torus().shape_string();
   // Map mesh axes onto consecutive hardware axes.
   std::size_t hw = 0;
   for (const MeshInput& m : axes) {
@@ -155,10 +158,15 @@ void map_mesh(Workload& w, const std::vector<MeshInput>& axes, const Cursor& mes
       m.where.fail(
           fmt::format("the mesh has more chips than the topology {} ({} chips); no hardware axes are left for mesh "
                       "axis {} of size {}",
-                      w.make_torus().shape_string(), chips, m.name, m.size));
-    if (product != static_cast<std::uint64_t>(m.size))
+                      topo, chips, m.name, m.size));
+    if (product != static_cast<std::uint64_t>(m.size)) {
+      if (w.hardware.gpu)
+        m.where.fail(fmt::format("mesh axis {} of size {} cuts the {}-GPU nodes unevenly: a mesh axis spans the GPUs "
+                                 "of a node, whole nodes, or both ({})",
+                                 m.name, m.size, shape[0], topo));
       m.where.fail(fmt::format("mesh axis {} of size {} does not cover whole hardware axes of the {} topology", m.name,
-                               m.size, w.make_torus().shape_string()));
+                               m.size, topo));
+    }
     w.mesh.push_back(std::move(axis));
   }
   std::uint64_t mesh_chips = 1;  // here at most `chips`: every mesh axis covers whole hardware axes
@@ -168,7 +176,8 @@ void map_mesh(Workload& w, const std::vector<MeshInput>& axes, const Cursor& mes
       mesh.fail(fmt::format(
           "the mesh has {} chips but the topology {} has {}; no mesh axis is left for hardware "
           "axis {} of size {}",
-          mesh_chips, w.make_torus().shape_string(), chips, w.make_torus().axis_name(static_cast<int>(hw)), shape[hw]));
+          mesh_chips, topo, chips, w.hardware.gpu ? std::string(hw == 0 ? "gpu" : "node") : w.make_torus().axis_name(static_cast<int>(hw)),
+          shape[hw]));
 }
 
 void parse_topology_and_mesh(const Cursor& root, Workload& w) {
