@@ -29,7 +29,7 @@ std::string quoted(const std::string& s) {
 
 class JsonSink final : public Sink {
  public:
-  explicit JsonSink(std::FILE* out) : out_(out) { buf_ = "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n"; }
+  explicit JsonSink(std::FILE* out) : out_(out) { out_.append("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n"); }
 
   void process(std::uint32_t pid, const std::string& name, std::uint32_t sort_index) override {
     event(fmt::format(R"({{"ph":"M","pid":{},"name":"process_name","args":{{"name":{}}}}})", pid, quoted(name)));
@@ -73,8 +73,8 @@ class JsonSink final : public Sink {
     event(fmt::format(R"({{"ph":"C","pid":{},"ts":{},"name":{},"args":{{{}}}}})", pid, ts(at), quoted(name), a));
   }
   void finish() override {
-    buf_ += "{\"ph\":\"M\",\"pid\":0,\"name\":\"process_name\",\"args\":{\"name\":\"meshsim\"}}\n]}\n";
-    flush(true);
+    out_.append("{\"ph\":\"M\",\"pid\":0,\"name\":\"process_name\",\"args\":{\"name\":\"meshsim\"}}\n]}\n");
+    out_.flush();
   }
   std::size_t events() const override { return events_; }
 
@@ -84,19 +84,11 @@ class JsonSink final : public Sink {
                       tid, ts(at)));
   }
   void event(const std::string& json) {
-    buf_ += json;
-    buf_ += ",\n";
+    out_.append(json + ",\n");
     ++events_;
-    flush(false);
-  }
-  void flush(bool force) {
-    if (!force && buf_.size() < (1u << 20)) return;
-    std::fwrite(buf_.data(), 1, buf_.size(), out_);
-    buf_.clear();
   }
 
-  std::FILE* out_;
-  std::string buf_;
+  BufferedFile out_;
   std::size_t events_ = 0;
 };
 

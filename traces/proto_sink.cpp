@@ -139,7 +139,7 @@ class ProtoSink final : public Sink {
     }
     ++events_;
   }
-  void finish() override { flush(true); }
+  void finish() override { out_.flush(); }
   std::size_t events() const override { return events_; }
 
  private:
@@ -183,17 +183,10 @@ class ProtoSink final : public Sink {
   void packet(const Message& p) {
     Message wrapper;
     wrapper.message(f::kPacket, p);
-    buf_ += wrapper.data();
-    flush(false);
-  }
-  void flush(bool force) {
-    if (!force && buf_.size() < (1u << 20)) return;
-    std::fwrite(buf_.data(), 1, buf_.size(), out_);
-    buf_.clear();
+    out_.append(wrapper.data());
   }
 
-  std::FILE* out_;
-  std::string buf_;
+  BufferedFile out_;
   std::size_t events_ = 0;
   std::map<std::string, std::uint64_t> names_, categories_, annotation_names_;
   std::map<std::pair<std::uint32_t, std::string>, std::uint64_t> counters_;

@@ -4,6 +4,7 @@
 // writer produces these in one deterministic order; a sink serialises them
 // (Chrome JSON in json_sink.cpp, Perfetto protobuf in proto_sink.cpp).
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,6 +17,24 @@ struct Arg {
   std::string key;
   std::string text;      // a string value, or
   std::int64_t number;   // an integer value when text is empty
+};
+
+// Output buffered in memory and written in 1 MiB pieces.
+class BufferedFile {
+ public:
+  explicit BufferedFile(std::FILE* out) : out_(out) {}
+  void append(const std::string& bytes) {
+    buf_ += bytes;
+    if (buf_.size() >= (1u << 20)) flush();
+  }
+  void flush() {
+    std::fwrite(buf_.data(), 1, buf_.size(), out_);
+    buf_.clear();
+  }
+
+ private:
+  std::FILE* out_;
+  std::string buf_;
 };
 
 class Sink {
