@@ -57,7 +57,7 @@ namespace {
 //                             over NVLink, to other nodes over its NIC
 //   Send:                     the route's latency, bytes/B
 collectives::ClosedForm gpu_closed_form(const workloads::Op& op, const workloads::Workload& w,
-                                        const topology::Torus& torus) {
+                                        const topology::Torus& torus, collectives::gpu::Algorithm algorithm) {
   const topology::Fabric fabric = w.make_fabric();
   collectives::ClosedForm f;
   if (op.kind == OpKind::Send) {
@@ -81,10 +81,26 @@ collectives::ClosedForm gpu_closed_form(const workloads::Op& op, const workloads
       f.latency_s = (n - 1) * lim.step_latency_s;
       f.bandwidth_s = (n - 1) / n * v / lim.bandwidth_bytes_per_s;
       break;
-    case OpKind::AllReduce:
-      f.latency_s = 2 * (n - 1) * lim.step_latency_s;
-      f.bandwidth_s = 2 * (n - 1) / n * v / lim.bandwidth_bytes_per_s;
+    case OpKind::AllReduce: {
+      const double nv = static_cast<double>(w.hardware.nvlink.bandwidth_bytes_per_s);
+      const double nv_step = 2 * w.hardware.nvlink.latency.seconds();
+      if (algorithm == collectives::gpu::Algorithm::Nvls) {
+        // Up V + V/N and down V/N + V through every GPU's port; two switch round trips.
+        f.latency_s = 2 * nv_step;
+        f.bandwidth_s = (n + 1) / n * v / nv;
+      } else if (algorithm == collectives::gpu::Algorithm::Hierarchical) {
+        // Ring reduce-scatter and all-gather in the node (G GPUs, NVLink), ring
+        // all-reduce of the V/G shards across the M nodes on each rail (NICs).
+        const double g = torus.axis(0).size, m = torus.axis(1).size;
+        const double nic = static_cast<double>(w.hardware.nic.bandwidth_bytes_per_s);
+        f.latency_s = 2 * (g - 1) * nv_step + 2 * (m - 1) * 2 * w.hardware.nic.latency.seconds();
+        f.bandwidth_s = 2 * (g - 1) / g * v / nv + 2 * (m - 1) / m * (v / g) / nic;
+      } else {
+        f.latency_s = 2 * (n - 1) * lim.step_latency_s;
+        f.bandwidth_s = 2 * (n - 1) / n * v / lim.bandwidth_bytes_per_s;
+      }
       break;
+    }
     case OpKind::AllToAll: {
       // Each GPU sends n-1 pieces of V/n^2 through its ports: the ones to its
       // own node over NVLink, the others over its NIC; the busier port bounds it.
@@ -115,9 +131,32 @@ collectives::ClosedForm gpu_closed_form(const workloads::Op& op, const workloads
 
 }  // namespace
 
+GpuChoice gpu_algorithm(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus) {
+  using collectives::gpu::Algorithm;
+  const std::vector<Algorithm> options = collectives::gpu::candidates(op.kind, torus, op.hw_axes);
+  if (!op.algorithm.empty()) {
+    for (Algorithm a : options)
+      if (op.algorithm == collectives::gpu::algorithm_name(a)) return {a, gpu_closed_form(op, w, torus, a)};
+    std::string known;
+    for (Algorithm a : options) known += fmt::format("{}{}", known.empty() ? "" : ", ", collectives::gpu::algorithm_name(a));
+    throw InputError(w.file, op.pointer + "/algorithm",
+                     fmt::format("algorithm '{}' does not apply to this {} (here: {})", op.algorithm, kind_name(op.kind),
+                                 known));
+  }
+  // As NCCL does: the algorithm its cost model says is fastest for this size.
+  GpuChoice best{options.front(), gpu_closed_form(op, w, torus, options.front())};
+  for (Algorithm a : options) {
+    const collectives::ClosedForm f = gpu_closed_form(op, w, torus, a);
+    if (f.time_s() < best.closed.time_s()) best = {a, f};
+  }
+  return best;
+}
+
 collectives::ClosedForm communication_closed_form(const workloads::Op& op, const workloads::Workload& w,
                                     const topology::Torus& torus) {
-  if (w.hardware.gpu) return gpu_closed_form(op, w, torus);
+  if (w.hardware.gpu)
+    return op.kind == OpKind::Send ? gpu_closed_form(op, w, torus, collectives::gpu::Algorithm::Direct)
+                                   : gpu_algorithm(op, w, torus).closed;
   std::vector<int> sizes;
   for (int a : op.hw_axes) sizes.push_back(torus.axis(a).size);
   collectives::ClosedFormInput in;

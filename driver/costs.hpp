@@ -6,6 +6,7 @@
 
 #include "kernels/roofline.hpp"
 #include "sim/collectives/closed_form.hpp"
+#include "sim/collectives/gpu.hpp"
 #include "topology/torus.hpp"
 #include "workloads/workload.hpp"
 
@@ -14,6 +15,15 @@ namespace meshsim::driver {
 // Throws InputError (at the op) when the preset has no rate for the dtype.
 kernels::Roofline matmul_cost(const workloads::Op& op, const workloads::Hardware& hw, const std::string& file);
 double matmul_flops(const workloads::Op& op);  // per chip
+// A GPU collective's algorithm: the one the workload names, else the fastest by
+// its closed form (as NCCL picks by its cost model); InputError when the named
+// one does not apply.
+struct GpuChoice {
+  collectives::gpu::Algorithm algorithm;
+  collectives::ClosedForm closed;
+};
+GpuChoice gpu_algorithm(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus);
+
 collectives::ClosedForm communication_closed_form(const workloads::Op& op, const workloads::Workload& w,
                                                   const topology::Torus& torus);
 

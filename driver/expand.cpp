@@ -106,7 +106,8 @@ Expanded expand(const workloads::Workload& w, const topology::Torus& torus) {
       case OpKind::AllReduce:
       case OpKind::AllToAll:
         if (fabric)
-          collectives::gpu::build(b, *fabric, torus, op.kind, op.hw_axes, op.bytes, ports);
+          collectives::gpu::build(b, *fabric, torus, op.kind, gpu_algorithm(op, w, torus).algorithm, op.hw_axes,
+                                  op.bytes, w.hardware.forward_chunk_bytes, ports);
         else
           collectives::build(b, torus, op.kind, op.hw_axes, op.bytes, ports);
         break;

@@ -88,19 +88,21 @@ std::string format_table(const workloads::Workload& w, const RunResult& r) {
   out += "topology  " + topology_line(w) + "\n\n";
   std::size_t name_width = 20;
   for (const OpResult& o : r.ops) name_width = std::max(name_width, o.name.size());
-  out += fmt::format("{:<{}} {:<14} {:<6} {:>15} {:>13} {:>13} {:>13} {:>7}  {:<9} {:>10}\n", "op", name_width, "kind",
-                     "axes", "V (bytes)", "start (us)", "time (us)", "closed (us)", "ratio", "bound", "busbw GB/s");
+  out += fmt::format("{:<{}} {:<14} {:<6} {:>15} {:>13} {:>13} {:>13} {:>7}  {:<9} {:>10}{}\n", "op", name_width, "kind",
+                     "axes", "V (bytes)", "start (us)", "time (us)", "closed (us)", "ratio", "bound", "busbw GB/s",
+                     w.hardware.gpu ? "  algorithm" : "");
   bool open_axis = false;
   const topology::Torus t = w.make_torus();
   for (std::size_t i = 0; i < r.ops.size(); ++i) {
     const OpResult& o = r.ops[i];
     for (int a : w.ops[i].hw_axes) open_axis = open_axis || (!w.hardware.gpu && !t.axis(a).wraparound);
     const std::optional<double> q = ratio(o);
-    out += fmt::format("{:<{}} {:<14} {:<6} {:>15} {:>13} {:>13} {:>13} {:>7}  {:<9} {:>10}\n", o.name, name_width,
+    out += fmt::format("{:<{}} {:<14} {:<6} {:>15} {:>13} {:>13} {:>13} {:>7}  {:<9} {:>10}{}\n", o.name, name_width,
                        kind_name(o.kind), o.mesh_axes.empty() ? "-" : joined(o.mesh_axes),
                        o.kind == OpKind::Matmul ? "-" : std::to_string(o.bytes), us(o.begin), us(o.time()),
                        us(o.closed_s), q ? fmt::format("{:.4f}", *q) : "-", o.bound,
-                       o.busbw_bytes_per_s > 0 ? fmt::format("{:.2f}", o.busbw_bytes_per_s / 1e9) : "-");
+                       o.busbw_bytes_per_s > 0 ? fmt::format("{:.2f}", o.busbw_bytes_per_s / 1e9) : "-",
+                       w.hardware.gpu ? "  " + (o.algorithm.empty() ? std::string("-") : o.algorithm) : "");
   }
   out += fmt::format("\ntotal {} us; {} transfers, {} bytes over links, {} engine events\n", us(r.makespan), r.transfers,
                      r.link_bytes, r.events);
@@ -182,6 +184,7 @@ std::string format_json(const workloads::Workload& w, const RunResult& r) {
     else
       op["ratio"] = nullptr;
     op["bound"] = o.bound;
+    if (!o.algorithm.empty()) op["algorithm"] = o.algorithm;
     if (o.kind != OpKind::Matmul) {
       op["algbw_bytes_per_s"] = o.algbw_bytes_per_s;
       op["busbw_bytes_per_s"] = o.busbw_bytes_per_s;

@@ -23,7 +23,7 @@ std::string algorithm_name(const workloads::Op& op, const workloads::Workload& w
   if (w.hardware.gpu) {
     if (op.kind == OpKind::Matmul) return "local matmul";
     if (op.kind == OpKind::Send) return "routed";
-    return op.kind == OpKind::AllToAll ? "direct (grouped send/recv)" : "ring (NCCL)";
+    return collectives::gpu::algorithm_name(gpu_algorithm(op, w, torus).algorithm);
   }
   switch (op.kind) {
     case OpKind::Matmul:
@@ -189,6 +189,8 @@ RunResult simulate(const workloads::Workload& w, const SimulateOptions& options)
       o.bound = roof.compute_bound() ? "compute" : "memory";
     } else {
       const collectives::ClosedForm f = communication_closed_form(op, w, torus);
+      if (w.hardware.gpu && op.kind != OpKind::Send)
+        o.algorithm = collectives::gpu::algorithm_name(gpu_algorithm(op, w, torus).algorithm);
       o.latency_s = f.latency_s;
       o.bandwidth_s = f.bandwidth_s;
       o.closed_s = f.time_s();

@@ -29,6 +29,7 @@ struct OpResult {
   double compute_s = 0, memory_s = 0;     // matmul
   double flops = 0;                       // matmul: per chip
   std::string bound;                      // latency | bandwidth | compute | memory
+  std::string algorithm;                  // GPU collectives: ring, nvls, hierarchical, direct
   // nccl-tests conventions (communication only): algbw = size / time with size as
   // nccl-tests counts it (V; V/n per rank for an all-to-all), busbw = algbw x
   // 2(n-1)/n (all-reduce), (n-1)/n (all-gather, reduce-scatter, all-to-all), 1 (send).

@@ -116,9 +116,13 @@ void Lowerer::lower_collective(const Cursor& c, Op op) {
   if (op.kind == OpKind::Send)
     c.only_keys({"name", "kind", "after", "bytes", "from", "to"});
   else if (op.kind == OpKind::ReduceScatter || op.kind == OpKind::AllToAll)
-    c.only_keys({"name", "kind", "after", "axes", "array", "bytes", "dim", "out"});
+    c.only_keys({"name", "kind", "after", "axes", "array", "bytes", "dim", "out", "algorithm"});
   else
-    c.only_keys({"name", "kind", "after", "axes", "array", "bytes", "out"});
+    c.only_keys({"name", "kind", "after", "axes", "array", "bytes", "out", "algorithm"});
+  if (auto a = c.find("algorithm")) {
+    if (!w_.hardware.gpu) a->fail("'algorithm' chooses among GPU collective algorithms; TPU tori have one schedule each");
+    op.algorithm = a->as_string();
+  }
   const std::vector<std::uint32_t> after = op.deps;
   op.deps.clear();
 

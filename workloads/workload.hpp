@@ -62,6 +62,7 @@ struct Op {
   std::vector<std::uint32_t> deps;      // earlier ops this one waits for
   std::string sharding_before, sharding_after;
   std::string group;                    // the workload op it was lowered from (a matmul's steps share it)
+  std::string algorithm;                // GPU collectives: the algorithm asked for ("" = fastest)
 
   // What the op does to data (empty for bytes-only ops): the layouts it reads
   // (a matmul reads A and B, after free local slicing) and the layout it writes.

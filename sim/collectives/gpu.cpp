@@ -109,11 +109,86 @@ void routed(ProgramBuilder& b, const std::vector<LinkId>& route, std::uint64_t b
 
 }  // namespace
 
-void build(ProgramBuilder& b, const Fabric& f, const Torus& coords, Kind kind, std::span<const int> axes,
-           std::uint64_t group_bytes, const OpPorts& ports) {
+const char* algorithm_name(Algorithm a) {
+  switch (a) {
+    case Algorithm::Ring:
+      return "ring";
+    case Algorithm::Nvls:
+      return "nvls";
+    case Algorithm::Hierarchical:
+      return "hierarchical";
+    case Algorithm::Direct:
+      return "direct";
+  }
+  return "?";
+}
+
+std::vector<Algorithm> candidates(Kind kind, const Torus& coords, std::span<const int> axes) {
+  const bool local = std::find(axes.begin(), axes.end(), 0) != axes.end() && coords.axis(0).size > 1;
+  const bool across = std::find(axes.begin(), axes.end(), 1) != axes.end() && coords.num_axes() > 1 &&
+                      coords.axis(1).size > 1;
+  switch (kind) {
+    case Kind::AllToAll:
+      return {Algorithm::Direct};
+    case Kind::AllReduce: {
+      std::vector<Algorithm> out{Algorithm::Ring};
+      if (local && !across) out.push_back(Algorithm::Nvls);
+      if (local && across) out.push_back(Algorithm::Hierarchical);
+      return out;
+    }
+    default:
+      return {Algorithm::Ring};
+  }
+}
+
+namespace {
+
+// NVLink SHARP all-reduce in one NVLink domain (NCCL's NVLS): GPU g owns slice g
+// (V/N) and loops over its chunks: a load-reduce pulls the chunk from every GPU
+// (each GPU's up link carries it), the switch adds the N contributions and sends
+// the sum down to g; g stores it once (up) and the switch multicasts it to every
+// GPU (down). The next chunk's load-reduce waits for the previous one, so loads and
+// stores of different owners interleave on the links.
+void nvls_all_reduce(ProgramBuilder& b, const Fabric& f, const std::vector<std::vector<ChipId>>& rings,
+                     std::uint64_t group_bytes, std::uint64_t chunk_bytes, const OpPorts& ports) {
+  for (const auto& ring : rings) {
+    const std::uint64_t slice = ceil_div(group_bytes, ring.size());
+    const std::uint64_t kChunks = std::max<std::uint64_t>(1, ceil_div(slice, std::max<std::uint64_t>(chunk_bytes, 1)));
+    const std::uint64_t chunk = ceil_div(slice, kChunks);
+    std::vector<TaskId> previous(ring.size());
+    for (std::uint64_t k = 0; k < kChunks; ++k)
+      for (std::size_t o = 0; o < ring.size(); ++o) {
+        const ChipId owner = ring[o];
+        const TaskId down = b.transfer(f.nvlink_down(owner), chunk, ports.op, 2);
+        for (ChipId s : ring) {
+          const TaskId up = b.transfer(f.nvlink_up(s), chunk, ports.op, 1);
+          b.depend(ports.entry[s], up);
+          if (k > 0) b.depend(previous[o], up);  // the owner's previous load-reduce has landed
+          b.depend(up, down, sim::EdgeKind::Stream);
+        }
+        previous[o] = down;
+        const TaskId store = b.transfer(f.nvlink_up(owner), chunk, ports.op, 3);
+        b.depend(down, store, sim::EdgeKind::Stream);
+        for (ChipId d : ring) {
+          const TaskId copy = b.transfer(f.nvlink_down(d), chunk, ports.op, 4);
+          b.depend(store, copy, sim::EdgeKind::Stream);
+          b.depend(copy, ports.exit[d]);
+        }
+      }
+  }
+}
+
+}  // namespace
+
+void build(ProgramBuilder& b, const Fabric& f, const Torus& coords, Kind kind, Algorithm algorithm,
+           std::span<const int> axes, std::uint64_t group_bytes, std::uint64_t chunk_bytes, const OpPorts& ports) {
   const std::vector<std::vector<ChipId>> rs = rings(coords, axes);
   if (rs.empty() || rs.front().size() < 2) return;
   const std::uint64_t n = rs.front().size();
+  auto barrier = [&] {
+    const std::vector<TaskId> mid = detail::make_joins(b, coords.num_chips(), ports.op);
+    return mid;
+  };
   switch (kind) {
     case Kind::AllGather:
       ring_gather(b, f, rs, ceil_div(group_bytes, n), ports.entry, ports.exit, ports.op);
@@ -122,7 +197,34 @@ void build(ProgramBuilder& b, const Fabric& f, const Torus& coords, Kind kind, s
       ring_reduce(b, f, rs, ceil_div(group_bytes, n), ports.entry, ports.exit, ports.op);
       return;
     case Kind::AllReduce: {
-      const std::vector<TaskId> mid = detail::make_joins(b, coords.num_chips(), ports.op);
+      if (algorithm == Algorithm::Nvls) {
+        nvls_all_reduce(b, f, rs, group_bytes, chunk_bytes, ports);
+        return;
+      }
+      if (algorithm == Algorithm::Hierarchical) {
+        // Phases with a per-GPU barrier between them: node rings, rail rings, node rings.
+        const std::vector<int> in_node{0}, across{1};
+        const auto node_rings = rings(coords, in_node), rail_rings = rings(coords, across);
+        const std::uint64_t g = node_rings.front().size();
+        const std::vector<TaskId> a = barrier(), c = barrier();
+        for (ChipId chip = 0; chip < coords.num_chips(); ++chip) {
+          b.depend(ports.entry[chip], a[chip]);
+          b.depend(a[chip], c[chip]);
+          b.depend(c[chip], ports.exit[chip]);
+        }
+        ring_reduce(b, f, node_rings, ceil_div(group_bytes, g), ports.entry, a, ports.op);
+        const std::vector<TaskId> mid = barrier();
+        for (ChipId chip = 0; chip < coords.num_chips(); ++chip) {
+          b.depend(a[chip], mid[chip]);
+          b.depend(mid[chip], c[chip]);
+        }
+        const std::uint64_t shard = ceil_div(group_bytes, g), m = rail_rings.front().size();
+        ring_reduce(b, f, rail_rings, ceil_div(shard, m), a, mid, ports.op);
+        ring_gather(b, f, rail_rings, ceil_div(shard, m), mid, c, ports.op);
+        ring_gather(b, f, node_rings, shard, c, ports.exit, ports.op);
+        return;
+      }
+      const std::vector<TaskId> mid = barrier();
       for (ChipId c = 0; c < coords.num_chips(); ++c) {
         b.depend(ports.entry[c], mid[c]);
         b.depend(mid[c], ports.exit[c]);

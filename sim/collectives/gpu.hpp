@@ -18,11 +18,21 @@ namespace meshsim::collectives::gpu {
 // node-to-node steps stay on one rail.
 std::vector<std::vector<ChipId>> rings(const Torus& coords, std::span<const int> axes);
 
-// Ring algorithms: AllGather and ReduceScatter take N-1 steps of V/N bytes,
-// AllReduce is a ReduceScatter then an AllGather; AllToAll sends every piece
-// straight to its destination (NCCL's grouped send/recv).
-void build(ProgramBuilder& b, const topology::Fabric& fabric, const Torus& coords, Kind kind,
-           std::span<const int> axes, std::uint64_t group_bytes, const OpPorts& ports);
+enum class Algorithm {
+  Ring,          // NCCL's ring: AllGather/ReduceScatter N-1 steps of V/N, AllReduce both
+  Nvls,          // AllReduce reduced in the NVLink switch (NVLink SHARP): one node only
+  Hierarchical,  // AllReduce: ring reduce-scatter in the node, ring all-reduce across
+                 // nodes on each rail, ring all-gather in the node
+  Direct,        // AllToAll: every piece straight to its destination (grouped send/recv)
+};
+const char* algorithm_name(Algorithm a);
+
+// The algorithms that apply to `kind` over these groups, best known first.
+std::vector<Algorithm> candidates(Kind kind, const Torus& coords, std::span<const int> axes);
+
+// `chunk_bytes`: the pipelining granularity of algorithms that loop over chunks (NVLS).
+void build(ProgramBuilder& b, const topology::Fabric& fabric, const Torus& coords, Kind kind, Algorithm algorithm,
+           std::span<const int> axes, std::uint64_t group_bytes, std::uint64_t chunk_bytes, const OpPorts& ports);
 void send(ProgramBuilder& b, const topology::Fabric& fabric, ChipId src, ChipId dst, std::uint64_t bytes,
           const OpPorts& ports);
 

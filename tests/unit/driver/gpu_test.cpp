@@ -13,8 +13,9 @@ namespace {
 
 driver::RunResult run(const std::string& text) { return driver::simulate(workloads::parse_workload(text, "t.json")); }
 
-std::string ops(const std::string& kind, const std::string& axes, std::uint64_t bytes) {
-  return R"({"kind": ")" + kind + R"(", "bytes": )" + std::to_string(bytes) + R"(, "axes": )" + axes + "}";
+std::string ops(const std::string& kind, const std::string& axes, std::uint64_t bytes, const std::string& algorithm = "") {
+  return R"({"kind": ")" + kind + R"(", "bytes": )" + std::to_string(bytes) + R"(, "axes": )" + axes +
+         (algorithm.empty() ? "" : R"(, "algorithm": ")" + algorithm + "\"") + "}";
 }
 
 }  // namespace
@@ -22,18 +23,21 @@ std::string ops(const std::string& kind, const std::string& axes, std::uint64_t 
 TEST_CASE("GPU: ring collectives on one 8-GPU node reach the NVLink port bandwidth", "[gpu]") {
   const std::uint64_t v = 1ull << 30;
   for (const char* kind : {"all_reduce", "all_gather", "reduce_scatter"}) {
-    const driver::RunResult r = run(R"({"hardware": "h100-dgx", "mesh": {"X": 8}, "ops": [)" + ops(kind, R"(["X"])", v) + "]}");
+    const driver::RunResult r =
+        run(R"({"hardware": "h100-dgx", "mesh": {"X": 8}, "ops": [)" + ops(kind, R"(["X"])", v, "ring") + "]}");
     const driver::OpResult& o = r.ops[0];
     INFO(kind);
     CHECK(o.time().seconds() == Approx(o.closed_s).epsilon(0.01));
     CHECK(o.busbw_bytes_per_s == Approx(450e9).epsilon(0.01));  // busbw = port bandwidth for a ring
   }
+  // nccl-tests' size for an all-to-all is the per-rank buffer: 1 GiB per GPU.
   const driver::RunResult a2a = run(R"({"hardware": "h100-dgx", "mesh": {"X": 8}, "ops": [)" +
-                                    ops("all_to_all", R"(["X"])", v) + "]}");
-  CHECK(a2a.ops[0].time().seconds() == Approx(a2a.ops[0].closed_s).epsilon(0.02));
+                                    ops("all_to_all", R"(["X"])", 8 * v) + "]}");
+  CHECK(a2a.ops[0].time().seconds() == Approx(a2a.ops[0].closed_s).epsilon(0.01));
+  CHECK(a2a.ops[0].busbw_bytes_per_s == Approx(450e9).epsilon(0.01));
   // B200: twice the NVLink bandwidth, half the time.
   const driver::RunResult b200 = run(R"({"hardware": "b200-dgx", "mesh": {"X": 8}, "ops": [)" +
-                                     ops("all_reduce", R"(["X"])", v) + "]}");
+                                     ops("all_reduce", R"(["X"])", v, "ring") + "]}");
   CHECK(b200.ops[0].busbw_bytes_per_s == Approx(900e9).epsilon(0.01));
 }
 
@@ -41,9 +45,10 @@ TEST_CASE("GPU: across nodes the ring is bound by the NICs", "[gpu]") {
   const std::uint64_t v = 1ull << 30;
   const std::string head = R"({"hardware": "h100-dgx", "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4}, "ops": [)";
   const driver::RunResult across = run(head + ops("all_reduce", R"(["Y"])", v) + "]}");
+  CHECK(across.ops[0].algorithm == "ring");
   CHECK(across.ops[0].busbw_bytes_per_s == Approx(50e9).epsilon(0.01));
   CHECK(across.ops[0].time().seconds() == Approx(across.ops[0].closed_s).epsilon(0.01));
-  const driver::RunResult flat = run(head + ops("all_reduce", R"(["X", "Y"])", v) + "]}");
+  const driver::RunResult flat = run(head + ops("all_reduce", R"(["X", "Y"])", v, "ring") + "]}");
   CHECK(flat.ops[0].time().seconds() == Approx(flat.ops[0].closed_s).epsilon(0.01));
 }
 
@@ -62,10 +67,43 @@ TEST_CASE("GPU: small messages pay the ring's per-step latency", "[gpu]") {
   // for a tiny all-reduce on 8 GPUs, and 2(N-1) = 6 steps over the NICs (9.6 us
   // each) across 4 nodes.
   const driver::RunResult node = run(R"({"hardware": "h100-dgx", "mesh": {"X": 8}, "ops": [)" +
-                                     ops("all_reduce", R"(["X"])", 64) + "]}");
+                                     ops("all_reduce", R"(["X"])", 64, "ring") + "]}");
   CHECK(node.ops[0].time().seconds() == Approx(14 * 3.4e-6).epsilon(0.02));
   CHECK(node.ops[0].bound == "latency");
   const driver::RunResult nodes = run(R"({"hardware": "h100-dgx", "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4},
     "ops": [)" + ops("all_reduce", R"(["Y"])", 64) + "]}");
   CHECK(nodes.ops[0].time().seconds() == Approx(6 * 9.6e-6).epsilon(0.02));
+  // In-switch reduction: two switch round trips whatever N.
+  const driver::RunResult nvls = run(R"({"hardware": "h100-dgx", "mesh": {"X": 8}, "ops": [)" +
+                                     ops("all_reduce", R"(["X"])", 64, "nvls") + "]}");
+  CHECK(nvls.ops[0].time().seconds() == Approx(2 * 3.4e-6).epsilon(0.02));
+}
+
+TEST_CASE("GPU: in-switch reduction (NVLS) beats the ring by 2(N-1)/(N+1) and is chosen for large sizes", "[gpu]") {
+  const std::uint64_t v = 1ull << 30;
+  const std::string head = R"({"hardware": "h100-dgx", "mesh": {"X": 8}, "ops": [)";
+  const driver::RunResult ring = run(head + ops("all_reduce", R"(["X"])", v, "ring") + "]}");
+  const driver::RunResult nvls = run(head + ops("all_reduce", R"(["X"])", v, "nvls") + "]}");
+  const driver::RunResult pick = run(head + ops("all_reduce", R"(["X"])", v) + "]}");
+  // Every GPU port carries (N+1)/N V each way instead of the ring's 2(N-1)/N V.
+  CHECK(nvls.ops[0].time().seconds() == Approx(9.0 / 8.0 * static_cast<double>(v) / 450e9).epsilon(0.01));
+  CHECK(ring.ops[0].time().seconds() / nvls.ops[0].time().seconds() == Approx(14.0 / 9.0).epsilon(0.01));
+  CHECK(pick.ops[0].algorithm == "nvls");
+  CHECK(pick.ops[0].time() == nvls.ops[0].time());
+}
+
+TEST_CASE("GPU: hierarchical all-reduce across 4 x 8 GPUs is bound by each level's closed form", "[gpu]") {
+  const std::uint64_t v = 1ull << 30;
+  const driver::RunResult r = run(R"({"hardware": "h100-dgx", "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4},
+    "ops": [)" + ops("all_reduce", R"(["X", "Y"])", v) + "]}");
+  CHECK(r.ops[0].algorithm == "hierarchical");
+  // Ring reduce-scatter + all-gather inside the node over NVLink, a ring
+  // all-reduce of the V/8 shards across the 4 nodes over the NICs.
+  const double in_node = 2 * 7.0 / 8.0 * static_cast<double>(v) / 450e9;
+  const double across = 2 * 3.0 / 4.0 * static_cast<double>(v) / 8.0 / 50e9;
+  CHECK(r.ops[0].time().seconds() == Approx(in_node + across).epsilon(0.02));
+  // Slower NICs make exactly the across-node level slower.
+  const driver::RunResult slow = run(R"({"hardware": {"preset": "h100-dgx", "nic_bandwidth_one_way_bytes_per_s": 25e9},
+    "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4}, "ops": [)" + ops("all_reduce", R"(["X", "Y"])", v) + "]}");
+  CHECK(slow.ops[0].time().seconds() == Approx(in_node + 2 * across).epsilon(0.02));
 }
