@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "base/error.hpp"
 #include "sim/collectives/gpu.hpp"
@@ -95,6 +96,14 @@ collectives::ClosedForm gpu_closed_form(const workloads::Op& op, const workloads
         const double nic = static_cast<double>(w.hardware.nic.bandwidth_bytes_per_s);
         f.latency_s = 2 * (g - 1) * nv_step + 2 * (m - 1) * 2 * w.hardware.nic.latency.seconds();
         f.bandwidth_s = 2 * (g - 1) / g * v / nv + 2 * (m - 1) / m * (v / g) / nic;
+      } else if (algorithm == collectives::gpu::Algorithm::Tree) {
+        // Up and down a tree of depth floor(log2 N); every GPU's port carries
+        // 2V over both trees (V/2 up and V down where it is inside, V/2 where a leaf).
+        f.latency_s = 2 * std::floor(std::log2(n)) * lim.step_latency_s;
+        f.bandwidth_s = 2 * v / lim.bandwidth_bytes_per_s;
+      } else if (algorithm == collectives::gpu::Algorithm::Direct) {
+        f.latency_s = lim.step_latency_s;
+        f.bandwidth_s = (n - 1) * v / lim.bandwidth_bytes_per_s;
       } else {
         f.latency_s = 2 * (n - 1) * lim.step_latency_s;
         f.bandwidth_s = 2 * (n - 1) / n * v / lim.bandwidth_bytes_per_s;

@@ -119,6 +119,8 @@ const char* algorithm_name(Algorithm a) {
       return "hierarchical";
     case Algorithm::Direct:
       return "direct";
+    case Algorithm::Tree:
+      return "tree";
   }
   return "?";
 }
@@ -131,7 +133,7 @@ std::vector<Algorithm> candidates(Kind kind, const Torus& coords, std::span<cons
     case Kind::AllToAll:
       return {Algorithm::Direct};
     case Kind::AllReduce: {
-      std::vector<Algorithm> out{Algorithm::Ring};
+      std::vector<Algorithm> out{Algorithm::Ring, Algorithm::Tree, Algorithm::Direct};
       if (local && !across) out.push_back(Algorithm::Nvls);
       if (local && across) out.push_back(Algorithm::Hierarchical);
       return out;
@@ -178,6 +180,85 @@ void nvls_all_reduce(ProgramBuilder& b, const Fabric& f, const std::vector<std::
   }
 }
 
+// `bytes` along `route`: returns the first and the last transfer, chained with
+// cut-through (stream) edges.
+std::pair<TaskId, TaskId> hop(ProgramBuilder& b, const std::vector<LinkId>& route, std::uint64_t bytes, OpId op,
+                              std::uint16_t step) {
+  MESHSIM_ASSERT(!route.empty(), "a hop to itself");
+  TaskId first = 0, prev = 0;
+  for (std::size_t h = 0; h < route.size(); ++h) {
+    const TaskId x = b.transfer(route[h], bytes, op, step);
+    if (h == 0)
+      first = x;
+    else
+      b.depend(prev, x, sim::EdgeKind::Stream);
+    prev = x;
+  }
+  return {first, prev};
+}
+
+// NCCL's double binary tree: in tree 0 position i is ring[i], in tree 1 ring[N-1-i],
+// so a GPU that is a leaf in one tree is inside the other; node i's parent is
+// (i-1)/2. Each tree carries half the data in chunks: a node forwards a chunk's
+// sum up once both children's sums stream in, the root turns it around, and it is
+// broadcast down. A tree edge keeps at most 8 chunks in flight (NCCL_STEPS: chunk
+// k leaves once chunk k-8 has arrived), so the chunks of both trees interleave on
+// the links.
+void tree_all_reduce(ProgramBuilder& b, const Fabric& f, const std::vector<std::vector<ChipId>>& rings,
+                     std::uint64_t group_bytes, std::uint64_t chunk_bytes, const OpPorts& ports) {
+  for (const auto& ring : rings) {
+    const std::size_t n = ring.size();
+    const std::uint64_t half = ceil_div(group_bytes, 2);
+    const std::uint64_t chunks = std::max<std::uint64_t>(1, ceil_div(half, std::max<std::uint64_t>(chunk_bytes, 1)));
+    const std::uint64_t chunk = ceil_div(half, chunks);
+    for (int tree = 0; tree < 2; ++tree) {
+      auto chip = [&](std::size_t i) { return ring[tree == 0 ? i : n - 1 - i]; };
+      constexpr std::uint64_t kWindow = 8;
+      std::vector<std::vector<TaskId>> ups, downs;  // per chunk: the last transfer of each edge
+      for (std::uint64_t k = 0; k < chunks; ++k) {
+        std::vector<TaskId> up_last(n, 0), down_last(n, 0);
+        for (std::size_t i = n - 1; i >= 1; --i) {  // leaves first: children exist before parents
+          const auto [first, last] = hop(b, f.route(chip(i), chip((i - 1) / 2)), chunk, ports.op, 1);
+          b.depend(ports.entry[chip(i)], first);
+          if (k >= kWindow) b.depend(ups[k - kWindow][i], first);
+          for (std::size_t c : {2 * i + 1, 2 * i + 2})
+            if (c < n) b.depend(up_last[c], first, sim::EdgeKind::Stream);
+          up_last[i] = last;
+        }
+        for (std::size_t i = 1; i < n; ++i) {  // parents first on the way down
+          const std::size_t parent = (i - 1) / 2;
+          const auto [first, last] = hop(b, f.route(chip(parent), chip(i)), chunk, ports.op, 2);
+          if (k >= kWindow) b.depend(downs[k - kWindow][i], first);
+          if (parent == 0) {
+            b.depend(ports.entry[chip(0)], first);
+            for (std::size_t c : {std::size_t{1}, std::size_t{2}})
+              if (c < n) b.depend(up_last[c], first, sim::EdgeKind::Stream);
+          } else {
+            b.depend(down_last[parent], first, sim::EdgeKind::Stream);
+          }
+          down_last[i] = last;
+          b.depend(last, ports.exit[chip(i)]);
+        }
+        for (std::size_t c : {std::size_t{1}, std::size_t{2}})
+          if (c < n) b.depend(up_last[c], ports.exit[chip(0)]);
+        ups.push_back(std::move(up_last));
+        downs.push_back(std::move(down_last));
+      }
+    }
+  }
+}
+
+// One-shot all-reduce: every GPU sends its whole buffer to every other and adds
+// up what it receives; one step of latency, (N-1) V through every port.
+void direct_all_reduce(ProgramBuilder& b, const Fabric& f, const std::vector<std::vector<ChipId>>& rings,
+                       std::uint64_t group_bytes, const OpPorts& ports) {
+  for (const auto& ring : rings)
+    for (std::size_t k = 1; k < ring.size(); ++k)
+      for (std::size_t i = 0; i < ring.size(); ++i)
+        routed(b, f.route(ring[i], ring[(i + k) % ring.size()]), group_bytes, ring[i], ring[(i + k) % ring.size()],
+               ports);
+}
+
 }  // namespace
 
 void build(ProgramBuilder& b, const Fabric& f, const Torus& coords, Kind kind, Algorithm algorithm,
@@ -199,6 +280,14 @@ void build(ProgramBuilder& b, const Fabric& f, const Torus& coords, Kind kind, A
     case Kind::AllReduce: {
       if (algorithm == Algorithm::Nvls) {
         nvls_all_reduce(b, f, rs, group_bytes, chunk_bytes, ports);
+        return;
+      }
+      if (algorithm == Algorithm::Tree) {
+        tree_all_reduce(b, f, rs, group_bytes, chunk_bytes, ports);
+        return;
+      }
+      if (algorithm == Algorithm::Direct) {
+        direct_all_reduce(b, f, rs, group_bytes, ports);
         return;
       }
       if (algorithm == Algorithm::Hierarchical) {

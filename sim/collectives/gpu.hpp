@@ -23,7 +23,10 @@ enum class Algorithm {
   Nvls,          // AllReduce reduced in the NVLink switch (NVLink SHARP): one node only
   Hierarchical,  // AllReduce: ring reduce-scatter in the node, ring all-reduce across
                  // nodes on each rail, ring all-gather in the node
-  Direct,        // AllToAll: every piece straight to its destination (grouped send/recv)
+  Direct,        // AllToAll: every piece straight to its destination (grouped send/recv);
+                 // AllReduce: one-shot, every GPU sends its whole buffer to every other
+  Tree,          // AllReduce: NCCL's double binary tree, half the data on each tree,
+                 // reduced up and broadcast down, pipelined
 };
 const char* algorithm_name(Algorithm a);
 

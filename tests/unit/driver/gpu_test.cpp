@@ -71,7 +71,7 @@ TEST_CASE("GPU: small messages pay the ring's per-step latency", "[gpu]") {
   CHECK(node.ops[0].time().seconds() == Approx(14 * 3.4e-6).epsilon(0.02));
   CHECK(node.ops[0].bound == "latency");
   const driver::RunResult nodes = run(R"({"hardware": "h100-dgx", "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4},
-    "ops": [)" + ops("all_reduce", R"(["Y"])", 64) + "]}");
+    "ops": [)" + ops("all_reduce", R"(["Y"])", 64, "ring") + "]}");
   CHECK(nodes.ops[0].time().seconds() == Approx(6 * 9.6e-6).epsilon(0.02));
   // In-switch reduction: two switch round trips whatever N.
   const driver::RunResult nvls = run(R"({"hardware": "h100-dgx", "mesh": {"X": 8}, "ops": [)" +
@@ -106,4 +106,31 @@ TEST_CASE("GPU: hierarchical all-reduce across 4 x 8 GPUs is bound by each level
   const driver::RunResult slow = run(R"({"hardware": {"preset": "h100-dgx", "nic_bandwidth_one_way_bytes_per_s": 25e9},
     "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4}, "ops": [)" + ops("all_reduce", R"(["X", "Y"])", v) + "]}");
   CHECK(slow.ops[0].time().seconds() == Approx(in_node + 2 * across).epsilon(0.02));
+}
+
+TEST_CASE("GPU: small messages: ring latency grows with N, the double binary tree's with log N", "[gpu]") {
+  auto tiny = [](const std::string& preset, int gpus, const std::string& algorithm) {
+    return run(R"({"hardware": ")" + preset + R"(", "mesh": {"X": )" + std::to_string(gpus) + R"(}, "ops": [)" +
+               ops("all_reduce", R"(["X"])", 64, algorithm) + "]}")
+        .ops[0]
+        .time()
+        .seconds();
+  };
+  // 8 GPUs (H100 node) against 72 (GB200 NVL72), both 3.4 us per NVLink step.
+  CHECK(tiny("h100-dgx", 8, "ring") == Approx(2 * 7 * 3.4e-6).epsilon(0.02));
+  CHECK(tiny("gb200-nvl72", 72, "ring") == Approx(2 * 71 * 3.4e-6).epsilon(0.02));
+  CHECK(tiny("h100-dgx", 8, "tree") == Approx(2 * 3 * 3.4e-6).epsilon(0.02));      // depth 3
+  CHECK(tiny("gb200-nvl72", 72, "tree") == Approx(2 * 6 * 3.4e-6).epsilon(0.02));  // depth 6
+  // One-shot: one step whatever N; and it is what meshsim picks for tiny messages.
+  CHECK(tiny("gb200-nvl72", 72, "direct") == Approx(3.4e-6).epsilon(0.02));
+  const driver::RunResult pick = run(R"({"hardware": "h100-dgx", "mesh": {"X": 8}, "ops": [)" +
+                                     ops("all_reduce", R"(["X"])", 64) + "]}");
+  CHECK(pick.ops[0].algorithm == "direct");
+}
+
+TEST_CASE("GPU: the double binary tree at 1 GiB matches its closed form, 2V/B", "[gpu]") {
+  const std::uint64_t v = 1ull << 30;
+  const driver::RunResult r = run(R"({"hardware": "h100-dgx", "mesh": {"X": 8}, "ops": [)" +
+                                  ops("all_reduce", R"(["X"])", v, "tree") + "]}");
+  CHECK(r.ops[0].time().seconds() == Approx(2.0 * static_cast<double>(v) / 450e9).epsilon(0.01));
 }
