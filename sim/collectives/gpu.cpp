@@ -91,20 +91,30 @@ void ring_reduce(ProgramBuilder& b, const Fabric& f, const std::vector<std::vect
   build_chains(b, f, rings, chains, chunk, entry, exit, op);
 }
 
-// `bytes` along `route` from src to dst, cut-through, between the op's ports.
-void routed(ProgramBuilder& b, const std::vector<LinkId>& route, std::uint64_t bytes, ChipId src, ChipId dst,
-            const OpPorts& ports) {
-  if (route.empty()) return;
-  TaskId prev = 0;
+// `bytes` along `route`: returns the first and the last transfer, chained with
+// cut-through (stream) edges.
+std::pair<TaskId, TaskId> hop(ProgramBuilder& b, const std::vector<LinkId>& route, std::uint64_t bytes, OpId op,
+                              std::uint16_t step) {
+  MESHSIM_ASSERT(!route.empty(), "a hop to itself");
+  TaskId first = 0, prev = 0;
   for (std::size_t h = 0; h < route.size(); ++h) {
-    const TaskId x = b.transfer(route[h], bytes, ports.op, static_cast<std::uint16_t>(h + 1));
+    const TaskId x = b.transfer(route[h], bytes, op, step);
     if (h == 0)
-      b.depend(ports.entry[src], x);
+      first = x;
     else
       b.depend(prev, x, sim::EdgeKind::Stream);
     prev = x;
   }
-  b.depend(prev, ports.exit[dst]);
+  return {first, prev};
+}
+
+// `bytes` along `route` from src to dst, cut-through, between the op's ports.
+void routed(ProgramBuilder& b, const std::vector<LinkId>& route, std::uint64_t bytes, ChipId src, ChipId dst,
+            const OpPorts& ports) {
+  if (route.empty()) return;
+  const auto [first, last] = hop(b, route, bytes, ports.op, 1);
+  b.depend(ports.entry[src], first);
+  b.depend(last, ports.exit[dst]);
 }
 
 }  // namespace
@@ -180,23 +190,6 @@ void nvls_all_reduce(ProgramBuilder& b, const Fabric& f, const std::vector<std::
   }
 }
 
-// `bytes` along `route`: returns the first and the last transfer, chained with
-// cut-through (stream) edges.
-std::pair<TaskId, TaskId> hop(ProgramBuilder& b, const std::vector<LinkId>& route, std::uint64_t bytes, OpId op,
-                              std::uint16_t step) {
-  MESHSIM_ASSERT(!route.empty(), "a hop to itself");
-  TaskId first = 0, prev = 0;
-  for (std::size_t h = 0; h < route.size(); ++h) {
-    const TaskId x = b.transfer(route[h], bytes, op, step);
-    if (h == 0)
-      first = x;
-    else
-      b.depend(prev, x, sim::EdgeKind::Stream);
-    prev = x;
-  }
-  return {first, prev};
-}
-
 // NCCL's double binary tree: in tree 0 position i is ring[i], in tree 1 ring[N-1-i],
 // so a GPU that is a leaf in one tree is inside the other; node i's parent is
 // (i-1)/2. Each tree carries half the data in chunks: a node forwards a chunk's
@@ -266,10 +259,7 @@ void build(ProgramBuilder& b, const Fabric& f, const Torus& coords, Kind kind, A
   const std::vector<std::vector<ChipId>> rs = rings(coords, axes);
   if (rs.empty() || rs.front().size() < 2) return;
   const std::uint64_t n = rs.front().size();
-  auto barrier = [&] {
-    const std::vector<TaskId> mid = detail::make_joins(b, coords.num_chips(), ports.op);
-    return mid;
-  };
+  auto barrier = [&] { return detail::make_joins(b, coords.num_chips(), ports.op); };
   switch (kind) {
     case Kind::AllGather:
       ring_gather(b, f, rs, ceil_div(group_bytes, n), ports.entry, ports.exit, ports.op);
