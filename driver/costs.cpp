@@ -44,6 +44,14 @@ kernels::Roofline matmul_cost(const workloads::Op& op, const workloads::Hardware
   in.peak_flops_per_s = peak;
   in.hbm_bandwidth_bytes_per_s = hw.chip.hbm_bandwidth_bytes_per_s;
   in.efficiency = hw.matmul_efficiency;
+  // Times past the simulator's clock range are an input error, not a crash.
+  const double longest = std::max(in.flops / (in.peak_flops_per_s * in.efficiency),
+                                  in.hbm_bytes / in.hbm_bandwidth_bytes_per_s);
+  if (!(longest < kMaxTick.seconds()))
+    throw InputError(file, op.pointer,
+                     fmt::format("the local matmul would take {:.3g} s, past the simulator's limit of {:.3g} s "
+                                 "(2^62 ps); reduce the sizes or raise the rates",
+                                 longest, kMaxTick.seconds()));
   return kernels::roofline(in);
 }
 

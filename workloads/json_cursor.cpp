@@ -123,6 +123,9 @@ Json parse_json(std::string_view text, const std::string& file) {
   };
   if (text.find_first_not_of(" \t\r\n") == std::string_view::npos)
     input_error(file, "", "the file is empty; expected a JSON object");
+  // nlohmann's lexer stops at a NUL as if the text ended there; JSON never holds one.
+  if (const std::size_t nul = text.find('\0'); nul != std::string_view::npos)
+    input_error(file, "", fmt::format("byte {} is a NUL; expected JSON text", nul));
   try {
     return Json::parse(text.begin(), text.end(), callback, /*allow_exceptions=*/true, /*ignore_comments=*/false);
   } catch (const Json::exception& e) {  // parse_error, and out_of_range for a number like 1e400

@@ -114,6 +114,17 @@ class MatmulLowering {
                                  a_.sizes[idx(aj_)], a_.name, b_.sizes[idx(bj_)], b_.name));
     if (a_.dtype != b_.dtype)
       s_.where->fail(fmt::format("{} is {} but {} is {}; a matmul needs one dtype", a_.name, a_.dtype, b_.name, b_.dtype));
+    const unsigned __int128 c_bytes =
+        static_cast<unsigned __int128>(a_.sizes[idx(ai_)]) * b_.sizes[idx(bk_)] * a_.element_bytes;
+    if (c_bytes > kMaxArrayBytes)
+      s_.where->fail(fmt::format("the output {}[{}, {}] would be larger than 2^62 bytes", s_.out, i_, k_));
+    if (s_.requested) {
+      // The requested layout must divide C's real sizes (an MLP asks for its
+      // input's layout on its output, which need not fit).
+      Array c = natural_c({});
+      c.shard_axes = *s_.requested;
+      check_layout(w_, c, *s_.requested_where);
+    }
   }
 
   const Cursor& field(const char* key) {
@@ -151,8 +162,7 @@ class MatmulLowering {
     op.bytes = group_bytes(w_, in, axes);
     op.inputs = {in};
     op.outputs = {out};
-    const std::uint32_t id = L_.emit(std::move(op), first_ ? s_.after : std::vector<std::uint32_t>{});
-    first_ = false;
+    const std::uint32_t id = L_.emit(std::move(op), s_.after);  // every step waits, not just the first
     explain_.ops.push_back(id);
     last_ = id;
     return id;
@@ -316,8 +326,7 @@ class MatmulLowering {
     line(fmt::format("local matmul on every chip: {} . {} -> {} ({} x {} x {} per chip){}.",
                      sharding_string(w_, a_), sharding_string(w_, b_), sharding_string(w_, c), op.m, op.k, op.n,
                      jstar_.empty() ? "" : fmt::format(", partial sums over {}", names(jstar_))));
-    const std::uint32_t id = L_.emit(std::move(op), first_ ? s_.after : std::vector<std::uint32_t>{});
-    first_ = false;
+    const std::uint32_t id = L_.emit(std::move(op), s_.after);  // every step waits, not just the first
     explain_.ops.push_back(id);
     last_ = id;
   }
@@ -421,7 +430,6 @@ class MatmulLowering {
   std::string i_, j_, k_;
   std::vector<int> jstar_;
   int case_ = 0;
-  bool first_ = true;
   std::uint32_t last_ = 0;
   MatmulExplanation explain_;
   std::vector<std::unique_ptr<Cursor>> fields_;
@@ -440,10 +448,11 @@ void Lowerer::lower_matmul(const Cursor& c, const std::string& name, const std::
   spec.where = &c;
   spec.after = after;
   std::optional<Cursor> requested = c.find("out_sharding");
-  if (requested) {
-    // Dims of C are known once A and B are: I from A, K from B.
-    const Array& a = array(spec.a, c.at("a"));
-    const Array& b = array(spec.b, c.at("b"));
+  const Array& a = array(spec.a, c.at("a"));
+  const Array& b = array(spec.b, c.at("b"));
+  // Dims of C are known once A and B are: I from A, K from B. Operands that are
+  // not 2-D are reported by the lowering itself.
+  if (requested && a.dims.size() == 2 && b.dims.size() == 2) {
     std::vector<std::string> dims;
     for (const std::string& d : a.dims)
       if (b.dim_index(d) < 0) dims.push_back(d);
@@ -479,9 +488,20 @@ void Lowerer::lower_mlp(const Cursor& c, const std::string& name, const std::vec
   }
   const int repeat = c.has("repeat") ? static_cast<int>(c.at("repeat").as_int_in(1, 1000)) : 1;
   const Array& input = array(x, c.at("x"));
-  array(w1, c.at("w1"));
-  array(w2, c.at("w2"));
+  const Array& up_w = array(w1, c.at("w1"));
+  const Array& down_w = array(w2, c.at("w2"));
   if (input.dims.size() != 2) c.at("x").fail(fmt::format("the MLP input {} must be 2-D", x));
+  // A block maps x[B, D] back to [B, D] (so blocks chain and the output keeps
+  // x's layout): w2 must end in x's feature dim D, the one w1 contracts.
+  for (std::size_t d = 0; d < 2; ++d) {
+    const std::string& feature = input.dims[d];
+    if (up_w.dim_index(feature) < 0) continue;
+    const int at = down_w.dim_index(feature);
+    if (at < 0 || down_w.sizes[static_cast<std::size_t>(at)] != input.sizes[d])
+      c.at("w2").fail(fmt::format("an MLP block maps {} back to its feature dimension {} ({} elements), so {} "
+                                  "needs {} with {} elements",
+                                  x, feature, input.sizes[d], w2, feature, input.sizes[d]));
+  }
 
   const std::size_t explanation_at = w_.explanations.size();
   std::vector<std::uint32_t> layer_ops;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "base/error.hpp"
 #include "workloads/lowering.hpp"
 
 namespace meshsim::workloads::detail {
@@ -47,6 +48,11 @@ std::uint32_t Lowerer::emit(Op op, const std::vector<std::uint32_t>& after) {
   for (const Array& in : op.inputs)
     if (auto p = producers_.find(in.name); p != producers_.end()) add(p->second);
   const auto index = static_cast<std::uint32_t>(w_.ops.size());
+  if (!step_names_.insert(op.name).second)
+    throw InputError(w_.file, op.pointer,
+                     fmt::format("op name '{}' is already used by an earlier op; reports and traces need unique "
+                                 "names, so rename one",
+                                 op.name));
   if (!op.inputs.empty()) {
     op.sharding_before = sharding_string(w_, op.inputs.front());
   }
@@ -78,6 +84,7 @@ void Lowerer::parse_op(const Cursor& c, std::size_t index) {
   if (auto n = c.find("name")) {
     name = n->as_identifier();
     if (names_.count(name)) n->fail(fmt::format("op name '{}' is already used", name));
+    if (step_names_.count(name)) n->fail(fmt::format("op name '{}' is already used by a step of an earlier op", name));
   } else {
     name = fmt::format("{}#{}", kind, index);
   }

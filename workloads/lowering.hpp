@@ -5,6 +5,7 @@
 // (lower_matmul.cpp), which lower to collectives plus local matmuls.
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,7 @@ class Lowerer {
   std::map<std::string, std::size_t> arrays_;       // name -> index in w_.arrays (current version)
   std::map<std::string, std::uint32_t> producers_;  // array -> last op that wrote it
   std::map<std::string, std::uint32_t> names_;      // workload op name -> its last lowered op
+  std::set<std::string> step_names_;                // every lowered op's name (reports key on it)
 };
 
 }  // namespace meshsim::workloads::detail

@@ -49,8 +49,6 @@ topology::Fabric Workload::make_fabric() const {
 
 namespace {
 
-constexpr std::uint64_t kMaxBytes = std::uint64_t{1} << 62;
-
 struct DType {
   std::string_view name;
   std::uint64_t bytes;
@@ -367,7 +365,7 @@ Array parse_array(const Workload& w, const std::string& name, const Cursor& c) {
   unsigned __int128 bytes = a.element_bytes;
   for (std::uint64_t s : a.sizes) {
     bytes *= s;
-    if (bytes > kMaxBytes) shape.fail(fmt::format("array {} is larger than 2^62 bytes", name));
+    if (bytes > kMaxArrayBytes) shape.fail(fmt::format("array {} is larger than 2^62 bytes", name));
   }
 
   a.shard_axes.assign(a.dims.size(), {});

@@ -36,6 +36,9 @@ struct MeshAxis {
   std::vector<int> hw_axes;  // the consecutive hardware axes it spans
 };
 
+// The largest array (and matmul output) a workload may hold, in bytes.
+inline constexpr std::uint64_t kMaxArrayBytes = std::uint64_t{1} << 62;
+
 // An array and its layout: which mesh axes split each dimension (major first: a
 // dim split on [X, Y] has |X|*|Y| blocks, chip (x, y) holding block x*|Y| + y),
 // and over which mesh axes each chip holds only an unreduced partial sum.

@@ -3,6 +3,7 @@
 #include "workloads/workload.hpp"
 
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -391,4 +392,23 @@ TEST_CASE("Workload: an unreadable file is an Error, not an InputError", "[workl
   } catch (const meshsim::Error&) {
   }
   CHECK_FALSE(input_error);
+}
+
+TEST_CASE("Workload: a matmul's 'after' holds back every one of its steps", "[workloads]") {
+  // Case 4 needs a gather of A and a gather of B; both must wait for x, or the
+  // second would share x's links (a bug once: only the first step waited).
+  const Workload w = parse(R"({"hardware": "tpu-v5e", "mesh": {"X": 4, "Y": 4},
+    "arrays": {"A": {"shape": {"I": 4096, "J": 4096}, "dtype": "bf16", "sharding": "A[I, J_X]"},
+               "B": {"shape": {"J": 4096, "K": 4096}, "dtype": "bf16", "sharding": "B[J_Y, K]"}},
+    "ops": [{"name": "x", "kind": "all_reduce", "bytes": 1000000, "axes": ["Y"]},
+            {"name": "mm", "kind": "matmul", "a": "A", "b": "B", "out": "C", "after": ["x"]}]})");
+  REQUIRE(w.ops.size() == 4);
+  int gathers = 0;
+  for (std::size_t i = 1; i < w.ops.size(); ++i) {
+    const Op& op = w.ops[i];
+    if (op.kind == OpKind::AllGather) ++gathers;
+    const bool waits_for_x = std::find(op.deps.begin(), op.deps.end(), 0u) != op.deps.end();
+    CHECK(waits_for_x);
+  }
+  CHECK(gathers == 2);
 }
