@@ -142,6 +142,11 @@ traces::TraceLayout trace_layout(const workloads::Workload& w, const topology::T
 
 RunResult simulate(const workloads::Workload& w, const SimulateOptions& options) {
   const topology::Torus torus = w.make_torus();
+  if (!options.trace_path.empty())
+    for (std::uint32_t chip : options.trace.chips)
+      if (chip >= torus.num_chips())
+        throw Error(fmt::format("--trace-chips: chip {} is out of range: {} has chips 0..{}", chip, w.file,
+                                torus.num_chips() - 1));
   const Expanded ex = expand(w, torus);
 
   // When every chip may start each op: the completion of its last entry join.

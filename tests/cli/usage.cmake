@@ -1,10 +1,12 @@
 # Help and usage errors of the command line.
 #
-#   cmake -DMESHSIM=<binary> -P tests/cli/usage.cmake
+#   cmake -DMESHSIM=<binary> -DEXAMPLE=<small example workload> -P tests/cli/usage.cmake
 #
 # - `meshsim --help` and `meshsim run --help` exit 0 and mention every flag;
 # - usage errors exit 1 with exactly one stderr line "meshsim: error: ..." and no stdout;
-# - a missing workload file gives "meshsim: error: nonexistent.json: cannot open file".
+# - a missing workload file gives "meshsim: error: nonexistent.json: cannot open file";
+# - bad options on a valid workload (EXAMPLE, copied into the folder as w.json)
+#   give exactly the expected error line, and write no file.
 cmake_minimum_required(VERSION 3.25)
 
 if(NOT DEFINED MESHSIM OR "${MESHSIM}" STREQUAL "")
@@ -79,6 +81,39 @@ if(NOT "${out}" STREQUAL "")
 endif()
 if(NOT "${err}" STREQUAL "${expected}")
   report("`meshsim run nonexistent.json`: stderr differs\n  expected: [${expected}]\n  got:      [${err}]")
+endif()
+
+# expect_error(<expected stderr line> <args>...): exit 1, nothing on stdout, exactly that line.
+function(expect_error expected)
+  run_meshsim(${ARGN})
+  string(REPLACE ";" " " shown "meshsim ${ARGN}")
+  if(NOT "${rc}" STREQUAL "1")
+    report("`${shown}`: expected exit code 1, got '${rc}' (stderr: ${err})")
+  endif()
+  if(NOT "${out}" STREQUAL "")
+    report("`${shown}`: expected nothing on stdout, got:\n${out}")
+  endif()
+  if(NOT "${err}" STREQUAL "${expected}\n")
+    report("`${shown}`: stderr differs\n  expected: [${expected}\n]\n  got:      [${err}]")
+  endif()
+  set(failures "${failures}" PARENT_SCOPE)
+endfunction()
+
+if(DEFINED EXAMPLE AND NOT "${EXAMPLE}" STREQUAL "")
+  file(COPY_FILE "${EXAMPLE}" "${work_dir}/w.json")
+  # --trace-chips: every id must be a chip of the workload (4 chips).
+  expect_error("meshsim: error: --trace-chips: chip 9 is out of range: w.json has chips 0..3"
+               run w.json -q --trace t.json --trace-chips 0,9)
+  file(GLOB written LIST_DIRECTORIES true "${work_dir}/*")
+  list(REMOVE_ITEM written "${work_dir}/w.json")
+  if(written)
+    report("bad options wrote files: ${written}")
+  endif()
+  file(READ "${EXAMPLE}" original)
+  file(READ "${work_dir}/w.json" now)
+  if(NOT "${original}" STREQUAL "${now}")
+    report("a bad option overwrote the workload file")
+  endif()
 endif()
 
 file(REMOVE_RECURSE "${work_dir}")
