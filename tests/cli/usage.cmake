@@ -104,6 +104,12 @@ if(DEFINED EXAMPLE AND NOT "${EXAMPLE}" STREQUAL "")
   # --trace-chips: every id must be a chip of the workload (4 chips).
   expect_error("meshsim: error: --trace-chips: chip 9 is out of range: w.json has chips 0..3"
                run w.json -q --trace t.json --trace-chips 0,9)
+  # --trace: only .json, .pftrace or .pb; not '-', not empty.
+  foreach(bad x.txt - trace)
+    expect_error("meshsim: error: --trace: expected a file name ending in .json, .pftrace or .pb, got '${bad}'"
+                 run w.json -q --trace ${bad})
+  endforeach()
+  expect_error("meshsim: error: --trace: 1 required TEXT missing (see meshsim --help)" run w.json -q --trace=)
   file(GLOB written LIST_DIRECTORIES true "${work_dir}/*")
   list(REMOVE_ITEM written "${work_dir}/w.json")
   if(written)

@@ -31,6 +31,14 @@ void write_output(const std::string& path, const std::string& text) {
   if (!out) throw meshsim::Error(path + ": cannot write file");
 }
 
+// --trace FILE: a .json, .pftrace or .pb file name.
+void check_trace_path(const std::string& path) {
+  const bool ok = (path.ends_with(".json") && path.size() > 5) || (path.ends_with(".pftrace") && path.size() > 8) ||
+                  (path.ends_with(".pb") && path.size() > 3);
+  if (!ok)
+    throw meshsim::Error("--trace: expected a file name ending in .json, .pftrace or .pb, got '" + path + "'");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -60,7 +68,7 @@ int main(int argc, char** argv) {
   std::string trace_path, trace_detail = "hops", trace_window;
   std::vector<std::uint32_t> trace_chips;
   std::size_t trace_max_events = 5'000'000;
-  run->add_option("--trace", trace_path,
+  CLI::Option* trace_option = run->add_option("--trace", trace_path,
                   "Write a Perfetto trace (open it in ui.perfetto.dev): per chip its ops, compute and every link "
                   "direction, hop by hop. FILE.json: Chrome JSON; FILE.pftrace (or .pb): Perfetto protobuf, ~5x smaller")
       ->option_text("FILE");
@@ -107,6 +115,7 @@ int main(int argc, char** argv) {
       std::fputs(meshsim::driver::format_explain(w).c_str(), stdout);
       return 0;
     }
+    if (trace_option->count() > 0) check_trace_path(trace_path);
     const meshsim::workloads::Workload w = meshsim::workloads::load_workload(workload_path);
     meshsim::driver::SimulateOptions options;
     options.busiest_links = links;
