@@ -110,6 +110,13 @@ if(DEFINED EXAMPLE AND NOT "${EXAMPLE}" STREQUAL "")
                  run w.json -q --trace ${bad})
   endforeach()
   expect_error("meshsim: error: --trace: 1 required TEXT missing (see meshsim --help)" run w.json -q --trace=)
+  # Outputs that would overwrite each other or the workload.
+  expect_error("meshsim: error: --trace: 'o.json' is also the --json output; give them different files"
+               run w.json -q --json ./o.json --trace o.json)
+  expect_error("meshsim: error: --trace: './w.json' is the workload file; it would be overwritten"
+               run w.json -q --trace ./w.json)
+  expect_error("meshsim: error: --json: 'w.json' is the workload file; it would be overwritten"
+               run w.json -q --json w.json)
   file(GLOB written LIST_DIRECTORIES true "${work_dir}/*")
   list(REMOVE_ITEM written "${work_dir}/w.json")
   if(written)

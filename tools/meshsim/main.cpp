@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <new>
+#include <system_error>
 
 #include "base/error.hpp"
 #include "driver/explain.hpp"
@@ -29,6 +31,27 @@ void write_output(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
   out << text;
   if (!out) throw meshsim::Error(path + ": cannot write file");
+}
+
+// The same file, by the path it would resolve to (it need not exist yet).
+bool same_file(const std::string& a, const std::string& b) {
+  std::error_code ec_a, ec_b;
+  // Absolute first: weakly_canonical leaves a relative path with no existing prefix relative.
+  const std::filesystem::path pa = std::filesystem::weakly_canonical(std::filesystem::absolute(a, ec_a), ec_a);
+  const std::filesystem::path pb = std::filesystem::weakly_canonical(std::filesystem::absolute(b, ec_b), ec_b);
+  if (ec_a || ec_b) return a == b;
+  return pa == pb;
+}
+
+// Throws Error when the output paths collide with each other or with the workload.
+void check_outputs(const std::string& workload, const std::string& json, const std::string& trace) {
+  const bool json_file = !json.empty() && json != "-";
+  if (json_file && same_file(json, workload))
+    throw meshsim::Error("--json: '" + json + "' is the workload file; it would be overwritten");
+  if (!trace.empty() && same_file(trace, workload))
+    throw meshsim::Error("--trace: '" + trace + "' is the workload file; it would be overwritten");
+  if (json_file && !trace.empty() && same_file(json, trace))
+    throw meshsim::Error("--trace: '" + trace + "' is also the --json output; give them different files");
 }
 
 // --trace FILE: a .json, .pftrace or .pb file name.
@@ -116,6 +139,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (trace_option->count() > 0) check_trace_path(trace_path);
+    check_outputs(workload_path, json_path, trace_path);
     const meshsim::workloads::Workload w = meshsim::workloads::load_workload(workload_path);
     meshsim::driver::SimulateOptions options;
     options.busiest_links = links;
