@@ -117,6 +117,11 @@ if(DEFINED EXAMPLE AND NOT "${EXAMPLE}" STREQUAL "")
                run w.json -q --trace ./w.json)
   expect_error("meshsim: error: --json: 'w.json' is the workload file; it would be overwritten"
                run w.json -q --json w.json)
+  # Trace options need --trace.
+  foreach(args "--trace-detail;ops" "--trace-chips;1" "--trace-window;1:2" "--trace-max-events;5")
+    list(GET args 0 flag)
+    expect_error("meshsim: error: ${flag} requires --trace (see meshsim --help)" run w.json -q ${args})
+  endforeach()
   file(GLOB written LIST_DIRECTORIES true "${work_dir}/*")
   list(REMOVE_ITEM written "${work_dir}/w.json")
   if(written)

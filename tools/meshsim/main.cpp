@@ -98,15 +98,19 @@ int main(int argc, char** argv) {
   run->add_option("--trace-detail", trace_detail,
                   "ops: op and compute slices and link counters; steps: + collective steps; hops: + every hop "
                   "transfer and flow arrows (default)")
-      ->check(CLI::IsMember({"ops", "steps", "hops"}));
+      ->check(CLI::IsMember({"ops", "steps", "hops"}))
+      ->needs(trace_option);
   run->add_option("--trace-chips", trace_chips, "Trace only these chip ids (comma-separated)")
       ->delimiter(',')
-      ->option_text("ID,...");
+      ->option_text("ID,...")
+      ->needs(trace_option);
   run->add_option("--trace-window", trace_window, "Trace only what overlaps FROM:TO microseconds")
-      ->option_text("FROM:TO");
+      ->option_text("FROM:TO")
+      ->needs(trace_option);
   run->add_option("--trace-max-events", trace_max_events, "Stop the trace at N events, with a warning (default 5000000)")
       ->option_text("N")
-      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 40));
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 40))
+      ->needs(trace_option);
   bool verify = false;
   run->add_flag("--verify", verify,
                 "Also execute the lowered program on small random data (every chip its own shard, real data "
