@@ -122,6 +122,13 @@ if(DEFINED EXAMPLE AND NOT "${EXAMPLE}" STREQUAL "")
     list(GET args 0 flag)
     expect_error("meshsim: error: ${flag} requires --trace (see meshsim --help)" run w.json -q ${args})
   endforeach()
+  # --trace-window: the whole of FROM:TO must parse, and TO must be after FROM in picoseconds.
+  foreach(window 1:2junk 1: :2 1x:2 inf:2 2:1 1:1 " 1:2")
+    expect_error("meshsim: error: --trace-window: expected FROM:TO in microseconds with 0 <= FROM < TO, got '${window}'"
+                 run w.json -q --trace t.json --trace-window ${window})
+  endforeach()
+  expect_error("meshsim: error: --trace-window: FROM and TO are the same picosecond, got '0:0.0000001'"
+               run w.json -q --trace t.json --trace-window 0:0.0000001)
   file(GLOB written LIST_DIRECTORIES true "${work_dir}/*")
   list(REMOVE_ITEM written "${work_dir}/w.json")
   if(written)

@@ -2,11 +2,14 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <new>
+#include <optional>
 #include <system_error>
 
 #include "base/error.hpp"
@@ -31,6 +34,29 @@ void write_output(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
   out << text;
   if (!out) throw meshsim::Error(path + ": cannot write file");
+}
+
+// A whole string as a finite decimal number (no leading '+', no trailing text).
+std::optional<double> parse_number(std::string_view text) {
+  double value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || !std::isfinite(value)) return std::nullopt;
+  return value;
+}
+
+// --trace-window FROM:TO (microseconds) as ticks; throws Error when malformed or
+// when TO, rounded to picoseconds, is not after FROM.
+std::pair<meshsim::Tick, meshsim::Tick> parse_window(const std::string& text) {
+  const std::string usage = "--trace-window: expected FROM:TO in microseconds with 0 <= FROM < TO, got '" + text + "'";
+  const auto colon = text.find(':');
+  if (colon == std::string::npos) throw meshsim::Error(usage);
+  const std::optional<double> from = parse_number(std::string_view(text).substr(0, colon));
+  const std::optional<double> to = parse_number(std::string_view(text).substr(colon + 1));
+  if (!from || !to || !(*from >= 0) || !(*to > *from) || *to > 1e12) throw meshsim::Error(usage);
+  const meshsim::Tick a = meshsim::tick_from_seconds(*from * 1e-6), b = meshsim::tick_from_seconds(*to * 1e-6);
+  if (b <= a)
+    throw meshsim::Error("--trace-window: FROM and TO are the same picosecond, got '" + text + "'");
+  return {a, b};
 }
 
 // The same file, by the path it would resolve to (it need not exist yet).
@@ -144,6 +170,8 @@ int main(int argc, char** argv) {
     }
     if (trace_option->count() > 0) check_trace_path(trace_path);
     check_outputs(workload_path, json_path, trace_path);
+    std::pair<meshsim::Tick, meshsim::Tick> window;
+    if (!trace_window.empty()) window = parse_window(trace_window);
     const meshsim::workloads::Workload w = meshsim::workloads::load_workload(workload_path);
     meshsim::driver::SimulateOptions options;
     options.busiest_links = links;
@@ -155,13 +183,8 @@ int main(int argc, char** argv) {
     options.trace.chips = trace_chips;
     options.trace.max_events = trace_max_events;
     if (!trace_window.empty()) {
-      double from = 0, to = 0;
-      char colon = 0;
-      if (std::sscanf(trace_window.c_str(), "%lf%c%lf", &from, &colon, &to) != 3 || colon != ':' || !(from >= 0) ||
-          !(to > from) || to > 1e12)
-        return fail("--trace-window: expected FROM:TO in microseconds with 0 <= FROM < TO, got '" + trace_window + "'");
-      options.trace.from = meshsim::tick_from_seconds(from * 1e-6);
-      options.trace.to = meshsim::tick_from_seconds(to * 1e-6);
+      options.trace.from = window.first;
+      options.trace.to = window.second;
     }
     const meshsim::driver::RunResult result = meshsim::driver::simulate(w, options);
     if (!result.trace_warning.empty()) std::fprintf(stderr, "meshsim: warning: %s\n", result.trace_warning.c_str());
