@@ -129,6 +129,10 @@ if(DEFINED EXAMPLE AND NOT "${EXAMPLE}" STREQUAL "")
   endforeach()
   expect_error("meshsim: error: --trace-window: FROM and TO are the same picosecond, got '0:0.0000001'"
                run w.json -q --trace t.json --trace-window 0:0.0000001)
+  # A folder given as the workload.
+  file(MAKE_DIRECTORY "${work_dir}/dir.json")
+  expect_error("meshsim: error: dir.json: is a directory, not a workload file" run dir.json)
+  file(REMOVE_RECURSE "${work_dir}/dir.json")
   file(GLOB written LIST_DIRECTORIES true "${work_dir}/*")
   list(REMOVE_ITEM written "${work_dir}/w.json")
   if(written)
