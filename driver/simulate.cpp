@@ -46,7 +46,8 @@ std::string algorithm_name(const workloads::Op& op, const workloads::Workload& w
 // Names and owners of chips and resources, for a torus or a GPU fabric.
 struct Names {
   std::vector<std::string> chips, resources, tracks;
-  std::vector<std::uint32_t> resource_chip, resource_peer;
+  std::vector<std::uint32_t> resource_chip;
+  std::vector<std::string> resource_src, resource_dst;  // a link's two ends, by name
   std::vector<int> resource_track;
 };
 
@@ -62,7 +63,31 @@ Names names_of(const workloads::Workload& w, const topology::Torus& torus, const
       const bool gpu_link = link.kind != topology::FabricLinkKind::LeafToSpine &&
                             link.kind != topology::FabricLinkKind::SpineToLeaf;
       n.resource_chip.push_back(gpu_link ? link.a : traces::kNoChip);
-      n.resource_peer.push_back(gpu_link ? link.a : traces::kNoChip);
+      // A GPU's links run to or from a switch: its node's NVLink switch or its rail's leaf.
+      const std::string gpu = gpu_link ? f.gpu_name(link.a) : std::string();
+      const std::string nvswitch = fmt::format("n{} nvswitch", f.node_of(link.a));
+      const std::string leaf = fmt::format("rail {} leaf", gpu_link ? f.local_rank(link.a) : static_cast<int>(link.a));
+      const std::string spine = fmt::format("spine {}", link.b);
+      switch (link.kind) {
+        case topology::FabricLinkKind::NvlinkUp:
+          n.resource_src.push_back(gpu), n.resource_dst.push_back(nvswitch);
+          break;
+        case topology::FabricLinkKind::NvlinkDown:
+          n.resource_src.push_back(nvswitch), n.resource_dst.push_back(gpu);
+          break;
+        case topology::FabricLinkKind::NicUp:
+          n.resource_src.push_back(gpu), n.resource_dst.push_back(leaf);
+          break;
+        case topology::FabricLinkKind::NicDown:
+          n.resource_src.push_back(leaf), n.resource_dst.push_back(gpu);
+          break;
+        case topology::FabricLinkKind::LeafToSpine:
+          n.resource_src.push_back(leaf), n.resource_dst.push_back(spine);
+          break;
+        case topology::FabricLinkKind::SpineToLeaf:
+          n.resource_src.push_back(spine), n.resource_dst.push_back(leaf);
+          break;
+      }
       n.resource_track.push_back(gpu_link ? 1 + static_cast<int>(link.kind) : 0);
     }
   } else {
@@ -77,7 +102,8 @@ Names names_of(const workloads::Workload& w, const topology::Torus& torus, const
       const bool exists = torus.link_exists(l);
       n.resources.push_back(exists ? torus.link_name(l) : std::string("-"));
       n.resource_chip.push_back(exists ? link.src : traces::kNoChip);
-      n.resource_peer.push_back(exists ? link.dst : traces::kNoChip);
+      n.resource_src.push_back(exists ? n.chips[link.src] : std::string());
+      n.resource_dst.push_back(exists ? n.chips[link.dst] : std::string());
       n.resource_track.push_back(1 + 2 * link.axis + static_cast<int>(link.direction));
     }
   }
@@ -85,7 +111,8 @@ Names names_of(const workloads::Workload& w, const topology::Torus& torus, const
     const auto chip = static_cast<std::uint32_t>(r - ex.links);
     n.resources.push_back(fmt::format("compute {}", n.chips[chip]));
     n.resource_chip.push_back(chip);
-    n.resource_peer.push_back(chip);
+    n.resource_src.push_back(n.chips[chip]);
+    n.resource_dst.emplace_back();
     n.resource_track.push_back(0);
   }
   return n;
@@ -98,7 +125,8 @@ traces::TraceLayout trace_layout(const workloads::Workload& w, const topology::T
   l.chip_names = n.chips;
   l.track_names = n.tracks;
   l.resource_chip = n.resource_chip;
-  l.resource_peer = n.resource_peer;
+  l.resource_src = n.resource_src;
+  l.resource_dst = n.resource_dst;
   l.resource_track = n.resource_track;
   for (const workloads::Op& op : w.ops) {
     l.op_names.push_back(op.name);
@@ -114,6 +142,11 @@ traces::TraceLayout trace_layout(const workloads::Workload& w, const topology::T
 
 RunResult simulate(const workloads::Workload& w, const SimulateOptions& options) {
   const topology::Torus torus = w.make_torus();
+  if (!options.trace_path.empty())
+    for (std::uint32_t chip : options.trace.chips)
+      if (chip >= torus.num_chips())
+        throw Error(fmt::format("--trace-chips: chip {} is out of range: {} has chips 0..{}", chip, w.file,
+                                torus.num_chips() - 1));
   const Expanded ex = expand(w, torus);
 
   // When every chip may start each op: the completion of its last entry join.

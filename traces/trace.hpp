@@ -35,7 +35,8 @@ constexpr std::uint32_t kNoChip = ~std::uint32_t{0};  // a resource no chip owns
 struct TraceLayout {
   std::vector<std::string> chip_names;          // per chip, e.g. "(1,0)"
   std::vector<std::uint32_t> resource_chip;     // per resource: the chip it belongs to (a link: its source), or kNoChip
-  std::vector<std::uint32_t> resource_peer;     // per resource: a link's destination chip (compute: itself)
+  std::vector<std::string> resource_src;        // per resource: the name of a link's sending end (a chip or a switch)
+  std::vector<std::string> resource_dst;        // per resource: the name of a link's receiving end (compute: empty)
   std::vector<int> resource_track;              // per resource: 0 compute, d >= 1 link direction d
   std::vector<std::string> track_names;         // per track index: "compute", "+x", "-x", ...
   std::vector<std::string> op_names, op_kinds;  // per op

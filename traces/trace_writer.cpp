@@ -229,8 +229,8 @@ class Writer {
                    {"algorithm", l_.op_algorithms[task.op()], 0},
                    {"step", "", step},
                    {"bytes", "", static_cast<std::int64_t>(task.amount)},
-                   {"src", l_.chip_names[chip], 0},
-                   {"dst", l_.chip_names[l_.resource_peer[task.resource]], 0},
+                   {"src", l_.resource_src[task.resource], 0},
+                   {"dst", l_.resource_dst[task.resource], 0},
                    {"arrival_ps", "", t.arrival.ps()},
                    {"forward_chunk_bytes", "", static_cast<std::int64_t>(l_.forward_chunk_bytes)}},
                   flows ? flows_out_[i] : none, flows ? flows_in_[i] : none);

@@ -1,10 +1,12 @@
 # Help and usage errors of the command line.
 #
-#   cmake -DMESHSIM=<binary> -P tests/cli/usage.cmake
+#   cmake -DMESHSIM=<binary> -DEXAMPLE=<small example workload> -P tests/cli/usage.cmake
 #
 # - `meshsim --help` and `meshsim run --help` exit 0 and mention every flag;
 # - usage errors exit 1 with exactly one stderr line "meshsim: error: ..." and no stdout;
-# - a missing workload file gives "meshsim: error: nonexistent.json: cannot open file".
+# - a missing workload file gives "meshsim: error: nonexistent.json: cannot open file";
+# - bad options on a valid workload (EXAMPLE, copied into the folder as w.json)
+#   give exactly the expected error line, and write no file.
 cmake_minimum_required(VERSION 3.25)
 
 if(NOT DEFINED MESHSIM OR "${MESHSIM}" STREQUAL "")
@@ -79,6 +81,68 @@ if(NOT "${out}" STREQUAL "")
 endif()
 if(NOT "${err}" STREQUAL "${expected}")
   report("`meshsim run nonexistent.json`: stderr differs\n  expected: [${expected}]\n  got:      [${err}]")
+endif()
+
+# expect_error(<expected stderr line> <args>...): exit 1, nothing on stdout, exactly that line.
+function(expect_error expected)
+  run_meshsim(${ARGN})
+  string(REPLACE ";" " " shown "meshsim ${ARGN}")
+  if(NOT "${rc}" STREQUAL "1")
+    report("`${shown}`: expected exit code 1, got '${rc}' (stderr: ${err})")
+  endif()
+  if(NOT "${out}" STREQUAL "")
+    report("`${shown}`: expected nothing on stdout, got:\n${out}")
+  endif()
+  if(NOT "${err}" STREQUAL "${expected}\n")
+    report("`${shown}`: stderr differs\n  expected: [${expected}\n]\n  got:      [${err}]")
+  endif()
+  set(failures "${failures}" PARENT_SCOPE)
+endfunction()
+
+if(DEFINED EXAMPLE AND NOT "${EXAMPLE}" STREQUAL "")
+  file(COPY_FILE "${EXAMPLE}" "${work_dir}/w.json")
+  # --trace-chips: every id must be a chip of the workload (4 chips).
+  expect_error("meshsim: error: --trace-chips: chip 9 is out of range: w.json has chips 0..3"
+               run w.json -q --trace t.json --trace-chips 0,9)
+  # --trace: only .json, .pftrace or .pb; not '-', not empty.
+  foreach(bad x.txt - trace)
+    expect_error("meshsim: error: --trace: expected a file name ending in .json, .pftrace or .pb, got '${bad}'"
+                 run w.json -q --trace ${bad})
+  endforeach()
+  expect_error("meshsim: error: --trace: 1 required TEXT missing (see meshsim --help)" run w.json -q --trace=)
+  # Outputs that would overwrite each other or the workload.
+  expect_error("meshsim: error: --trace: 'o.json' is also the --json output; give them different files"
+               run w.json -q --json ./o.json --trace o.json)
+  expect_error("meshsim: error: --trace: './w.json' is the workload file; it would be overwritten"
+               run w.json -q --trace ./w.json)
+  expect_error("meshsim: error: --json: 'w.json' is the workload file; it would be overwritten"
+               run w.json -q --json w.json)
+  # Trace options need --trace.
+  foreach(args "--trace-detail;ops" "--trace-chips;1" "--trace-window;1:2" "--trace-max-events;5")
+    list(GET args 0 flag)
+    expect_error("meshsim: error: ${flag} requires --trace (see meshsim --help)" run w.json -q ${args})
+  endforeach()
+  # --trace-window: the whole of FROM:TO must parse, and TO must be after FROM in picoseconds.
+  foreach(window 1:2junk 1: :2 1x:2 inf:2 2:1 1:1 " 1:2")
+    expect_error("meshsim: error: --trace-window: expected FROM:TO in microseconds with 0 <= FROM < TO, got '${window}'"
+                 run w.json -q --trace t.json --trace-window ${window})
+  endforeach()
+  expect_error("meshsim: error: --trace-window: FROM and TO are the same picosecond, got '0:0.0000001'"
+               run w.json -q --trace t.json --trace-window 0:0.0000001)
+  # A folder given as the workload.
+  file(MAKE_DIRECTORY "${work_dir}/dir.json")
+  expect_error("meshsim: error: dir.json: is a directory, not a workload file" run dir.json)
+  file(REMOVE_RECURSE "${work_dir}/dir.json")
+  file(GLOB written LIST_DIRECTORIES true "${work_dir}/*")
+  list(REMOVE_ITEM written "${work_dir}/w.json")
+  if(written)
+    report("bad options wrote files: ${written}")
+  endif()
+  file(READ "${EXAMPLE}" original)
+  file(READ "${work_dir}/w.json" now)
+  if(NOT "${original}" STREQUAL "${now}")
+    report("a bad option overwrote the workload file")
+  endif()
 endif()
 
 file(REMOVE_RECURSE "${work_dir}")

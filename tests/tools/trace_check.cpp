@@ -14,6 +14,7 @@
 // start "s" has exactly one finish "f" with the same (id, cat, name); M events use
 // only process_name, thread_name (args.name) and process_sort_index,
 // thread_sort_index (args.sort_index); counter args are numbers.
+// Every hop slice names two different ends (args src, dst: chips or switches).
 // Agreement: per link, the bytes of its hop slices equal what the engine moved
 // (RUN.json's busiest_links, written with --links covering every link), and the
 // last slice ends at the run's total time.
@@ -201,7 +202,12 @@ int main(int argc, char** argv) {
       slices[{pid, tid}].emplace_back(t, end);
       slice_keys.emplace_back(pid, tid, (t + 500) / 1000, e.value("name", ""));
       last_end = std::max(last_end, end);
-      if (e.value("cat", "") == "hop") hops.emplace_back(pid, tid, e["args"]["bytes"].get<std::uint64_t>());
+      if (e.value("cat", "") == "hop") {
+        hops.emplace_back(pid, tid, e["args"]["bytes"].get<std::uint64_t>());
+        const std::string src = e["args"].value("src", ""), dst = e["args"].value("dst", "");
+        if (src.empty() || dst.empty() || src == dst)
+          fail(where + ": a hop needs two different ends, got src '" + src + "' dst '" + dst + "'");
+      }
     } else if (ph == "s" || ph == "f") {
       if (!e.contains("id")) fail(where + ": flow without id");
       const auto key = std::make_tuple(e["id"].dump(), e.value("cat", ""), e.value("name", ""));

@@ -2,10 +2,15 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <charconv>
+#include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <new>
+#include <optional>
+#include <system_error>
 
 #include "base/error.hpp"
 #include "driver/explain.hpp"
@@ -29,6 +34,58 @@ void write_output(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
   out << text;
   if (!out) throw meshsim::Error(path + ": cannot write file");
+}
+
+// A whole string as a finite decimal number (no leading '+', no trailing text).
+std::optional<double> parse_number(std::string_view text) {
+  double value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || !std::isfinite(value)) return std::nullopt;
+  return value;
+}
+
+// --trace-window FROM:TO (microseconds) as ticks; throws Error when malformed or
+// when TO, rounded to picoseconds, is not after FROM.
+std::pair<meshsim::Tick, meshsim::Tick> parse_window(const std::string& text) {
+  const std::string usage = "--trace-window: expected FROM:TO in microseconds with 0 <= FROM < TO, got '" + text + "'";
+  const auto colon = text.find(':');
+  if (colon == std::string::npos) throw meshsim::Error(usage);
+  const std::optional<double> from = parse_number(std::string_view(text).substr(0, colon));
+  const std::optional<double> to = parse_number(std::string_view(text).substr(colon + 1));
+  if (!from || !to || !(*from >= 0) || !(*to > *from) || *to > 1e12) throw meshsim::Error(usage);
+  const meshsim::Tick a = meshsim::tick_from_seconds(*from * 1e-6), b = meshsim::tick_from_seconds(*to * 1e-6);
+  if (b <= a)
+    throw meshsim::Error("--trace-window: FROM and TO are the same picosecond, got '" + text + "'");
+  return {a, b};
+}
+
+// The same file, by the path it would resolve to (it need not exist yet).
+bool same_file(const std::string& a, const std::string& b) {
+  std::error_code ec_a, ec_b;
+  // Absolute first: weakly_canonical leaves a relative path with no existing prefix relative.
+  const std::filesystem::path pa = std::filesystem::weakly_canonical(std::filesystem::absolute(a, ec_a), ec_a);
+  const std::filesystem::path pb = std::filesystem::weakly_canonical(std::filesystem::absolute(b, ec_b), ec_b);
+  if (ec_a || ec_b) return a == b;
+  return pa == pb;
+}
+
+// Throws Error when the output paths collide with each other or with the workload.
+void check_outputs(const std::string& workload, const std::string& json, const std::string& trace) {
+  const bool json_file = !json.empty() && json != "-";
+  if (json_file && same_file(json, workload))
+    throw meshsim::Error("--json: '" + json + "' is the workload file; it would be overwritten");
+  if (!trace.empty() && same_file(trace, workload))
+    throw meshsim::Error("--trace: '" + trace + "' is the workload file; it would be overwritten");
+  if (json_file && !trace.empty() && same_file(json, trace))
+    throw meshsim::Error("--trace: '" + trace + "' is also the --json output; give them different files");
+}
+
+// --trace FILE: a .json, .pftrace or .pb file name.
+void check_trace_path(const std::string& path) {
+  const bool ok = (path.ends_with(".json") && path.size() > 5) || (path.ends_with(".pftrace") && path.size() > 8) ||
+                  (path.ends_with(".pb") && path.size() > 3);
+  if (!ok)
+    throw meshsim::Error("--trace: expected a file name ending in .json, .pftrace or .pb, got '" + path + "'");
 }
 
 }  // namespace
@@ -60,22 +117,26 @@ int main(int argc, char** argv) {
   std::string trace_path, trace_detail = "hops", trace_window;
   std::vector<std::uint32_t> trace_chips;
   std::size_t trace_max_events = 5'000'000;
-  run->add_option("--trace", trace_path,
+  CLI::Option* trace_option = run->add_option("--trace", trace_path,
                   "Write a Perfetto trace (open it in ui.perfetto.dev): per chip its ops, compute and every link "
                   "direction, hop by hop. FILE.json: Chrome JSON; FILE.pftrace (or .pb): Perfetto protobuf, ~5x smaller")
       ->option_text("FILE");
   run->add_option("--trace-detail", trace_detail,
                   "ops: op and compute slices and link counters; steps: + collective steps; hops: + every hop "
                   "transfer and flow arrows (default)")
-      ->check(CLI::IsMember({"ops", "steps", "hops"}));
+      ->check(CLI::IsMember({"ops", "steps", "hops"}))
+      ->needs(trace_option);
   run->add_option("--trace-chips", trace_chips, "Trace only these chip ids (comma-separated)")
       ->delimiter(',')
-      ->option_text("ID,...");
+      ->option_text("ID,...")
+      ->needs(trace_option);
   run->add_option("--trace-window", trace_window, "Trace only what overlaps FROM:TO microseconds")
-      ->option_text("FROM:TO");
+      ->option_text("FROM:TO")
+      ->needs(trace_option);
   run->add_option("--trace-max-events", trace_max_events, "Stop the trace at N events, with a warning (default 5000000)")
       ->option_text("N")
-      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 40));
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 40))
+      ->needs(trace_option);
   bool verify = false;
   run->add_flag("--verify", verify,
                 "Also execute the lowered program on small random data (every chip its own shard, real data "
@@ -107,6 +168,10 @@ int main(int argc, char** argv) {
       std::fputs(meshsim::driver::format_explain(w).c_str(), stdout);
       return 0;
     }
+    if (trace_option->count() > 0) check_trace_path(trace_path);
+    check_outputs(workload_path, json_path, trace_path);
+    std::pair<meshsim::Tick, meshsim::Tick> window;
+    if (!trace_window.empty()) window = parse_window(trace_window);
     const meshsim::workloads::Workload w = meshsim::workloads::load_workload(workload_path);
     meshsim::driver::SimulateOptions options;
     options.busiest_links = links;
@@ -118,13 +183,8 @@ int main(int argc, char** argv) {
     options.trace.chips = trace_chips;
     options.trace.max_events = trace_max_events;
     if (!trace_window.empty()) {
-      double from = 0, to = 0;
-      char colon = 0;
-      if (std::sscanf(trace_window.c_str(), "%lf%c%lf", &from, &colon, &to) != 3 || colon != ':' || !(from >= 0) ||
-          !(to > from) || to > 1e12)
-        return fail("--trace-window: expected FROM:TO in microseconds with 0 <= FROM < TO, got '" + trace_window + "'");
-      options.trace.from = meshsim::tick_from_seconds(from * 1e-6);
-      options.trace.to = meshsim::tick_from_seconds(to * 1e-6);
+      options.trace.from = window.first;
+      options.trace.to = window.second;
     }
     const meshsim::driver::RunResult result = meshsim::driver::simulate(w, options);
     if (!result.trace_warning.empty()) std::fprintf(stderr, "meshsim: warning: %s\n", result.trace_warning.c_str());
