@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "driver/expand.hpp"
 #include "driver/simulate.hpp"
 #include "workloads/workload.hpp"
 
@@ -133,4 +134,40 @@ TEST_CASE("GPU: the double binary tree at 1 GiB matches its closed form, 2V/B", 
   const driver::RunResult r = run(R"({"hardware": "h100-dgx", "mesh": {"X": 8}, "ops": [)" +
                                   ops("all_reduce", R"(["X"])", v, "tree") + "]}");
   CHECK(r.ops[0].time().seconds() == Approx(2.0 * static_cast<double>(v) / 450e9).epsilon(0.01));
+}
+
+TEST_CASE("GPU: the task-limit estimate bounds the transfers every algorithm builds", "[gpu]") {
+  struct Case {
+    std::string head, kind, axes, algorithm;
+  };
+  const std::string node = R"({"hardware": {"preset": "h100-dgx", "forward_chunk_bytes": 65536}, "mesh": {"X": 8}, )";
+  const std::string nodes = R"({"hardware": {"preset": "h100-dgx", "forward_chunk_bytes": 65536},
+    "topology": {"nodes": 3}, "mesh": {"X": 8, "Y": 3}, )";
+  const std::vector<Case> cases = {
+      {node, "all_reduce", R"(["X"])", "nvls"},         {node, "all_reduce", R"(["X"])", "tree"},
+      {node, "all_reduce", R"(["X"])", "ring"},         {node, "all_reduce", R"(["X"])", "direct"},
+      {nodes, "all_reduce", R"(["X", "Y"])", "tree"},   {nodes, "all_reduce", R"(["X", "Y"])", "ring"},
+      {nodes, "all_reduce", R"(["X", "Y"])", "direct"}, {nodes, "all_reduce", R"(["X", "Y"])", "hierarchical"},
+      {nodes, "all_reduce", R"(["Y"])", "tree"},        {nodes, "all_gather", R"(["X", "Y"])", ""},
+      {nodes, "reduce_scatter", R"(["Y"])", ""},        {nodes, "all_to_all", R"(["X", "Y"])", ""},
+  };
+  for (const Case& c : cases)
+    for (std::uint64_t bytes : {std::uint64_t{4608}, std::uint64_t{1} << 20, (std::uint64_t{3} << 22) + 5}) {
+      const workloads::Workload w =
+          workloads::parse_workload(c.head + R"("ops": [)" + ops(c.kind, c.axes, bytes, c.algorithm) + "]}", "t.json");
+      const topology::Torus torus = w.make_torus();
+      const topology::Fabric fabric = w.make_fabric();
+      const driver::Expanded ex = driver::expand(w, torus);
+      const std::uint64_t estimate = driver::estimate_transfers(w.ops[0], w, torus, &fabric);
+      INFO(c.kind << " " << c.axes << " " << c.algorithm << " " << bytes);
+      CHECK(ex.op_transfers[0] > 0);
+      CHECK(ex.op_transfers[0] <= estimate);
+      CHECK(estimate <= 2 * ex.op_transfers[0]);  // an estimate, not a blanket refusal
+    }
+  // A send: its route's links.
+  const workloads::Workload send = workloads::parse_workload(
+      nodes + R"("ops": [{"kind": "send", "bytes": 1024, "from": [0, 0], "to": [3, 2]}]})", "t.json");
+  const topology::Torus torus = send.make_torus();
+  const topology::Fabric fabric = send.make_fabric();
+  CHECK(driver::expand(send, torus).op_transfers[0] == driver::estimate_transfers(send.ops[0], send, torus, &fabric));
 }
