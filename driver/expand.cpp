@@ -13,9 +13,8 @@ namespace meshsim::driver {
 
 namespace {
 
-// An upper bound of the hop transfers an op expands into, computed before
-// building it, so that a huge op is refused without first using the memory.
-std::uint64_t estimate_transfers(const workloads::Op& op, const topology::Torus& t) {
+// The torus estimate (see estimate_transfers).
+std::uint64_t estimate_torus_transfers(const workloads::Op& op, const topology::Torus& t) {
   const std::uint64_t chips = t.num_chips();
   if (op.kind == OpKind::Send)
     return static_cast<std::uint64_t>(t.num_axes()) * static_cast<std::uint64_t>(t.hop_distance(op.src, op.dst));
@@ -49,6 +48,20 @@ std::uint64_t estimate_transfers(const workloads::Op& op, const topology::Torus&
 
 }  // namespace
 
+std::uint64_t estimate_transfers(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& t,
+                                 const topology::Fabric* fabric) {
+  if (!fabric) return estimate_torus_transfers(op, t);
+  switch (op.kind) {
+    case OpKind::Send:
+      return fabric->route(op.src, op.dst).size();
+    case OpKind::Matmul:
+      return 0;
+    default:
+      return collectives::gpu::transfer_bound(*fabric, t, op.kind, gpu_algorithm(op, w, t).algorithm, op.hw_axes,
+                                              op.bytes, w.hardware.forward_chunk_bytes);
+  }
+}
+
 Expanded expand(const workloads::Workload& w, const topology::Torus& torus) {
   Expanded out;
   const std::uint32_t chips = torus.num_chips();
@@ -74,8 +87,15 @@ Expanded expand(const workloads::Workload& w, const topology::Torus& torus) {
     // Reserve from the estimates: untouched capacity costs no resident memory,
     // and no reallocation copies millions of tasks.
     std::uint64_t transfers = 0;
-    for (const workloads::Op& op : w.ops)
-      transfers = std::min<std::uint64_t>(transfers + estimate_transfers(op, torus), kMaxTasks);
+    for (const workloads::Op& op : w.ops) {
+      std::uint64_t estimate = 0;
+      try {
+        estimate = estimate_transfers(op, w, torus, fabric ? &*fabric : nullptr);
+      } catch (const InputError&) {
+        // An op with no algorithm that applies: reported in order below.
+      }
+      transfers = std::min<std::uint64_t>(transfers + std::min<std::uint64_t>(estimate, kMaxTasks), kMaxTasks);
+    }
     const std::uint64_t joins = 2ull * chips * w.ops.size() + transfers / 8;
     b.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(transfers + joins, kMaxTasks)),
               static_cast<std::size_t>(std::min<std::uint64_t>(3 * transfers + 2 * joins, 3 * kMaxTasks)));
@@ -92,12 +112,12 @@ Expanded expand(const workloads::Workload& w, const topology::Torus& torus) {
       b.depend(entry[c], exit[c]);
       for (std::uint32_t dep : op.deps) b.depend(exits[dep][c], entry[c]);
     }
-    const std::uint64_t estimate = estimate_transfers(op, torus);
+    const std::uint64_t estimate = estimate_transfers(op, w, torus, fabric ? &*fabric : nullptr);
     if (b.num_tasks() + estimate + 2ull * chips > kMaxTasks)
       throw InputError(w.file, op.pointer,
                        fmt::format("this op needs about {} hop transfers; with the ops before it that is more than "
-                                   "meshsim's limit of {} tasks (use fewer chips per group or fewer ops)",
-                                   estimate, kMaxTasks));
+                                   "meshsim's limit of {} tasks (use fewer chips per group{} or fewer ops)",
+                                   estimate, kMaxTasks, fabric ? ", a larger forward_chunk_bytes" : ""));
     const std::size_t first_task = b.num_tasks();
     const collectives::OpPorts ports{id, entry, exit};
     switch (op.kind) {

@@ -8,6 +8,7 @@
 
 #include "sim/executor.hpp"
 #include "sim/program.hpp"
+#include "topology/fabric.hpp"
 #include "topology/torus.hpp"
 #include "workloads/workload.hpp"
 
@@ -28,5 +29,13 @@ struct Expanded {
 Expanded expand(const workloads::Workload& w, const topology::Torus& torus);
 
 constexpr std::size_t kMaxTasks = std::size_t{1} << 26;
+
+// An upper bound of the hop transfers `op` expands into, computed before building
+// it so that a huge op is refused without first using the memory: on a GPU
+// fabric (non-null `fabric`) from the chosen algorithm's rings, routes and chunk
+// counts (collectives::gpu::transfer_bound), else the torus estimate. Throws
+// InputError when a named GPU algorithm does not apply.
+std::uint64_t estimate_transfers(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus,
+                                 const topology::Fabric* fabric);
 
 }  // namespace meshsim::driver

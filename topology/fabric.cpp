@@ -11,7 +11,8 @@
 namespace meshsim::topology {
 
 Fabric::Fabric(FabricSpec spec) : spec_(spec) {
-  MESHSIM_ASSERT(spec_.gpus_per_node >= 1 && spec_.nodes >= 1 && spec_.spines >= 1, "fabric sizes must be positive");
+  MESHSIM_ASSERT(spec_.gpus_per_node >= 1 && spec_.nodes >= 1 && spec_.spines >= 1 && spec_.spine_cables >= 1,
+                 "fabric sizes must be positive");
   MESHSIM_ASSERT(spec_.nvlink.bandwidth_bytes_per_s > 0 && spec_.nic.bandwidth_bytes_per_s > 0 &&
                      spec_.spine.bandwidth_bytes_per_s > 0,
                  "fabric bandwidths must be positive");
@@ -20,22 +21,23 @@ Fabric::Fabric(FabricSpec spec) : spec_(spec) {
   for (std::uint32_t g = 0; g < num_gpus_; ++g) links_.push_back({FabricLinkKind::NvlinkDown, g, 0, spec_.nvlink});
   for (std::uint32_t g = 0; g < num_gpus_; ++g) links_.push_back({FabricLinkKind::NicUp, g, 0, spec_.nic});
   for (std::uint32_t g = 0; g < num_gpus_; ++g) links_.push_back({FabricLinkKind::NicDown, g, 0, spec_.nic});
-  for (int r = 0; r < spec_.gpus_per_node; ++r)
-    for (int s = 0; s < spec_.spines; ++s)
-      links_.push_back({FabricLinkKind::LeafToSpine, static_cast<std::uint32_t>(r), static_cast<std::uint32_t>(s),
-                        spec_.spine});
-  for (int r = 0; r < spec_.gpus_per_node; ++r)
-    for (int s = 0; s < spec_.spines; ++s)
-      links_.push_back({FabricLinkKind::SpineToLeaf, static_cast<std::uint32_t>(r), static_cast<std::uint32_t>(s),
-                        spec_.spine});
+  for (FabricLinkKind kind : {FabricLinkKind::LeafToSpine, FabricLinkKind::SpineToLeaf})
+    for (int r = 0; r < spec_.gpus_per_node; ++r)
+      for (int s = 0; s < spec_.spines; ++s)
+        for (int c = 0; c < spec_.spine_cables; ++c)
+          links_.push_back({kind, static_cast<std::uint32_t>(r), static_cast<std::uint32_t>(s), spec_.spine,
+                            static_cast<std::uint32_t>(c)});
 }
 
-LinkId Fabric::leaf_to_spine(int rail, int spine) const {
-  return 4 * num_gpus_ + static_cast<LinkId>(rail * spec_.spines + spine);
+LinkId Fabric::leaf_to_spine(int rail, int spine, int cable) const {
+  MESHSIM_ASSERT(cable >= 0 && cable < spec_.spine_cables, "no such spine cable");
+  return 4 * num_gpus_ + static_cast<LinkId>((rail * spec_.spines + spine) * spec_.spine_cables + cable);
 }
 
-LinkId Fabric::spine_to_leaf(int spine, int rail) const {
-  return 4 * num_gpus_ + static_cast<LinkId>(spec_.gpus_per_node * spec_.spines + rail * spec_.spines + spine);
+LinkId Fabric::spine_to_leaf(int spine, int rail, int cable) const {
+  MESHSIM_ASSERT(cable >= 0 && cable < spec_.spine_cables, "no such spine cable");
+  return 4 * num_gpus_ + static_cast<LinkId>(spec_.gpus_per_node * spec_.spines * spec_.spine_cables +
+                                             (rail * spec_.spines + spine) * spec_.spine_cables + cable);
 }
 
 std::vector<LinkId> Fabric::route(ChipId src, ChipId dst) const {
@@ -45,7 +47,8 @@ std::vector<LinkId> Fabric::route(ChipId src, ChipId dst) const {
   const int rail = local_rank(src), to_rail = local_rank(dst);
   if (rail == to_rail) return {nic_up(src), nic_down(dst)};
   const int spine = node_of(dst) % spec_.spines;
-  return {nic_up(src), leaf_to_spine(rail, spine), spine_to_leaf(spine, to_rail), nic_down(dst)};
+  return {nic_up(src), leaf_to_spine(rail, spine, node_of(src) % spec_.spine_cables),
+          spine_to_leaf(spine, to_rail, node_of(dst) / spec_.spines % spec_.spine_cables), nic_down(dst)};
 }
 
 std::string Fabric::gpu_name(ChipId g) const { return fmt::format("n{}.g{}", node_of(g), local_rank(g)); }
@@ -62,9 +65,11 @@ std::string Fabric::link_name(LinkId id) const {
     case FabricLinkKind::NicDown:
       return gpu_name(l.a) + " nic down";
     case FabricLinkKind::LeafToSpine:
-      return fmt::format("rail {} -> spine {}", l.a, l.b);
+      return fmt::format("rail {} -> spine {}", l.a, l.b) +
+             (spec_.spine_cables > 1 ? fmt::format(", cable {}", l.cable) : std::string());
     case FabricLinkKind::SpineToLeaf:
-      return fmt::format("spine {} -> rail {}", l.b, l.a);
+      return fmt::format("spine {} -> rail {}", l.b, l.a) +
+             (spec_.spine_cables > 1 ? fmt::format(", cable {}", l.cable) : std::string());
   }
   return "?";
 }

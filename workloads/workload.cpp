@@ -38,14 +38,16 @@ topology::Torus Workload::make_torus() const {
 topology::Fabric Workload::make_fabric() const {
   const int nodes = topology.size() > 1 ? topology[1].size : 1;
   topology::LinkSpec spine = hardware.spine;
+  int cables = 1;
   if (hardware.spine_full_bisection) {
-    // A leaf serves one GPU per node; its cables to the spines carry as much.
-    const auto per_cable = (static_cast<std::uint64_t>(nodes) + static_cast<std::uint64_t>(hardware.spines) - 1) /
-                           static_cast<std::uint64_t>(hardware.spines);
-    spine.bandwidth_bytes_per_s = hardware.nic.bandwidth_bytes_per_s * per_cable;
+    // A leaf serves one GPU per node: it has as many NIC-rate cables up to the
+    // spines as it has GPUs, ceil(nodes / spines) to each spine. Each is its own
+    // link, so flows from different nodes do not queue behind one another.
+    cables = (nodes + hardware.spines - 1) / hardware.spines;
+    spine.bandwidth_bytes_per_s = hardware.nic.bandwidth_bytes_per_s;
   }
   return topology::Fabric(topology::FabricSpec{topology[0].size, nodes, hardware.nvlink, hardware.nic, spine,
-                                               hardware.spines});
+                                               hardware.spines, cables});
 }
 
 namespace {

@@ -25,8 +25,9 @@ struct Hardware {
   int gpus_per_node = 0;
   topology::LinkSpec nvlink, nic, spine;
   int spines = 1;
-  // Unless the workload sets the spine bandwidth, every leaf's spine cables carry
-  // as much as its GPUs' NICs together (full bisection, as in a DGX SuperPod).
+  // Unless the workload sets the spine bandwidth (then one cable of that bandwidth
+  // per leaf and spine), every leaf has one NIC-rate cable per node up to the
+  // spines, ceil(nodes / spines) to each (full bisection, as in a DGX SuperPod).
   bool spine_full_bisection = true;
 };
 

@@ -119,6 +119,10 @@ void routed(ProgramBuilder& b, const std::vector<LinkId>& route, std::uint64_t b
 
 }  // namespace
 
+std::uint64_t chunk_count(std::uint64_t bytes, std::uint64_t chunk_bytes) {
+  return std::max<std::uint64_t>(1, ceil_div(bytes, std::max<std::uint64_t>(chunk_bytes, 1)));
+}
+
 const char* algorithm_name(Algorithm a) {
   switch (a) {
     case Algorithm::Ring:
@@ -165,7 +169,7 @@ void nvls_all_reduce(ProgramBuilder& b, const Fabric& f, const std::vector<std::
                      std::uint64_t group_bytes, std::uint64_t chunk_bytes, const OpPorts& ports) {
   for (const auto& ring : rings) {
     const std::uint64_t slice = ceil_div(group_bytes, ring.size());
-    const std::uint64_t kChunks = std::max<std::uint64_t>(1, ceil_div(slice, std::max<std::uint64_t>(chunk_bytes, 1)));
+    const std::uint64_t kChunks = chunk_count(slice, chunk_bytes);
     const std::uint64_t chunk = ceil_div(slice, kChunks);
     std::vector<TaskId> previous(ring.size());
     for (std::uint64_t k = 0; k < kChunks; ++k)
@@ -202,7 +206,7 @@ void tree_all_reduce(ProgramBuilder& b, const Fabric& f, const std::vector<std::
   for (const auto& ring : rings) {
     const std::size_t n = ring.size();
     const std::uint64_t half = ceil_div(group_bytes, 2);
-    const std::uint64_t chunks = std::max<std::uint64_t>(1, ceil_div(half, std::max<std::uint64_t>(chunk_bytes, 1)));
+    const std::uint64_t chunks = chunk_count(half, chunk_bytes);
     const std::uint64_t chunk = ceil_div(half, chunks);
     for (int tree = 0; tree < 2; ++tree) {
       auto chip = [&](std::size_t i) { return ring[tree == 0 ? i : n - 1 - i]; };
@@ -331,6 +335,92 @@ void build(ProgramBuilder& b, const Fabric& f, const Torus& coords, Kind kind, A
 
 void send(ProgramBuilder& b, const Fabric& f, ChipId src, ChipId dst, std::uint64_t bytes, const OpPorts& ports) {
   routed(b, f.route(src, dst), bytes, src, dst, ports);
+}
+
+namespace {
+
+using Count = unsigned __int128;
+constexpr std::uint64_t kCountCap = std::uint64_t{1} << 62;
+
+// The most links a transfer between two GPUs of `group` crosses: a route leaves
+// the node and changes rail (NIC, leaf -> spine, spine -> leaf, NIC) only when the
+// group spans both nodes and rails; otherwise NVLink up and down or NIC up and down.
+Count longest_route(const Fabric& f, const std::vector<ChipId>& group) {
+  bool nodes = false, rails = false;
+  for (ChipId g : group) {
+    nodes = nodes || f.node_of(g) != f.node_of(group.front());
+    rails = rails || f.local_rank(g) != f.local_rank(group.front());
+  }
+  return nodes && rails ? 4 : 2;
+}
+
+// ring_gather / ring_reduce: a chain starts at every position and takes N-1
+// steps, so every ring edge is crossed by N-1 chains, each with its route's links.
+Count ring_phase_transfers(const Fabric& f, const std::vector<std::vector<ChipId>>& rings) {
+  Count total = 0;
+  for (const auto& ring : rings) {
+    if (ring.size() < 2) continue;
+    Count edges = 0;
+    for (std::size_t i = 0; i < ring.size(); ++i) edges += f.route(ring[i], ring[(i + 1) % ring.size()]).size();
+    total += static_cast<Count>(ring.size() - 1) * edges;
+  }
+  return total;
+}
+
+}  // namespace
+
+std::uint64_t transfer_bound(const Fabric& f, const Torus& coords, Kind kind, Algorithm algorithm,
+                             std::span<const int> axes, std::uint64_t group_bytes, std::uint64_t chunk_bytes) {
+  const std::vector<std::vector<ChipId>> rs = rings(coords, axes);
+  if (rs.empty() || rs.front().size() < 2) return 0;
+  Count total = 0;
+  // Every ordered pair of a group once (direct all-reduce, all-to-all).
+  auto all_pairs = [&] {
+    Count n = 0;
+    for (const auto& ring : rs) n += static_cast<Count>(ring.size()) * (ring.size() - 1) * longest_route(f, ring);
+    return n;
+  };
+  switch (kind) {
+    case Kind::AllGather:
+    case Kind::ReduceScatter:
+      total = ring_phase_transfers(f, rs);
+      break;
+    case Kind::AllToAll:
+      total = all_pairs();
+      break;
+    case Kind::AllReduce:
+      switch (algorithm) {
+        case Algorithm::Ring:
+          total = 2 * ring_phase_transfers(f, rs);
+          break;
+        case Algorithm::Direct:
+          total = all_pairs();
+          break;
+        case Algorithm::Hierarchical: {
+          const std::vector<int> in_node{0}, across{1};
+          total = 2 * ring_phase_transfers(f, rings(coords, in_node)) + 2 * ring_phase_transfers(f, rings(coords, across));
+          break;
+        }
+        case Algorithm::Nvls:
+          // Per chunk and owner: N loads up, one down, one store up, N copies down.
+          for (const auto& ring : rs) {
+            const Count n = ring.size();
+            total += static_cast<Count>(chunk_count(ceil_div(group_bytes, ring.size()), chunk_bytes)) * n * (2 * n + 2);
+          }
+          break;
+        case Algorithm::Tree:
+          // Two trees, per chunk N-1 edges up and N-1 down, each a routed hop.
+          for (const auto& ring : rs)
+            total += 2 * static_cast<Count>(chunk_count(ceil_div(group_bytes, 2), chunk_bytes)) * 2 * (ring.size() - 1) *
+                     longest_route(f, ring);
+          break;
+      }
+      break;
+    case Kind::Send:
+    case Kind::Matmul:
+      break;
+  }
+  return total > kCountCap ? kCountCap : static_cast<std::uint64_t>(total);
 }
 
 RingLimits ring_limits(const Fabric& f, const std::vector<std::vector<ChipId>>& rings) {

@@ -39,6 +39,17 @@ void build(ProgramBuilder& b, const topology::Fabric& fabric, const Torus& coord
 void send(ProgramBuilder& b, const topology::Fabric& fabric, ChipId src, ChipId dst, std::uint64_t bytes,
           const OpPorts& ports);
 
+// The pipelining chunks of `bytes` cut at `chunk_bytes` (at least 1): what the
+// chunked algorithms (NVLS over a GPU's slice, the tree over half the buffer)
+// loop over.
+std::uint64_t chunk_count(std::uint64_t bytes, std::uint64_t chunk_bytes);
+
+// An upper bound of the transfers build() creates for a group collective,
+// computed from the same rings, routes and chunk counts without building
+// anything (exact for the ring phases); saturates at 2^62.
+std::uint64_t transfer_bound(const topology::Fabric& fabric, const Torus& coords, Kind kind, Algorithm algorithm,
+                             std::span<const int> axes, std::uint64_t group_bytes, std::uint64_t chunk_bytes);
+
 // The narrowest one-way bandwidth a ring step of these rings crosses (bytes/s),
 // and the latency of the slowest ring step.
 struct RingLimits {

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "driver/expand.hpp"
 #include "driver/simulate.hpp"
 #include "workloads/workload.hpp"
 
@@ -133,4 +134,67 @@ TEST_CASE("GPU: the double binary tree at 1 GiB matches its closed form, 2V/B", 
   const driver::RunResult r = run(R"({"hardware": "h100-dgx", "mesh": {"X": 8}, "ops": [)" +
                                   ops("all_reduce", R"(["X"])", v, "tree") + "]}");
   CHECK(r.ops[0].time().seconds() == Approx(2.0 * static_cast<double>(v) / 450e9).epsilon(0.01));
+}
+
+TEST_CASE("GPU: the task-limit estimate bounds the transfers every algorithm builds", "[gpu]") {
+  struct Case {
+    std::string head, kind, axes, algorithm;
+  };
+  const std::string node = R"({"hardware": {"preset": "h100-dgx", "forward_chunk_bytes": 65536}, "mesh": {"X": 8}, )";
+  const std::string nodes = R"({"hardware": {"preset": "h100-dgx", "forward_chunk_bytes": 65536},
+    "topology": {"nodes": 3}, "mesh": {"X": 8, "Y": 3}, )";
+  const std::vector<Case> cases = {
+      {node, "all_reduce", R"(["X"])", "nvls"},         {node, "all_reduce", R"(["X"])", "tree"},
+      {node, "all_reduce", R"(["X"])", "ring"},         {node, "all_reduce", R"(["X"])", "direct"},
+      {nodes, "all_reduce", R"(["X", "Y"])", "tree"},   {nodes, "all_reduce", R"(["X", "Y"])", "ring"},
+      {nodes, "all_reduce", R"(["X", "Y"])", "direct"}, {nodes, "all_reduce", R"(["X", "Y"])", "hierarchical"},
+      {nodes, "all_reduce", R"(["Y"])", "tree"},        {nodes, "all_gather", R"(["X", "Y"])", ""},
+      {nodes, "reduce_scatter", R"(["Y"])", ""},        {nodes, "all_to_all", R"(["X", "Y"])", ""},
+  };
+  for (const Case& c : cases)
+    for (std::uint64_t bytes : {std::uint64_t{4608}, std::uint64_t{1} << 20, (std::uint64_t{3} << 22) + 5}) {
+      const workloads::Workload w =
+          workloads::parse_workload(c.head + R"("ops": [)" + ops(c.kind, c.axes, bytes, c.algorithm) + "]}", "t.json");
+      const topology::Torus torus = w.make_torus();
+      const topology::Fabric fabric = w.make_fabric();
+      const driver::Expanded ex = driver::expand(w, torus);
+      const std::uint64_t estimate = driver::estimate_transfers(w.ops[0], w, torus, &fabric);
+      INFO(c.kind << " " << c.axes << " " << c.algorithm << " " << bytes);
+      CHECK(ex.op_transfers[0] > 0);
+      CHECK(ex.op_transfers[0] <= estimate);
+      CHECK(estimate <= 2 * ex.op_transfers[0]);  // an estimate, not a blanket refusal
+    }
+  // A send: its route's links.
+  const workloads::Workload send = workloads::parse_workload(
+      nodes + R"("ops": [{"kind": "send", "bytes": 1024, "from": [0, 0], "to": [3, 2]}]})", "t.json");
+  const topology::Torus torus = send.make_torus();
+  const topology::Fabric fabric = send.make_fabric();
+  CHECK(driver::expand(send, torus).op_transfers[0] == driver::estimate_transfers(send.ops[0], send, torus, &fabric));
+}
+
+TEST_CASE("GPU: the full-bisection spine carries a permutation of cross-rail sends side by side", "[gpu]") {
+  // Rail 0 of each of 4 nodes sends 1 GiB to rail 1 of the next node: every flow
+  // crosses rail 0 -> spine -> rail 1, each on its own NIC-rate cable, so all four
+  // finish at the time of one send alone (1 GiB / 50 GB/s).
+  const std::string head = R"({"hardware": "h100-dgx", "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4}, "ops": [)";
+  auto send = [](int from_node, int to_node) {
+    return R"({"kind": "send", "bytes": 1073741824, "from": [0, )" + std::to_string(from_node) + R"(], "to": [1, )" +
+           std::to_string(to_node) + "]}";
+  };
+  const driver::RunResult one = run(head + send(0, 1) + "]}");
+  CHECK(one.ops[0].time().seconds() == Approx(1073741824.0 / 50e9).epsilon(0.01));
+  const driver::RunResult four =
+      run(head + send(0, 1) + ", " + send(1, 2) + ", " + send(2, 3) + ", " + send(3, 0) + "]}");
+  for (const driver::OpResult& o : four.ops) CHECK(o.time() == one.ops[0].time());
+  // Two spines and 4 nodes: two NIC-rate cables from each leaf to each spine;
+  // the spine is picked by destination node (mod 2), the up cable by source node
+  // (mod 2). Sends into nodes 0 and 2 both cross spine 0: from nodes 0 and 1 they
+  // take different up cables; from nodes 1 and 3 they share one and queue, as two
+  // flows hashed onto one cable do.
+  auto pair = [&](int a, int b, int c, int d) {
+    return run(R"({"hardware": {"preset": "h100-dgx", "spines": 2}, "topology": {"nodes": 4},
+      "mesh": {"X": 8, "Y": 4}, "ops": [)" + send(a, b) + ", " + send(c, d) + "]}").makespan.seconds();
+  };
+  CHECK(pair(0, 2, 1, 0) == Approx(one.ops[0].time().seconds()).epsilon(0.001));
+  CHECK(pair(1, 0, 3, 2) == Approx(2 * one.ops[0].time().seconds()).epsilon(0.01));
 }
