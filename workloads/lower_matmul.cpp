@@ -152,16 +152,7 @@ class MatmulLowering {
 
   std::uint32_t emit_collective(OpKind kind, const Array& in, const Array& out, const std::vector<int>& axes,
                                 const std::string& label) {
-    Op op;
-    op.kind = kind;
-    op.name = s_.name + "." + label;
-    op.group = s_.name;
-    op.pointer = s_.where->pointer();
-    op.mesh_axes = axes;
-    op.hw_axes = hardware_axes(w_, axes);
-    op.bytes = group_bytes(w_, in, axes);
-    op.inputs = {in};
-    op.outputs = {out};
+    Op op = collective_step(w_, kind, s_.name + "." + label, s_.name, s_.where->pointer(), in, out, axes);
     const std::uint32_t id = L_.emit(std::move(op), s_.after);  // every step waits, not just the first
     explain_.ops.push_back(id);
     last_ = id;
@@ -527,18 +518,9 @@ void Lowerer::lower_mlp(const Cursor& c, const std::string& name, const std::vec
       if (replicated != hidden.shard_axes) {
         Array gathered = hidden;
         gathered.shard_axes = replicated;
-        std::vector<int> axes = hidden.shard_axes[1];
-        Op op;
-        op.kind = OpKind::AllGather;
-        op.name = tag + ".gather_h";
-        op.group = tag + ".gather_h";
-        op.pointer = c.pointer();
-        op.mesh_axes = axes;
-        op.hw_axes = hardware_axes(w_, axes);
-        op.bytes = group_bytes(w_, hidden, axes);
-        op.inputs = {hidden};
-        op.outputs = {gathered};
-        layer_ops.push_back(emit(std::move(op), {}));
+        layer_ops.push_back(emit(collective_step(w_, OpKind::AllGather, tag + ".gather_h", tag + ".gather_h",
+                                                 c.pointer(), hidden, gathered, hidden.shard_axes[1]),
+                                 {}));
       }
     }
     MatmulSpec down;

@@ -28,6 +28,21 @@ std::vector<int> hardware_axes(const Workload& w, const std::vector<int>& mesh_a
   return out;
 }
 
+Op collective_step(const Workload& w, OpKind kind, const std::string& name, const std::string& group,
+                   const std::string& pointer, const Array& in, const Array& out, const std::vector<int>& axes) {
+  Op op;
+  op.kind = kind;
+  op.name = name;
+  op.group = group;
+  op.pointer = pointer;
+  op.mesh_axes = axes;
+  op.hw_axes = hardware_axes(w, axes);
+  op.bytes = group_bytes(w, in, axes);
+  op.inputs = {in};
+  op.outputs = {out};
+  return op;
+}
+
 void Lowerer::declare(Array a) {
   w_.declared.push_back(a);
   arrays_[a.name] = w_.arrays.size();

@@ -35,6 +35,10 @@ std::uint64_t group_bytes(const Workload& w, const Array& a, const std::vector<i
 std::uint64_t local_bytes(const Workload& w, const Array& a);
 // The hardware axes (size > 1) that mesh axes span.
 std::vector<int> hardware_axes(const Workload& w, const std::vector<int>& mesh_axes);
+// A collective step that a matmul or layer lowers to: `in` over mesh `axes`
+// becomes `out`; V is `in`'s bytes within one group.
+Op collective_step(const Workload& w, OpKind kind, const std::string& name, const std::string& group,
+                   const std::string& pointer, const Array& in, const Array& out, const std::vector<int>& axes);
 
 class Lowerer {
  public:

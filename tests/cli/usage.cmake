@@ -55,23 +55,9 @@ foreach(args "--help" "run;--help")
   endif()
 endforeach()
 
-# Usage errors: exit 1, nothing on stdout, one stderr line "meshsim: error: ...".
-foreach(args "run" "run;x.json;--bogus")
-  string(REPLACE ";" " " shown "meshsim ${args}")
-  run_meshsim(${args})
-  if(NOT "${rc}" STREQUAL "1")
-    report("`${shown}`: expected exit code 1, got '${rc}'")
-  endif()
-  if(NOT "${out}" STREQUAL "")
-    report("`${shown}`: expected nothing on stdout, got:\n${out}")
-  endif()
-  if(NOT "${err}" MATCHES "^meshsim: error: [^\n]*\n$")
-    report("`${shown}`: expected one stderr line starting 'meshsim: error: ', got:\n[${err}]")
-  endif()
-endforeach()
-
-# expect_error(<expected stderr line> <args>...): exit 1, nothing on stdout, exactly that line.
-function(expect_error expected)
+# run_failing(<args>...): runs meshsim, requires exit 1 and nothing on stdout;
+# leaves `shown`, `err` for the caller's stderr check.
+macro(run_failing)
   run_meshsim(${ARGN})
   string(REPLACE ";" " " shown "meshsim ${ARGN}")
   if(NOT "${rc}" STREQUAL "1")
@@ -80,11 +66,24 @@ function(expect_error expected)
   if(NOT "${out}" STREQUAL "")
     report("`${shown}`: expected nothing on stdout, got:\n${out}")
   endif()
+endmacro()
+
+# expect_error(<expected stderr line> <args>...): exit 1, nothing on stdout, exactly that line.
+function(expect_error expected)
+  run_failing(${ARGN})
   if(NOT "${err}" STREQUAL "${expected}\n")
     report("`${shown}`: stderr differs\n  expected: [${expected}\n]\n  got:      [${err}]")
   endif()
   set(failures "${failures}" PARENT_SCOPE)
 endfunction()
+
+# Usage errors: exit 1, nothing on stdout, one stderr line "meshsim: error: ...".
+foreach(args "run" "run;x.json;--bogus")
+  run_failing(${args})
+  if(NOT "${err}" MATCHES "^meshsim: error: [^\n]*\n$")
+    report("`${shown}`: expected one stderr line starting 'meshsim: error: ', got:\n[${err}]")
+  endif()
+endforeach()
 
 # A workload file that does not exist.
 expect_error("meshsim: error: nonexistent.json: cannot open file" run nonexistent.json)
