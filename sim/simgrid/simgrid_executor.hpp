@@ -30,15 +30,20 @@ struct NodeTiming {
   Tick done;   // completed (a transfer's node: all flows over it completed)
 };
 
-struct SimgridRun {
-  std::vector<NodeTiming> tasks;  // per program task (FlowGraph nodes [0, num_tasks))
+// What a run counted (trivially copyable: the child process sends it as bytes).
+struct SimgridStats {
   Tick makespan;
-  std::uint64_t flows = 0;         // SimGrid communications run
-  std::uint64_t computes = 0;      // SimGrid executions run
+  std::uint64_t flows = 0;             // SimGrid communications run
+  std::uint64_t computes = 0;          // SimGrid executions run
   std::uint64_t hosts = 0, routes = 0;
-  double engine_seconds = 0;       // wall time of SimGrid's platform set-up and run, in the child
-  std::uint64_t unfinished = 0;    // nodes that never completed (a deadlock); 0 after a good run
+  std::uint64_t workers = 0;           // worker actors: the most flows and computes in flight at once
+  double engine_seconds = 0;           // wall time of SimGrid's platform set-up and run, in the child
+  std::uint64_t unfinished = 0;        // nodes that never completed (a deadlock); 0 after a good run
   std::uint32_t first_unfinished = 0;
+};
+
+struct SimgridRun : SimgridStats {
+  std::vector<NodeTiming> tasks;  // per program task (FlowGraph nodes [0, num_tasks))
 };
 
 // Runs `graph` on a SimGrid platform with one host per node (nodes 0..num_nodes-1)
