@@ -52,7 +52,18 @@ kernels::Roofline matmul_cost(const workloads::Op& op, const workloads::Hardware
                      fmt::format("the local matmul would take {:.3g} s, past the simulator's limit of {:.3g} s "
                                  "(2^62 ps); reduce the sizes or raise the rates",
                                  longest, kMaxTick.seconds()));
-  return kernels::roofline(in);
+  kernels::Roofline r = kernels::roofline(in);
+  // Calibrated on real hardware (meshsim run --calibration): the fitted time of
+  // the shape replaces the compute term; the HBM roofline still bounds it.
+  for (const workloads::CalibratedMatmul& fit : hw.calibrated_matmuls)
+    if (fit.dtype == dtype) {
+      const double t = fit.launch_s + in.flops / fit.flops_per_s + in.hbm_bytes / fit.hbm_bytes_per_s;
+      if (!(t < kMaxTick.seconds()))
+        throw InputError(file, op.pointer, fmt::format("the calibrated local matmul would take {:.3g} s, past the "
+                                                       "simulator's limit of {:.3g} s", t, kMaxTick.seconds()));
+      r.compute_time = tick_from_seconds(t);
+    }
+  return r;
 }
 
 namespace {
