@@ -109,7 +109,8 @@ Calibration parse_calibration(std::string_view text, std::string_view file_name)
   }
   {
     const Cursor h = top.at("hardware");
-    h.only_keys({"device", "gpus", "cuda_runtime", "nccl", "nccl_algo", "nccl_proto"});
+    h.only_keys({"device", "gpus", "sms", "cuda_runtime", "nccl", "nccl_algo", "nccl_proto"});
+    if (auto sms = h.find("sms")) cal.hardware.sms = static_cast<int>(sms->as_int_in(1, 1 << 16));
     cal.hardware.device = h.at("device").as_string();
     if (cal.hardware.device.empty()) h.at("device").fail("expected the device's name, got an empty string");
     cal.hardware.gpus = static_cast<int>(h.at("gpus").as_int_in(1, 1 << 20));
@@ -129,14 +130,20 @@ Calibration parse_calibration(std::string_view text, std::string_view file_name)
   if (auto list = top.find("matmul")) {
     if (!list->raw().is_array()) list->fail("expected an array of fits, got " + list->type_name());
     for (const Cursor& m : list->elements()) {
-      m.only_keys({"dtype", "launch_s", "flops_per_s", "hbm_bytes_per_s", "points", "rms_relative_residual",
-                   "max_relative_residual"});
+      m.only_keys({"dtype", "launch_s", "flops_per_s", "wave_flops_per_s", "sms", "hbm_bytes_per_s", "points",
+                   "rms_relative_residual", "max_relative_residual"});
       MatmulFit f;
       f.dtype = dtype(m.at("dtype"));
       if (cal.matmul_for(f.dtype)) m.at("dtype").fail(fmt::format("a second fit for dtype {}", f.dtype));
       f.launch_s = nonnegative_seconds(m.at("launch_s"));
       f.flops_per_s = rate(m.at("flops_per_s"));
       f.hbm_bytes_per_s = rate(m.at("hbm_bytes_per_s"));
+      if (auto sms = m.find("sms")) {
+        f.sms = static_cast<int>(sms->as_int_in(1, 1 << 16));
+        f.wave_flops_per_s = rate(m.at("wave_flops_per_s"));
+      } else if (auto w = m.find("wave_flops_per_s")) {
+        w->fail("a wave rate needs \"sms\", the streaming multiprocessors it was fitted with");
+      }
       f.quality = quality(m);
       cal.matmul.push_back(f);
     }
@@ -205,6 +212,7 @@ std::string format_calibration(const Calibration& c) {
   Json& h = j["hardware"];
   h["device"] = c.hardware.device;
   h["gpus"] = c.hardware.gpus;
+  if (c.hardware.sms > 0) h["sms"] = c.hardware.sms;
   if (!c.hardware.cuda_runtime.empty()) h["cuda_runtime"] = c.hardware.cuda_runtime;
   if (!c.hardware.nccl.empty()) h["nccl"] = c.hardware.nccl;
   if (!c.hardware.nccl_algo.empty()) h["nccl_algo"] = c.hardware.nccl_algo;
@@ -223,6 +231,10 @@ std::string format_calibration(const Calibration& c) {
       e["launch_s"] = m.launch_s;
       e["flops_per_s"] = m.flops_per_s;
       e["hbm_bytes_per_s"] = m.hbm_bytes_per_s;
+      if (m.sms > 0) {
+        e["sms"] = m.sms;
+        e["wave_flops_per_s"] = m.wave_flops_per_s;
+      }
       put_quality(e, m.quality);
       list.push_back(e);
     }
@@ -263,9 +275,10 @@ std::vector<std::string> apply_calibration(workloads::Workload& w, const Calibra
   }
   hw.calibrated_matmuls.clear();
   for (const MatmulFit& m : c.matmul) {
-    hw.calibrated_matmuls.push_back({m.dtype, m.launch_s, m.flops_per_s, m.hbm_bytes_per_s});
-    changes.push_back(fmt::format("{} matmul: {:.3g} s + flops / {:.4g} FLOP/s + bytes / {:.4g} B/s", m.dtype,
-                                  m.launch_s, m.flops_per_s, m.hbm_bytes_per_s));
+    hw.calibrated_matmuls.push_back({m.dtype, m.launch_s, m.flops_per_s, m.wave_flops_per_s, m.hbm_bytes_per_s, m.sms});
+    changes.push_back(fmt::format("{} matmul: {:.3g} s + flops / {:.4g} FLOP/s + wave flops / {:.4g} FLOP/s ({} SMs) "
+                                  "+ bytes / {:.4g} B/s",
+                                  m.dtype, m.launch_s, m.flops_per_s, m.wave_flops_per_s, m.sms, m.hbm_bytes_per_s));
   }
   auto set_link = [&](topology::LinkSpec& spec, const LinkFit& f, double latency_share) {
     spec.bandwidth_bytes_per_s = static_cast<std::uint64_t>(std::llround(f.bandwidth_bytes_per_s));

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kernels/calibrated_matmul.hpp"
 #include "workloads/workload.hpp"
 
 namespace meshsim::calibrate {
@@ -26,6 +27,7 @@ struct FitQuality {
 struct HardwareInfo {
   std::string device;        // e.g. "NVIDIA H200"
   int gpus = 0;              // visible GPUs used
+  int sms = 0;               // streaming multiprocessors per GPU (0: not known)
   std::string cuda_runtime;  // e.g. "12.4"
   std::string nccl;          // e.g. "2.21.5"; empty: no collectives measured
   std::string nccl_algo, nccl_proto;  // NCCL_ALGO / NCCL_PROTO in force ("" = NCCL's choice)
@@ -39,17 +41,20 @@ struct HbmFit {
   FitQuality quality;
 };
 
-// A local matmul of one dtype: t = launch + flops / rate + hbm_bytes / bandwidth
-// (flops = 2mkn, hbm_bytes = (mk + kn + mn) x element bytes). The efficiency of a
-// shape is (flops / peak) / t.
+// A local matmul of one dtype: t = launch + flops / rate + wave_flops / wave rate
+// + hbm_bytes / bandwidth (kernels/calibrated_matmul.hpp; without `sms` no wave
+// term). The efficiency of a shape is (flops / peak) / t.
 struct MatmulFit {
   std::string dtype;  // bf16, fp16, fp32, int8, fp8
   double launch_s = 0;
   double flops_per_s = 0;
+  double wave_flops_per_s = 0;  // with sms > 0
   double hbm_bytes_per_s = 0;
+  int sms = 0;
   FitQuality quality;
-  double time_s(double flops, double hbm_bytes) const {
-    return launch_s + flops / flops_per_s + hbm_bytes / hbm_bytes_per_s;
+  kernels::MatmulTimeModel model() const { return {launch_s, flops_per_s, wave_flops_per_s, hbm_bytes_per_s, sms}; }
+  double time_s(std::uint64_t m, std::uint64_t k, std::uint64_t n, std::uint64_t element_bytes) const {
+    return kernels::calibrated_matmul_time(model(), m, k, n, element_bytes);
   }
 };
 

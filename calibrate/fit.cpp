@@ -48,7 +48,7 @@ struct Solution {
 
 // min sum_i ((x_i . c - t_i) / t_i)^2 subject to c >= 0: the best of the
 // unconstrained solutions over every subset of the columns whose coefficients
-// all come out non-negative (at most 3 columns: 8 subsets).
+// all come out non-negative (at most 4 columns: 15 subsets).
 Solution relative_nnls(const Eigen::MatrixXd& x, const Eigen::VectorXd& t, const char* what) {
   const Eigen::Index rows = x.rows(), cols = x.cols();
   if (rows < cols + 1)
@@ -116,14 +116,15 @@ LinkFit fit_terms(std::span<const CollectivePoint> points, const char* what, Sol
 
 }  // namespace
 
-MatmulFit fit_matmul(const std::string& dtype, std::span<const MatmulPoint> points) {
-  Eigen::MatrixXd x(static_cast<Eigen::Index>(points.size()), 3);
+MatmulFit fit_matmul(const std::string& dtype, std::span<const MatmulPoint> points, int sms) {
+  Eigen::MatrixXd x(static_cast<Eigen::Index>(points.size()), sms > 0 ? 4 : 3);
   Eigen::VectorXd t(static_cast<Eigen::Index>(points.size()));
   for (std::size_t i = 0; i < points.size(); ++i) {
     const auto row = static_cast<Eigen::Index>(i);
     x(row, 0) = 1.0;
     x(row, 1) = matmul_flops(points[i]);
     x(row, 2) = matmul_hbm_bytes(points[i]);
+    if (sms > 0) x(row, 3) = kernels::wave_flops(points[i].m, points[i].k, points[i].n, sms);
     t(row) = points[i].time_s;
   }
   const std::string what = dtype + " matmul fit";
@@ -133,6 +134,10 @@ MatmulFit fit_matmul(const std::string& dtype, std::span<const MatmulPoint> poin
   f.launch_s = sol.coef(0);
   f.flops_per_s = rate_of(sol.coef(1));
   f.hbm_bytes_per_s = rate_of(sol.coef(2));
+  if (sms > 0) {
+    f.sms = sms;
+    f.wave_flops_per_s = rate_of(sol.coef(3));
+  }
   f.quality = sol.quality;
   return f;
 }

@@ -49,7 +49,8 @@ RingTerms ring_terms(OpKind kind, int ranks, std::uint64_t bytes);
 
 // Each throws Error when the points cannot determine the fit (too few points, a
 // non-positive time).
-MatmulFit fit_matmul(const std::string& dtype, std::span<const MatmulPoint> points);
+// With sms > 0 the wave term (kernels/calibrated_matmul.hpp) is a fourth column.
+MatmulFit fit_matmul(const std::string& dtype, std::span<const MatmulPoint> points, int sms = 0);
 HbmFit fit_hbm(std::span<const CopyPoint> points);
 // All the points of one level together (the parameters `run` uses).
 LinkFit fit_link(Level level, std::span<const CollectivePoint> points);

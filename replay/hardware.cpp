@@ -35,6 +35,7 @@ calibrate::HardwareInfo hardware_info(const cu::Probe& probe, int gpus_used) {
   calibrate::HardwareInfo h;
   h.device = probe.device.empty() ? "unknown" : probe.device;
   h.gpus = std::max(gpus_used, 1);
+  h.sms = probe.sms;
   h.cuda_runtime = probe.cuda_runtime;
   h.nccl = probe.nccl;
   if (const char* a = std::getenv("NCCL_ALGO")) h.nccl_algo = a;
@@ -66,6 +67,7 @@ Json hardware_json(const calibrate::HardwareInfo& h) {
   Json j;
   j["device"] = h.device;
   j["gpus"] = h.gpus;
+  if (h.sms > 0) j["sms"] = h.sms;
   j["cuda_runtime"] = h.cuda_runtime;
   j["nccl"] = h.nccl;
   j["nccl_algo"] = h.nccl_algo;
@@ -153,8 +155,9 @@ Measurements parse_measurements(std::string_view text, std::string_view file_nam
     top.at("meshsim_measurements").fail("unsupported measurements version (this meshsim reads version 1)");
   {
     const Cursor h = top.at("hardware");
-    h.only_keys({"device", "gpus", "cuda_runtime", "nccl", "nccl_algo", "nccl_proto"});
+    h.only_keys({"device", "gpus", "sms", "cuda_runtime", "nccl", "nccl_algo", "nccl_proto"});
     m.hardware.device = h.at("device").as_string();
+    if (auto sms = h.find("sms")) m.hardware.sms = static_cast<int>(sms->as_int_in(1, 1 << 16));
     m.hardware.gpus = static_cast<int>(h.at("gpus").as_int_in(1, 1 << 20));
     m.hardware.cuda_runtime = h.at("cuda_runtime").as_string();
     m.hardware.nccl = h.at("nccl").as_string();
@@ -390,7 +393,7 @@ calibrate::Calibration fit_suite(const Measurements& m) {
       if (g.dtype == dtype && !g.holdout)
         points.push_back({g.m, g.k, g.n, dtype == "fp32" ? 4u : dtype == "int8" || dtype == "fp8" ? 1u : 2u,
                           g.time.median_s});
-    cal.matmul.push_back(calibrate::fit_matmul(dtype, points));
+    cal.matmul.push_back(calibrate::fit_matmul(dtype, points, m.hardware.sms));
   }
   if (!m.copy.empty()) {
     std::vector<calibrate::CopyPoint> points;
@@ -517,7 +520,7 @@ std::string format_comparison(const Measurements& m, const calibrate::Calibratio
     if (cal)
       if (const calibrate::MatmulFit* f = cal->matmul_for(g.dtype)) {
         const double hbm = cal->hbm ? cal->hbm->bandwidth_bytes_per_s : p->chip.hbm_bandwidth_bytes_per_s;
-        r.after = std::max(f->time_s(flops, bytes), bytes / hbm);
+        r.after = std::max(f->time_s(g.m, g.k, g.n, pt.element_bytes), bytes / hbm);
       }
     rows.push_back(r);
   }

@@ -14,11 +14,12 @@
 
 namespace meshsim::workloads {
 
-// A local matmul's time as calibrated on real hardware (meshsim run --calibration):
-// launch_s + flops / flops_per_s + hbm_bytes / hbm_bytes_per_s, for one dtype.
+// A local matmul's time as calibrated on real hardware (meshsim run --calibration;
+// the form is kernels/calibrated_matmul.hpp's), for one dtype.
 struct CalibratedMatmul {
   std::string dtype;
-  double launch_s = 0, flops_per_s = 0, hbm_bytes_per_s = 0;
+  double launch_s = 0, flops_per_s = 0, wave_flops_per_s = 0, hbm_bytes_per_s = 0;
+  int sms = 0;  // 0: no wave term
 };
 
 struct Hardware {

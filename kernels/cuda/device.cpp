@@ -90,7 +90,10 @@ Probe probe() {
   }
   p.gpus = count;
   cudaDeviceProp prop{};
-  if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) p.device = prop.name;
+  if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) {
+    p.device = prop.name;
+    p.sms = prop.multiProcessorCount;
+  }
   int runtime = 0;
   if (cudaRuntimeGetVersion(&runtime) == cudaSuccess) p.cuda_runtime = version_string(runtime, 1000, 10, 100);
   int nccl = 0;

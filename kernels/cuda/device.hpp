@@ -16,6 +16,7 @@ namespace meshsim::kernels::cuda {
 struct Probe {
   int gpus = 0;
   std::string device;        // name of GPU 0
+  int sms = 0;               // its streaming multiprocessors
   std::string cuda_runtime;  // "12.4"
   std::string nccl;          // "2.21.5"; empty without NCCL
   std::string problem;

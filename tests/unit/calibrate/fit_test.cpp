@@ -47,9 +47,38 @@ TEST_CASE("fit: matmul launch, FLOP rate and memory bandwidth within 2 % from no
   for (MatmulPoint p : {MatmulPoint{3072, 3072, 3072, 2, 0}, MatmulPoint{64, 12288, 6144, 2, 0},
                         MatmulPoint{6144, 1536, 512, 2, 0}}) {
     const double true_eff = matmul_flops(p) / peak / (launch + matmul_flops(p) / rate + matmul_hbm_bytes(p) / bw);
-    const double fit_eff = matmul_flops(p) / peak / f.time_s(matmul_flops(p), matmul_hbm_bytes(p));
+    const double fit_eff = matmul_flops(p) / peak / f.time_s(p.m, p.k, p.n, 2);
     CHECK(within(fit_eff, true_eff, 0.02));
   }
+}
+
+TEST_CASE("fit: matmul with whole waves of tiles: the wave term, not the smooth one", "[calibrate]") {
+  // A library without stream-K on 132 SMs: every wave of 128x128 tiles costs
+  // its full time. 4 us launch, 750 TFLOP/s per full wave, 3.6 TB/s.
+  const int sms = 132;
+  const double launch = 4e-6, wave_rate = 7.5e14, bw = 3.6e12;
+  auto truth = [&](const MatmulPoint& p) {
+    return launch + kernels::wave_flops(p.m, p.k, p.n, sms) / wave_rate + matmul_hbm_bytes(p) / bw;
+  };
+  Noise noise;
+  std::vector<MatmulPoint> points;
+  for (std::uint64_t m : {128u, 512u, 2048u, 4096u, 8192u})
+    for (std::uint64_t n : {128u, 512u, 2048u, 4096u, 8192u})
+      for (std::uint64_t k : {512u, 4096u, 8192u}) {
+        MatmulPoint p{m, k, n, 2, 0};
+        p.time_s = noise(truth(p));
+        points.push_back(p);
+      }
+  const MatmulFit f = fit_matmul("bf16", points, sms);
+  CHECK(f.sms == sms);
+  CHECK(within(f.launch_s, launch, 0.02));
+  CHECK(within(f.wave_flops_per_s, wave_rate, 0.02));
+  CHECK(within(f.hbm_bytes_per_s, bw, 0.02));
+  CHECK(f.flops_per_s > 50 * wave_rate);  // the smooth term carries (almost) nothing
+  // 3072^3 is 576 tiles, 4.4 waves on 132 SMs: the fifth wave costs in full.
+  const MatmulPoint odd{3072, 3072, 3072, 2, 0};
+  CHECK(within(f.time_s(odd.m, odd.k, odd.n, 2), truth(odd), 0.02));
+  CHECK(kernels::wave_flops(3072, 3072, 3072, sms) == 5.0 * sms * 2 * 128 * 128 * 3072);
 }
 
 TEST_CASE("fit: HBM copy latency and bandwidth within 2 %", "[calibrate]") {
