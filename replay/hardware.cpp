@@ -261,36 +261,47 @@ Measurements replay(const workloads::Workload& w, const Plan& plan, const cu::Pr
 
 std::string format_replay_trace(const workloads::Workload& w, const Measurements& m) {
   const topology::Torus torus = w.make_torus();
-  std::uint32_t ranks = 0;
-  for (const OpMeasurement& o : m.ops) ranks = std::max(ranks, o.ranks_replayed > 0 ? std::uint32_t(1) : 0u);
-  ranks = std::min<std::uint32_t>(static_cast<std::uint32_t>(m.hardware.gpus), torus.num_chips());
-  std::string out = "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
-  bool first = true;
-  auto event = [&](const std::string& e) {
-    out += first ? "" : ",\n";
-    out += e;
-    first = false;
+  const std::uint32_t ranks = std::min<std::uint32_t>(static_cast<std::uint32_t>(m.hardware.gpus), torus.num_chips());
+  Json events = Json::array();
+  auto meta = [&](std::uint32_t pid, std::optional<int> tid, const char* name, Json args) {
+    Json e;
+    e["ph"] = "M";
+    e["pid"] = pid;
+    if (tid) e["tid"] = *tid;
+    e["name"] = name;
+    e["args"] = std::move(args);
+    events.push_back(std::move(e));
   };
   for (std::uint32_t c = 0; c < ranks; ++c) {
-    event(fmt::format(R"({{"ph":"M","pid":{},"name":"process_name","args":{{"name":"chip {}"}}}})", c + 1,
-                      torus.chip_name(c)));
-    event(fmt::format(R"({{"ph":"M","pid":{},"name":"process_sort_index","args":{{"sort_index":{}}}}})", c + 1, c));
-    event(fmt::format(R"({{"ph":"M","pid":{},"tid":1,"name":"thread_name","args":{{"name":"ops"}}}})", c + 1));
+    meta(c + 1, std::nullopt, "process_name", Json{{"name", "chip " + torus.chip_name(c)}});
+    meta(c + 1, std::nullopt, "process_sort_index", Json{{"sort_index", c}});
+    meta(c + 1, 1, "thread_name", Json{{"name", "ops"}});
   }
-  double t = 0;
+  // The ops back to back at their median times, on every chip with a GPU (a
+  // collective whose groups did not fit is not in the file: it has no time).
+  double t_us = 0;
   for (const OpMeasurement& o : m.ops) {
     if (!o.time) continue;
-    // The chips that ran it: GEMMs on every replayed rank; collectives on the ranks of replayed groups.
-    for (std::uint32_t c = 0; c < ranks; ++c)
-      event(fmt::format(
-          R"({{"ph":"X","pid":{},"tid":1,"ts":{:.6f},"dur":{:.6f},"name":"{}","cat":"{}","args":{{"median_s":{},"min_s":{},"max_s":{},"replayed":true}}}})",
-          c + 1, t * 1e6, o.time->median_s * 1e6, o.name, kind_name(o.kind), o.time->median_s, o.time->min_s,
-          o.time->max_s));
-    t += o.time->median_s;
+    for (std::uint32_t c = 0; c < ranks; ++c) {
+      Json e;
+      e["ph"] = "X";
+      e["pid"] = c + 1;
+      e["tid"] = 1;
+      e["ts"] = t_us;
+      e["dur"] = o.time->median_s * 1e6;
+      e["name"] = o.name;
+      e["cat"] = kind_name(o.kind);
+      e["args"] = Json{{"median_s", o.time->median_s}, {"min_s", o.time->min_s}, {"max_s", o.time->max_s},
+                       {"ranks_replayed", o.ranks_replayed}, {"ranks", o.ranks}};
+      events.push_back(std::move(e));
+    }
+    t_us += o.time->median_s * 1e6;
   }
-  event(R"({"ph":"M","pid":0,"name":"process_name","args":{"name":"meshsim replay"}})");
-  out += "\n]}\n";
-  return out;
+  meta(0, std::nullopt, "process_name", Json{{"name", "meshsim replay"}});
+  Json root;
+  root["displayTimeUnit"] = "ns";
+  root["traceEvents"] = std::move(events);
+  return root.dump() + "\n";
 }
 
 // ------------------------------------------------------------------ suite

@@ -129,3 +129,37 @@ TEST_CASE("hardware: without a GPU the probe says why, and a session refuses pla
   }
   if (!kernels::cuda::built_with_cuda()) CHECK_THROWS_AS(kernels::cuda::Session(1), Error);
 }
+
+TEST_CASE("hardware: a replay's measurements file and trace", "[replay]") {
+  const workloads::Workload w = workloads::load_workload(kSource + "/examples/mlp_2x2_v5e.json");
+  Measurements m;
+  m.file = "m.json";
+  m.workload = w.file;
+  m.hardware.device = "NVIDIA H200";
+  m.hardware.gpus = 2;
+  const std::vector<OpStep> steps = device_steps(w, make_plan(w), 2);
+  for (const OpStep& s : steps) {
+    OpMeasurement o;
+    o.op = s.op;
+    o.name = w.ops[s.op].name;
+    o.kind = w.ops[s.op].kind;
+    o.ranks = s.ranks;
+    o.ranks_replayed = s.ranks_replayed;
+    o.skipped = s.skipped;
+    if (!s.calls.empty()) o.time = spread_of({3e-6, 1e-6, 2e-6});
+    m.ops.push_back(o);
+  }
+  CHECK(m.ops[0].time->median_s == 2e-6);
+  CHECK(m.ops[0].time->min_s == 1e-6);
+  CHECK(m.ops[0].time->max_s == 3e-6);
+  CHECK_FALSE(m.ops[2].time);
+  const std::string text = format_measurements(m);
+  CHECK(format_measurements(parse_measurements(text, "m.json")) == text);
+
+  const std::string trace = format_replay_trace(w, m);
+  CHECK(trace.find(R"x("args":{"name":"chip (0,0)"})x") != std::string::npos);
+  CHECK(trace.find(R"x("args":{"name":"chip (1,0)"})x") != std::string::npos);
+  CHECK(trace.find("chip (0,1)") == std::string::npos);  // no GPU for chip 2
+  CHECK(trace.find(R"x({"ph":"X","pid":2,"tid":1,"ts":2.0,"dur":2.0,"name":"mlp.down.matmul","cat":"matmul")x") != std::string::npos);
+  CHECK(trace.find("mlp.down.all_reduce") == std::string::npos);  // not replayed
+}
