@@ -145,7 +145,7 @@ std::function<std::optional<int>()> add_hardware_commands(CLI::App& app) {
 
   return [o]() -> std::optional<int> {
     if (o->replay->parsed()) {
-      if (!o->dry_run && o->gpus != 8 && o->replay->count("--gpus") > 0)
+      if (!o->dry_run && o->replay->count("--gpus") > 0)
         throw Error("replay: --gpus only applies with --dry-run (a replay uses the visible GPUs)");
       if (o->dry_run && (!o->out.empty() || !o->trace.empty()))
         throw Error("replay: --dry-run measures nothing; --out and --trace need a replay");
