@@ -54,6 +54,14 @@ expect_error("meshsim: error: replay: --dry-run measures nothing; --out and --tr
 expect_error("meshsim: error: replay: --gpus only applies with --dry-run (a replay uses the visible GPUs)"
              replay examples/mlp_2x2_v5e.json --gpus 2)
 expect_error("meshsim: error: nope.json: cannot open file" replay nope.json --dry-run)
+expect_error("meshsim: error: replay: --out 'examples/mlp_2x2_v5e.json' is the workload file; it would be overwritten"
+             replay examples/mlp_2x2_v5e.json --out examples/mlp_2x2_v5e.json)
+expect_error("meshsim: error: replay: --trace '${WORK_DIR}/m.json' is also the --out output; give them different files"
+             replay examples/mlp_2x2_v5e.json --out ${WORK_DIR}/m.json --trace ${WORK_DIR}/m.json)
+expect_error("meshsim: error: replay: --trace: expected a file name ending in .json, got 't.pftrace'"
+             replay examples/mlp_2x2_v5e.json --trace t.pftrace)
+expect_error("meshsim: error: calibrate: --measurements '${WORK_DIR}/c.json' is also the --out output; give them different files"
+             calibrate --out ${WORK_DIR}/c.json --measurements ${WORK_DIR}/c.json)
 
 # Replay and calibrate: work on a GPU, else one plain line.
 foreach(args "replay;examples/mlp_2x2_v5e.json;--repetitions;1" "calibrate;--out;${WORK_DIR}/cal.json;--quick")

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 
@@ -20,6 +21,30 @@ void write_file(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
   out << text;
   if (!out) throw Error(path + ": cannot write file");
+}
+
+// The same file, by the path it would resolve to (it need not exist yet).
+bool same_file(const std::string& a, const std::string& b) {
+  std::error_code ea, eb;
+  const auto pa = std::filesystem::weakly_canonical(std::filesystem::absolute(a, ea), ea);
+  const auto pb = std::filesystem::weakly_canonical(std::filesystem::absolute(b, eb), eb);
+  return ea || eb ? a == b : pa == pb;
+}
+
+// Throws Error when an output would overwrite an input or the other output.
+void check_outputs(const char* command, const std::vector<std::pair<const char*, std::string>>& inputs,
+                   const std::vector<std::pair<const char*, std::string>>& outputs) {
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    const auto& [flag, path] = outputs[i];
+    if (path.empty()) continue;
+    for (const auto& [what, input] : inputs)
+      if (!input.empty() && same_file(path, input))
+        throw Error(fmt::format("{}: {} '{}' is the {}; it would be overwritten", command, flag, path, what));
+    for (std::size_t j = 0; j < i; ++j)
+      if (!outputs[j].second.empty() && same_file(path, outputs[j].second))
+        throw Error(fmt::format("{}: {} '{}' is also the {} output; give them different files", command, flag, path,
+                                outputs[j].first));
+  }
 }
 
 struct Options {
@@ -145,13 +170,19 @@ std::function<std::optional<int>()> add_hardware_commands(CLI::App& app) {
 
   return [o]() -> std::optional<int> {
     if (o->replay->parsed()) {
+      check_outputs("replay", {{"workload file", o->workload}}, {{"--out", o->out}, {"--trace", o->trace}});
+      if (!o->trace.empty() && !(o->trace.size() > 5 && o->trace.ends_with(".json")))
+        throw Error("replay: --trace: expected a file name ending in .json, got '" + o->trace + "'");
       if (!o->dry_run && o->replay->count("--gpus") > 0)
         throw Error("replay: --gpus only applies with --dry-run (a replay uses the visible GPUs)");
       if (o->dry_run && (!o->out.empty() || !o->trace.empty()))
         throw Error("replay: --dry-run measures nothing; --out and --trace need a replay");
       return run_replay(*o);
     }
-    if (o->calibrate->parsed()) return run_calibrate(*o);
+    if (o->calibrate->parsed()) {
+      check_outputs("calibrate", {}, {{"--out", o->out}, {"--measurements", o->measurements}});
+      return run_calibrate(*o);
+    }
     if (o->compare->parsed()) return run_compare(*o);
     return std::nullopt;
   };
