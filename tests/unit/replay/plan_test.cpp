@@ -174,3 +174,45 @@ TEST_CASE("plan: what one or a few GPUs replay, and what they skip", "[replay]")
     CHECK(steps[2].skipped == "all 2 groups (rank r runs on GPU r: the first group needs 3 GPUs, 2 visible)");
   }
 }
+
+TEST_CASE("plan: multi-axis collectives, all_to_all as grouped send/recv, send as a pair", "[replay]") {
+  const workloads::Workload w = workloads::parse_workload(R"({
+    "hardware": "tpu-v5e", "mesh": {"X": 16, "Y": 16},
+    "ops": [{"name": "ag", "kind": "all_gather", "axes": ["X", "Y"], "bytes": 16777216},
+            {"name": "a2a", "kind": "all_to_all", "axes": ["Y"], "bytes": 1048576},
+            {"name": "p2p", "kind": "send", "bytes": 4096, "from": [0, 0], "to": [3, 5]}]})",
+                                                          "w.json");
+  const Plan p = make_plan(w);
+  // One communicator of all 256 chips for X,Y, ordered X major: (x, y) has rank 16x + y.
+  const Call& ag = p.calls[37][0];  // chip 37 = (5, 2)
+  CHECK(ag.kind == CallKind::AllGather);
+  const Communicator& both = p.communicators[ag.communicator];
+  REQUIRE(both.ranks.size() == 256);
+  CHECK(both.mesh_axes == std::vector<std::string>{"X", "Y"});
+  CHECK(both.ranks[0] == 0);
+  CHECK(both.ranks[1] == 16);   // (0, 1)
+  CHECK(both.ranks[16] == 1);   // (1, 0)
+  CHECK(ag.comm_rank == 5 * 16 + 2);
+  CHECK(ag.send_bytes == 16777216 / 256);
+  // AllToAll over Y: V/P to and from the group, V/P^2 to each peer.
+  const Call& a2a = p.calls[37][1];
+  CHECK(a2a.kind == CallKind::SendRecv);
+  CHECK(p.communicators[a2a.communicator].ranks == column(37));
+  CHECK(a2a.send_bytes == 1048576 / 16);
+  CHECK(a2a.peer_bytes == 1048576 / 256);
+  // The send: chip (0,0) = 0 to chip (3,5) = 83 on a two-rank communicator.
+  REQUIRE(p.calls[0].size() == 3);
+  REQUIRE(p.calls[83].size() == 3);
+  const Call& s = p.calls[0][2];
+  const Call& r = p.calls[83][2];
+  CHECK(s.kind == CallKind::Send);
+  CHECK(r.kind == CallKind::Recv);
+  CHECK(s.peer == 83);
+  CHECK(r.peer == 0);
+  CHECK(s.communicator == r.communicator);
+  CHECK(p.communicators[s.communicator].ranks == std::vector<std::uint32_t>{0, 83});
+  CHECK(p.calls[1].size() == 2);  // no part in the send
+  // On 84 GPUs the send replays; on 83 it cannot.
+  CHECK(device_steps(w, p, 84)[2].ranks_replayed == 2);
+  CHECK(device_steps(w, p, 83)[2].ranks_replayed == 0);
+}
