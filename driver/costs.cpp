@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "base/error.hpp"
+#include "kernels/calibrated_matmul.hpp"
 #include "sim/collectives/gpu.hpp"
 
 namespace meshsim::driver {
@@ -52,7 +53,20 @@ kernels::Roofline matmul_cost(const workloads::Op& op, const workloads::Hardware
                      fmt::format("the local matmul would take {:.3g} s, past the simulator's limit of {:.3g} s "
                                  "(2^62 ps); reduce the sizes or raise the rates",
                                  longest, kMaxTick.seconds()));
-  return kernels::roofline(in);
+  kernels::Roofline r = kernels::roofline(in);
+  // Calibrated on real hardware (meshsim run --calibration): the fitted time of
+  // the shape replaces the compute term; the HBM roofline still bounds it.
+  for (const workloads::CalibratedMatmul& fit : hw.calibrated_matmuls)
+    if (fit.dtype == dtype) {
+      const double t = kernels::calibrated_matmul_time(
+          {fit.launch_s, fit.flops_per_s, fit.wave_flops_per_s, fit.hbm_bytes_per_s, fit.sms}, op.m, op.k, op.n,
+          op.inputs[0].element_bytes);
+      if (!(t < kMaxTick.seconds()))
+        throw InputError(file, op.pointer, fmt::format("the calibrated local matmul would take {:.3g} s, past the "
+                                                       "simulator's limit of {:.3g} s", t, kMaxTick.seconds()));
+      r.compute_time = tick_from_seconds(t);
+    }
+  return r;
 }
 
 namespace {

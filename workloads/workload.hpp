@@ -14,6 +14,14 @@
 
 namespace meshsim::workloads {
 
+// A local matmul's time as calibrated on real hardware (meshsim run --calibration;
+// the form is kernels/calibrated_matmul.hpp's), for one dtype.
+struct CalibratedMatmul {
+  std::string dtype;
+  double launch_s = 0, flops_per_s = 0, wave_flops_per_s = 0, hbm_bytes_per_s = 0;
+  int sms = 0;  // 0: no wave term
+};
+
 struct Hardware {
   std::string preset;
   bool gpu = false;        // a switched GPU fabric (gpu_* fields) instead of a TPU torus (ici)
@@ -21,6 +29,7 @@ struct Hardware {
   topology::LinkSpec ici;  // TPU: one-way bandwidth per link, per-hop latency
   std::uint64_t forward_chunk_bytes = 0;
   double matmul_efficiency = 1.0;  // achieved / peak FLOP rate of local matmuls (calibration sets it)
+  std::vector<CalibratedMatmul> calibrated_matmuls;  // replace the roofline's compute term per dtype
   // GPU fabric (topology/fabric.hpp)
   int gpus_per_node = 0;
   topology::LinkSpec nvlink, nic, spine;

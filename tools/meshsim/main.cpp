@@ -16,6 +16,7 @@
 #include "driver/explain.hpp"
 #include "driver/report.hpp"
 #include "driver/simulate.hpp"
+#include "tools/meshsim/hardware_commands.hpp"
 #include "verify/verifier.hpp"
 #include "workloads/workload.hpp"
 
@@ -157,6 +158,9 @@ int main(int argc, char** argv) {
                  "collectives inserted and why, and their closed-form costs with the numbers filled in");
   std::string explain_path;
   explain->add_option("WORKLOAD", explain_path, "Workload JSON file (format: docs/WORKLOAD.md)")->required();
+  std::string calibration_path;
+  meshsim::tool::add_calibration_option(run, calibration_path);
+  const auto hardware_command = meshsim::tool::add_hardware_commands(app);
 
   try {
     app.parse(argc, argv);
@@ -173,6 +177,7 @@ int main(int argc, char** argv) {
   }
 
   try {
+    if (const std::optional<int> rc = hardware_command()) return *rc;
     if (explain->parsed()) {
       const meshsim::workloads::Workload w = meshsim::workloads::load_workload(explain_path);
       std::fputs(meshsim::driver::format_explain(w).c_str(), stdout);
@@ -188,7 +193,8 @@ int main(int argc, char** argv) {
     check_outputs(workload_path, json_path, trace_path);
     std::pair<meshsim::Tick, meshsim::Tick> window;
     if (!trace_window.empty()) window = parse_window(trace_window);
-    const meshsim::workloads::Workload w = meshsim::workloads::load_workload(workload_path);
+    meshsim::workloads::Workload w = meshsim::workloads::load_workload(workload_path);
+    meshsim::tool::apply_calibration_file(w, calibration_path);
     meshsim::driver::SimulateOptions options;
     options.busiest_links = links;
     options.simgrid_config = simgrid_config;

@@ -1,0 +1,564 @@
+#include "replay/hardware.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "base/error.hpp"
+#include "calibrate/fit.hpp"
+#include "driver/simulate.hpp"
+#include "topology/gpu_preset.hpp"
+#include "workloads/json_cursor.hpp"
+
+namespace meshsim::replay {
+
+namespace cu = kernels::cuda;
+using workloads::Cursor;
+using workloads::Json;
+
+Spread spread_of(std::vector<double> samples) {
+  Spread s;
+  if (samples.empty()) return s;
+  std::sort(samples.begin(), samples.end());
+  const std::size_t n = samples.size();
+  s.median_s = n % 2 ? samples[n / 2] : 0.5 * (samples[n / 2 - 1] + samples[n / 2]);
+  s.min_s = samples.front();
+  s.max_s = samples.back();
+  return s;
+}
+
+calibrate::HardwareInfo hardware_info(const cu::Probe& probe, int gpus_used) {
+  calibrate::HardwareInfo h;
+  h.device = probe.device.empty() ? "unknown" : probe.device;
+  h.gpus = std::max(gpus_used, 1);
+  h.sms = probe.sms;
+  h.cuda_runtime = probe.cuda_runtime;
+  h.nccl = probe.nccl;
+  if (const char* a = std::getenv("NCCL_ALGO")) h.nccl_algo = a;
+  if (const char* p = std::getenv("NCCL_PROTO")) h.nccl_proto = p;
+  return h;
+}
+
+// ------------------------------------------------------------------ files
+
+namespace {
+
+void put_spread(Json& j, const Spread& s) {
+  j["median_s"] = s.median_s;
+  j["min_s"] = s.min_s;
+  j["max_s"] = s.max_s;
+}
+
+Spread get_spread(const Cursor& c) {
+  Spread s;
+  s.median_s = c.at("median_s").as_positive_double(1e6);
+  s.min_s = c.at("min_s").as_positive_double(1e6);
+  s.max_s = c.at("max_s").as_positive_double(1e6);
+  if (!(s.min_s <= s.median_s && s.median_s <= s.max_s))
+    c.fail("expected min_s <= median_s <= max_s");
+  return s;
+}
+
+Json hardware_json(const calibrate::HardwareInfo& h) {
+  Json j;
+  j["device"] = h.device;
+  j["gpus"] = h.gpus;
+  if (h.sms > 0) j["sms"] = h.sms;
+  j["cuda_runtime"] = h.cuda_runtime;
+  j["nccl"] = h.nccl;
+  j["nccl_algo"] = h.nccl_algo;
+  j["nccl_proto"] = h.nccl_proto;
+  return j;
+}
+
+OpKind collective_kind(const Cursor& c) {
+  const std::optional<OpKind> k = parse_kind(c.as_string());
+  if (!k) c.fail(fmt::format("unknown op kind '{}'", c.as_string()));
+  return *k;
+}
+
+}  // namespace
+
+std::string format_measurements(const Measurements& m) {
+  Json j;
+  j["meshsim_measurements"] = 1;
+  j["kind"] = m.suite ? "suite" : "replay";
+  if (!m.suite) j["workload"] = m.workload;
+  j["hardware"] = hardware_json(m.hardware);
+  j["warmups"] = m.repeat.warmups;
+  j["repetitions"] = m.repeat.repetitions;
+  if (!m.suite) {
+    Json& ops = j["ops"] = Json::array();
+    for (const OpMeasurement& o : m.ops) {
+      Json e;
+      e["op"] = o.op;
+      e["name"] = o.name;
+      e["kind"] = kind_name(o.kind);
+      e["ranks"] = o.ranks;
+      e["ranks_replayed"] = o.ranks_replayed;
+      if (o.time) put_spread(e, *o.time);
+      if (!o.skipped.empty()) e["skipped"] = o.skipped;
+      ops.push_back(e);
+    }
+  } else {
+    Json& g = j["gemm"] = Json::array();
+    for (const GemmMeasurement& p : m.gemm) {
+      Json e;
+      e["dtype"] = p.dtype;
+      e["m"] = p.m;
+      e["n"] = p.n;
+      e["k"] = p.k;
+      e["set"] = p.holdout ? "holdout" : "fit";
+      put_spread(e, p.time);
+      g.push_back(e);
+    }
+    Json& c = j["copy"] = Json::array();
+    for (const CopyMeasurement& p : m.copy) {
+      Json e;
+      e["bytes"] = p.bytes;
+      put_spread(e, p.time);
+      c.push_back(e);
+    }
+    Json& col = j["collectives"] = Json::array();
+    for (const CollectiveMeasurement& p : m.collectives) {
+      Json e;
+      e["kind"] = kind_name(p.kind);
+      e["ranks"] = p.ranks;
+      e["bytes"] = p.bytes;
+      put_spread(e, p.time);
+      col.push_back(e);
+    }
+  }
+  j["skipped"] = m.skipped;
+  return j.dump(2) + "\n";
+}
+
+Measurements parse_measurements(std::string_view text, std::string_view file_name) {
+  Measurements m;
+  m.file = std::string(file_name);
+  const Json root = workloads::parse_json(text, m.file);
+  const Cursor top(root, "", m.file);
+  const Cursor kind = top.at("kind");
+  const std::string k = kind.as_string();
+  if (k != "suite" && k != "replay") kind.fail(fmt::format("unknown measurements kind '{}' (expected suite or replay)", k));
+  m.suite = k == "suite";
+  if (m.suite)
+    top.only_keys({"meshsim_measurements", "kind", "hardware", "warmups", "repetitions", "gemm", "copy", "collectives",
+                   "skipped"});
+  else
+    top.only_keys({"meshsim_measurements", "kind", "workload", "hardware", "warmups", "repetitions", "ops", "skipped"});
+  if (top.at("meshsim_measurements").as_int() != 1)
+    top.at("meshsim_measurements").fail("unsupported measurements version (this meshsim reads version 1)");
+  {
+    const Cursor h = top.at("hardware");
+    h.only_keys({"device", "gpus", "sms", "cuda_runtime", "nccl", "nccl_algo", "nccl_proto"});
+    m.hardware.device = h.at("device").as_string();
+    if (auto sms = h.find("sms")) m.hardware.sms = static_cast<int>(sms->as_int_in(1, 1 << 16));
+    m.hardware.gpus = static_cast<int>(h.at("gpus").as_int_in(1, 1 << 20));
+    m.hardware.cuda_runtime = h.at("cuda_runtime").as_string();
+    m.hardware.nccl = h.at("nccl").as_string();
+    m.hardware.nccl_algo = h.at("nccl_algo").as_string();
+    m.hardware.nccl_proto = h.at("nccl_proto").as_string();
+  }
+  m.repeat.warmups = static_cast<int>(top.at("warmups").as_int_in(0, 1 << 20));
+  m.repeat.repetitions = static_cast<int>(top.at("repetitions").as_int_in(1, 1 << 20));
+  for (const Cursor& s : top.at("skipped").elements()) m.skipped.push_back(s.as_string());
+  if (!m.suite) {
+    m.workload = top.at("workload").as_string();
+    for (const Cursor& e : top.at("ops").elements()) {
+      e.only_keys({"op", "name", "kind", "ranks", "ranks_replayed", "median_s", "min_s", "max_s", "skipped"});
+      OpMeasurement o;
+      o.op = static_cast<std::uint32_t>(e.at("op").as_int_in(0, 1 << 30));
+      o.name = e.at("name").as_string();
+      o.kind = collective_kind(e.at("kind"));
+      o.ranks = static_cast<std::uint32_t>(e.at("ranks").as_int_in(0, 1 << 30));
+      o.ranks_replayed = static_cast<std::uint32_t>(e.at("ranks_replayed").as_int_in(0, 1 << 30));
+      if (e.has("median_s")) o.time = get_spread(e);
+      if (auto s = e.find("skipped")) o.skipped = s->as_string();
+      m.ops.push_back(o);
+    }
+    return m;
+  }
+  for (const Cursor& e : top.at("gemm").elements()) {
+    e.only_keys({"dtype", "m", "n", "k", "set", "median_s", "min_s", "max_s"});
+    GemmMeasurement g;
+    g.dtype = e.at("dtype").as_string();
+    g.m = e.at("m").as_positive_u64(1u << 30);
+    g.n = e.at("n").as_positive_u64(1u << 30);
+    g.k = e.at("k").as_positive_u64(1u << 30);
+    const std::string set = e.at("set").as_string();
+    if (set != "fit" && set != "holdout") e.at("set").fail(fmt::format("expected fit or holdout, got '{}'", set));
+    g.holdout = set == "holdout";
+    g.time = get_spread(e);
+    m.gemm.push_back(g);
+  }
+  for (const Cursor& e : top.at("copy").elements()) {
+    e.only_keys({"bytes", "median_s", "min_s", "max_s"});
+    m.copy.push_back({e.at("bytes").as_positive_u64(), get_spread(e)});
+  }
+  for (const Cursor& e : top.at("collectives").elements()) {
+    e.only_keys({"kind", "ranks", "bytes", "median_s", "min_s", "max_s"});
+    CollectiveMeasurement c;
+    c.kind = collective_kind(e.at("kind"));
+    if (!is_collective(c.kind)) e.at("kind").fail("expected a collective");
+    c.ranks = static_cast<int>(e.at("ranks").as_int_in(2, 1 << 20));
+    c.bytes = e.at("bytes").as_positive_u64();
+    c.time = get_spread(e);
+    m.collectives.push_back(c);
+  }
+  return m;
+}
+
+Measurements load_measurements(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw Error(path + ": is a directory, not a measurements file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": cannot open file");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw Error(path + ": cannot read file");
+  return parse_measurements(ss.str(), path);
+}
+
+// ------------------------------------------------------------------ replay
+
+Measurements replay(const workloads::Workload& w, const Plan& plan, const cu::Probe& probe, const cu::Repeat& repeat) {
+  Measurements m;
+  m.workload = w.file;
+  m.repeat = repeat;
+  const int gpus = std::min<int>(probe.gpus, static_cast<int>(plan.ranks));
+  m.hardware = hardware_info(probe, gpus);
+  const std::vector<OpStep> steps = device_steps(w, plan, gpus);
+  std::optional<cu::Session> session;
+  if (gpus > 0) session.emplace(gpus);
+  for (const OpStep& s : steps) {
+    OpMeasurement o;
+    o.op = s.op;
+    o.name = w.ops[s.op].name;
+    o.kind = w.ops[s.op].kind;
+    o.ranks = s.ranks;
+    o.ranks_replayed = s.ranks_replayed;
+    o.skipped = s.skipped;
+    if (!s.calls.empty()) {
+      try {
+        o.time = spread_of(session->time(s.calls, repeat));
+      } catch (const Error& e) {
+        // A GEMM cuBLAS refuses or an op too large for the GPU: said and skipped;
+        // the next op runs on a clean slate (buffers are freed on unwinding).
+        o.ranks_replayed = 0;
+        o.skipped = fmt::format("everything: {}", e.what());
+      }
+    }
+    if (!o.skipped.empty()) m.skipped.push_back(fmt::format("op {} {}: {}", o.op, o.name, o.skipped));
+    m.ops.push_back(o);
+  }
+  return m;
+}
+
+std::string format_replay_trace(const workloads::Workload& w, const Measurements& m) {
+  const topology::Torus torus = w.make_torus();
+  const std::uint32_t ranks = std::min<std::uint32_t>(static_cast<std::uint32_t>(m.hardware.gpus), torus.num_chips());
+  Json events = Json::array();
+  auto meta = [&](std::uint32_t pid, std::optional<int> tid, const char* name, Json args) {
+    Json e;
+    e["ph"] = "M";
+    e["pid"] = pid;
+    if (tid) e["tid"] = *tid;
+    e["name"] = name;
+    e["args"] = std::move(args);
+    events.push_back(std::move(e));
+  };
+  for (std::uint32_t c = 0; c < ranks; ++c) {
+    meta(c + 1, std::nullopt, "process_name", Json{{"name", "chip " + torus.chip_name(c)}});
+    meta(c + 1, std::nullopt, "process_sort_index", Json{{"sort_index", c}});
+    meta(c + 1, 1, "thread_name", Json{{"name", "ops"}});
+  }
+  // The ops back to back at their median times, on every chip with a GPU (a
+  // collective whose groups did not fit is not in the file: it has no time).
+  double t_us = 0;
+  for (const OpMeasurement& o : m.ops) {
+    if (!o.time) continue;
+    for (std::uint32_t c = 0; c < ranks; ++c) {
+      Json e;
+      e["ph"] = "X";
+      e["pid"] = c + 1;
+      e["tid"] = 1;
+      e["ts"] = t_us;
+      e["dur"] = o.time->median_s * 1e6;
+      e["name"] = o.name;
+      e["cat"] = kind_name(o.kind);
+      e["args"] = Json{{"median_s", o.time->median_s}, {"min_s", o.time->min_s}, {"max_s", o.time->max_s},
+                       {"ranks_replayed", o.ranks_replayed}, {"ranks", o.ranks}};
+      events.push_back(std::move(e));
+    }
+    t_us += o.time->median_s * 1e6;
+  }
+  meta(0, std::nullopt, "process_name", Json{{"name", "meshsim replay"}});
+  Json root;
+  root["displayTimeUnit"] = "ns";
+  root["traceEvents"] = std::move(events);
+  return root.dump() + "\n";
+}
+
+// ------------------------------------------------------------------ suite
+
+namespace {
+
+std::vector<std::uint64_t> geometric(std::uint64_t from, std::uint64_t to, std::uint64_t factor) {
+  std::vector<std::uint64_t> v;
+  for (std::uint64_t x = from; x <= to; x *= factor) v.push_back(x);
+  return v;
+}
+
+}  // namespace
+
+Measurements run_suite(const cu::Probe& probe, const cu::Repeat& repeat, const SuiteOptions& options,
+                       std::vector<std::string>& log) {
+  Measurements m;
+  m.suite = true;
+  m.repeat = repeat;
+  m.hardware = hardware_info(probe, probe.gpus);
+  cu::Session session(std::max(probe.gpus, 1));
+  auto once = [&](const cu::DeviceCall& call) { return spread_of(session.time({call}, repeat)); };
+  // GEMMs: a grid of powers of two (the fit) and shapes between them (held out).
+  const std::vector<std::uint64_t> grid =
+      options.quick ? std::vector<std::uint64_t>{256, 2048, 8192} : std::vector<std::uint64_t>{128, 512, 2048, 4096, 8192};
+  const std::vector<std::array<std::uint64_t, 3>> holdout = {
+      {3072, 3072, 3072}, {1536, 6144, 1536}, {6144, 1536, 3072}, {768, 12288, 768},  {12288, 768, 1536},
+      {64, 6144, 6144},   {6144, 6144, 96},   {2560, 2560, 10240}, {384, 384, 24576}, {5120, 3584, 1792}};
+  for (const std::string& dtype : options.dtypes) {
+    std::size_t done = 0;
+    for (std::uint64_t mm : grid)
+      for (std::uint64_t nn : grid)
+        for (std::uint64_t kk : grid) {
+          cu::DeviceCall c;
+          c.kind = cu::CallKind::Gemm;
+          c.dtype = dtype;
+          c.m = mm, c.n = nn, c.k = kk;
+          m.gemm.push_back({dtype, mm, nn, kk, false, once(c)});
+          ++done;
+        }
+    for (const auto& [mm, nn, kk] : holdout) {
+      cu::DeviceCall c;
+      c.kind = cu::CallKind::Gemm;
+      c.dtype = dtype;
+      c.m = mm, c.n = nn, c.k = kk;
+      m.gemm.push_back({dtype, mm, nn, kk, true, once(c)});
+    }
+    log.push_back(fmt::format("{} GEMMs: {} grid shapes, {} held out", dtype, done, holdout.size()));
+  }
+  for (std::uint64_t bytes : geometric(4096, std::uint64_t{1} << 30, 4)) {
+    cu::DeviceCall c;
+    c.kind = cu::CallKind::Copy;
+    c.send_bytes = bytes;
+    m.copy.push_back({bytes, once(c)});
+  }
+  log.push_back(fmt::format("HBM copies: {} sizes, 4 KiB to 1 GiB", m.copy.size()));
+  if (probe.gpus < 2) {
+    m.skipped.push_back(fmt::format("collective sweeps: {} GPU visible, they need at least 2", probe.gpus));
+    return m;
+  }
+  std::vector<int> devices;
+  for (int d = 0; d < probe.gpus; ++d) devices.push_back(d);
+  const auto n = static_cast<std::uint64_t>(probe.gpus);
+  for (OpKind kind : {OpKind::AllGather, OpKind::ReduceScatter, OpKind::AllReduce, OpKind::AllToAll}) {
+    for (std::uint64_t bytes : geometric(1024, options.max_collective_bytes, 4)) {
+      const std::uint64_t v = bytes / (n * n * 4) * (n * n * 4);  // divisible into pieces of whole bf16 pairs
+      if (v == 0) continue;
+      std::vector<cu::DeviceCall> calls;
+      for (int d : devices) {
+        cu::DeviceCall c;
+        c.device = d;
+        c.dtype = "bf16";
+        c.comm_devices = devices;
+        c.comm_rank = d;
+        switch (kind) {
+          case OpKind::AllGather: c.kind = cu::CallKind::AllGather; c.send_bytes = v / n; c.recv_bytes = v; break;
+          case OpKind::ReduceScatter: c.kind = cu::CallKind::ReduceScatter; c.send_bytes = v; c.recv_bytes = v / n; break;
+          case OpKind::AllReduce: c.kind = cu::CallKind::AllReduce; c.send_bytes = c.recv_bytes = v; break;
+          default: c.kind = cu::CallKind::SendRecv; c.send_bytes = c.recv_bytes = v / n; c.peer_bytes = v / (n * n); break;
+        }
+        calls.push_back(c);
+      }
+      m.collectives.push_back({kind, probe.gpus, v, spread_of(session.time(calls, repeat))});
+    }
+  }
+  log.push_back(fmt::format("collectives: {} points over {} GPUs", m.collectives.size(), probe.gpus));
+  return m;
+}
+
+calibrate::Calibration fit_suite(const Measurements& m) {
+  calibrate::Calibration cal;
+  cal.file = m.file;
+  cal.hardware = m.hardware;
+  std::vector<std::string> dtypes;
+  for (const GemmMeasurement& g : m.gemm)
+    if (std::find(dtypes.begin(), dtypes.end(), g.dtype) == dtypes.end()) dtypes.push_back(g.dtype);
+  for (const std::string& dtype : dtypes) {
+    std::vector<calibrate::MatmulPoint> points;
+    for (const GemmMeasurement& g : m.gemm)
+      if (g.dtype == dtype && !g.holdout)
+        points.push_back({g.m, g.k, g.n, dtype == "fp32" ? 4u : dtype == "int8" || dtype == "fp8" ? 1u : 2u,
+                          g.time.median_s});
+    cal.matmul.push_back(calibrate::fit_matmul(dtype, points, m.hardware.sms));
+  }
+  if (!m.copy.empty()) {
+    std::vector<calibrate::CopyPoint> points;
+    for (const CopyMeasurement& c : m.copy) points.push_back({c.bytes, c.time.median_s});
+    cal.hbm = calibrate::fit_hbm(points);
+  }
+  if (!m.collectives.empty()) {
+    std::vector<calibrate::CollectivePoint> points;
+    // One node's GPUs: the NVLink level (a multi-node suite is not written yet).
+    for (const CollectiveMeasurement& c : m.collectives)
+      points.push_back({c.kind, calibrate::Level::Nvlink, c.ranks, c.bytes, c.time.median_s});
+    cal.links.push_back(calibrate::fit_link(calibrate::Level::Nvlink, points));
+    for (OpKind kind : {OpKind::AllGather, OpKind::ReduceScatter, OpKind::AllReduce, OpKind::AllToAll}) {
+      bool any = false;
+      for (const CollectiveMeasurement& c : m.collectives) any = any || c.kind == kind;
+      if (any)
+        cal.collectives.push_back(
+            calibrate::fit_collective(kind, calibrate::Level::Nvlink, m.collectives.front().ranks, points));
+    }
+  }
+  return cal;
+}
+
+// ------------------------------------------------------------------ compare
+
+namespace {
+
+std::string preset_for(const std::string& device) {
+  for (const char* chip : {"H100", "H200", "B200"})
+    if (device.find(chip) != std::string::npos) return fmt::format("{}-dgx", std::string(chip) == "H100" ? "h100" : std::string(chip) == "H200" ? "h200" : "b200");
+  return "";
+}
+
+double peak_of(const topology::ChipSpec& chip, const std::string& dtype) {
+  if (dtype == "bf16" || dtype == "fp16") return chip.bf16_flops_per_s;
+  if (dtype == "int8") return chip.int8_ops_per_s;
+  if (dtype == "fp8") return chip.fp8_flops_per_s;
+  return chip.fp32_flops_per_s;
+}
+
+std::string cell(double s) { return s > 0 ? fmt::format("{:>12.3f}", s * 1e6) : fmt::format("{:>12}", "-"); }
+std::string pct(double p, bool have) { return have ? fmt::format("{:>+9.1f}%", p) : fmt::format("{:>10}", "-"); }
+
+struct Row {
+  std::string label, set;
+  double measured = 0, before = 0, after = 0;
+};
+
+std::string table(const std::vector<Row>& rows, bool have_after) {
+  std::string out = fmt::format("{:<44} {:>7} {:>12} {:>12} {:>10} {:>12} {:>10}\n", "what", "set", "measured us",
+                                "before us", "error", "after us", "error");
+  std::vector<double> before_err, after_err, holdout_before, holdout_after;
+  for (const Row& r : rows) {
+    const double eb = calibrate::error_percent(r.before, r.measured);
+    const double ea = have_after ? calibrate::error_percent(r.after, r.measured) : 0;
+    out += fmt::format("{:<44} {:>7} {} {} {} {} {}\n", r.label, r.set, cell(r.measured), cell(r.before),
+                       pct(eb, r.before > 0), cell(have_after ? r.after : 0), pct(ea, have_after));
+    if (r.before > 0) (r.set == "holdout" ? holdout_before : before_err).push_back(eb);
+    if (have_after) (r.set == "holdout" ? holdout_after : after_err).push_back(ea);
+  }
+  auto line = [&](const char* what, const std::vector<double>& b, const std::vector<double>& a) {
+    if (b.empty() && a.empty()) return;
+    out += fmt::format("median absolute error, {} ({} rows): before {:.1f}%", what, std::max(b.size(), a.size()),
+                       calibrate::median_abs(b));
+    if (have_after) out += fmt::format(", after {:.1f}%", calibrate::median_abs(a));
+    out += "\n";
+  };
+  line("fitted/replayed", before_err, after_err);
+  line("held out", holdout_before, holdout_after);
+  return out;
+}
+
+}  // namespace
+
+std::string format_comparison(const Measurements& m, const calibrate::Calibration* cal, const std::string& preset) {
+  std::string out = fmt::format("{}: {} measured on {} x {} (CUDA {}, NCCL {})\n", m.file,
+                                m.suite ? "calibration suite" : "replay of " + m.workload, m.hardware.gpus,
+                                m.hardware.device, m.hardware.cuda_runtime.empty() ? "-" : m.hardware.cuda_runtime,
+                                m.hardware.nccl.empty() ? "-" : m.hardware.nccl);
+  if (cal) out += fmt::format("calibration: {} (from {})\n", cal->file, cal->hardware.device);
+  std::vector<Row> rows;
+  if (!m.suite) {
+    workloads::Workload w = workloads::load_workload(m.workload);
+    const driver::RunResult before = driver::simulate(w);
+    std::optional<driver::RunResult> after;
+    if (cal) {
+      calibrate::apply_calibration(w, *cal);
+      after = driver::simulate(w);
+    }
+    for (const OpMeasurement& o : m.ops) {
+      if (!o.time) continue;
+      if (o.op >= before.ops.size() || before.ops[o.op].name != o.name)
+        throw InputError(m.file, fmt::format("/ops/{}", &o - m.ops.data()),
+                         fmt::format("op {} '{}' is not op {} of {}", o.op, o.name, o.op, m.workload));
+      Row r;
+      r.label = fmt::format("op {} {} ({}, {}/{} ranks)", o.op, o.name, kind_name(o.kind), o.ranks_replayed, o.ranks);
+      r.set = "replay";
+      r.measured = o.time->median_s;
+      r.before = before.ops[o.op].time().seconds();
+      if (after) r.after = after->ops[o.op].time().seconds();
+      rows.push_back(r);
+    }
+    out += table(rows, cal != nullptr);
+    for (const std::string& s : m.skipped) out += "skipped: " + s + "\n";
+    return out;
+  }
+  const std::string name = preset.empty() ? preset_for(m.hardware.device) : preset;
+  const topology::GpuPreset* p = topology::find_gpu_preset(name);
+  if (!p)
+    throw Error(fmt::format("no GPU preset for '{}' to compare with; give --hardware ({})", m.hardware.device,
+                            topology::gpu_preset_names()));
+  out += fmt::format("before: the {} preset (peak rates, HBM {:.3g} B/s, NVLink {:.3g} B/s, {:.3g} s per step)\n",
+                     p->name, p->chip.hbm_bandwidth_bytes_per_s, static_cast<double>(p->nvlink.bandwidth_bytes_per_s),
+                     2 * p->nvlink.latency.seconds());
+  for (const GemmMeasurement& g : m.gemm) {
+    Row r;
+    r.label = fmt::format("gemm {} M={} N={} K={}", g.dtype, g.m, g.n, g.k);
+    r.set = g.holdout ? "holdout" : "fit";
+    r.measured = g.time.median_s;
+    const calibrate::MatmulPoint pt{g.m, g.k, g.n, g.dtype == "fp32" ? 4u : g.dtype == "int8" || g.dtype == "fp8" ? 1u : 2u, 0};
+    const double flops = calibrate::matmul_flops(pt), bytes = calibrate::matmul_hbm_bytes(pt);
+    const double peak = peak_of(p->chip, g.dtype);
+    if (peak > 0) r.before = std::max(flops / peak, bytes / p->chip.hbm_bandwidth_bytes_per_s);
+    if (cal)
+      if (const calibrate::MatmulFit* f = cal->matmul_for(g.dtype)) {
+        const double hbm = cal->hbm ? cal->hbm->bandwidth_bytes_per_s : p->chip.hbm_bandwidth_bytes_per_s;
+        r.after = std::max(f->time_s(g.m, g.k, g.n, pt.element_bytes), bytes / hbm);
+      }
+    rows.push_back(r);
+  }
+  for (const CopyMeasurement& c : m.copy) {
+    Row r;
+    r.label = fmt::format("hbm copy {} B", c.bytes);
+    r.set = "fit";
+    r.measured = c.time.median_s;
+    r.before = 2.0 * static_cast<double>(c.bytes) / p->chip.hbm_bandwidth_bytes_per_s;
+    if (cal && cal->hbm) r.after = cal->hbm->latency_s + 2.0 * static_cast<double>(c.bytes) / cal->hbm->bandwidth_bytes_per_s;
+    rows.push_back(r);
+  }
+  for (const CollectiveMeasurement& c : m.collectives) {
+    Row r;
+    r.label = fmt::format("{} {} GPUs {} B", kind_name(c.kind), c.ranks, c.bytes);
+    r.set = "fit";
+    r.measured = c.time.median_s;
+    const calibrate::RingTerms t = calibrate::ring_terms(c.kind, c.ranks, c.bytes);
+    r.before = t.steps * 2 * p->nvlink.latency.seconds() + t.wire_bytes / static_cast<double>(p->nvlink.bandwidth_bytes_per_s);
+    if (cal)
+      if (const calibrate::LinkFit* f = cal->link_for(calibrate::Level::Nvlink))
+        r.after = t.steps * f->step_latency_s + t.wire_bytes / f->bandwidth_bytes_per_s;
+    rows.push_back(r);
+  }
+  out += table(rows, cal != nullptr);
+  for (const std::string& s : m.skipped) out += "skipped: " + s + "\n";
+  return out;
+}
+
+}  // namespace meshsim::replay

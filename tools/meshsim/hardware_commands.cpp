@@ -1,0 +1,203 @@
+#include "tools/meshsim/hardware_commands.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+#include "base/error.hpp"
+#include "calibrate/calibration.hpp"
+#include "kernels/cuda/device.hpp"
+#include "replay/hardware.hpp"
+#include "replay/plan.hpp"
+
+namespace meshsim::tool {
+
+namespace {
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  if (!out) throw Error(path + ": cannot write file");
+}
+
+// The same file, by the path it would resolve to (it need not exist yet).
+bool same_file(const std::string& a, const std::string& b) {
+  std::error_code ea, eb;
+  const auto pa = std::filesystem::weakly_canonical(std::filesystem::absolute(a, ea), ea);
+  const auto pb = std::filesystem::weakly_canonical(std::filesystem::absolute(b, eb), eb);
+  return ea || eb ? a == b : pa == pb;
+}
+
+// Throws Error when an output would overwrite an input or the other output.
+void check_outputs(const char* command, const std::vector<std::pair<const char*, std::string>>& inputs,
+                   const std::vector<std::pair<const char*, std::string>>& outputs) {
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    const auto& [flag, path] = outputs[i];
+    if (path.empty()) continue;
+    for (const auto& [what, input] : inputs)
+      if (!input.empty() && same_file(path, input))
+        throw Error(fmt::format("{}: {} '{}' is the {}; it would be overwritten", command, flag, path, what));
+    for (std::size_t j = 0; j < i; ++j)
+      if (!outputs[j].second.empty() && same_file(path, outputs[j].second))
+        throw Error(fmt::format("{}: {} '{}' is also the {} output; give them different files", command, flag, path,
+                                outputs[j].first));
+  }
+}
+
+struct Options {
+  CLI::App* replay = nullptr;
+  CLI::App* calibrate = nullptr;
+  CLI::App* compare = nullptr;
+  std::string workload, out, trace, calibration, hardware, measurements;
+  bool dry_run = false, quick = false;
+  int gpus = 8;
+  kernels::cuda::Repeat repeat;
+  std::vector<std::string> dtypes = {"bf16", "fp32"};
+};
+
+// The GPUs to use, or an Error saying plainly why there are none.
+kernels::cuda::Probe usable_gpus(const char* command) {
+  const kernels::cuda::Probe probe = kernels::cuda::probe();
+  if (probe.gpus == 0) throw Error(fmt::format("{}: {}", command, probe.problem));
+  return probe;
+}
+
+int run_replay(const Options& o) {
+  const workloads::Workload w = workloads::load_workload(o.workload);
+  const replay::Plan plan = replay::make_plan(w);
+  if (o.dry_run) {
+    std::fputs(replay::format_plan(w, plan).c_str(), stdout);
+    std::fputs(replay::format_steps(w, replay::device_steps(w, plan, o.gpus), o.gpus).c_str(), stdout);
+    return 0;
+  }
+  const kernels::cuda::Probe probe = usable_gpus("replay");
+  const replay::Measurements m = replay::replay(w, plan, probe, o.repeat);
+  std::fputs(fmt::format("replayed {} on {} x {} ({} warm-ups, {} repetitions; median [min, max] in us)\n", w.file,
+                         m.hardware.gpus, m.hardware.device, o.repeat.warmups, o.repeat.repetitions)
+                 .c_str(),
+             stdout);
+  for (const replay::OpMeasurement& op : m.ops) {
+    std::string line = fmt::format("  op {} {} ({}): ", op.op, op.name, kind_name(op.kind));
+    if (op.time)
+      line += fmt::format("{:.3f} [{:.3f}, {:.3f}] on {} of {} ranks", op.time->median_s * 1e6, op.time->min_s * 1e6,
+                          op.time->max_s * 1e6, op.ranks_replayed, op.ranks);
+    else
+      line += "not replayed";
+    std::fputs((line + "\n").c_str(), stdout);
+  }
+  for (const std::string& s : m.skipped) std::fputs(("skipped: " + s + "\n").c_str(), stdout);
+  if (!o.out.empty()) write_file(o.out, replay::format_measurements(m));
+  if (!o.trace.empty()) write_file(o.trace, replay::format_replay_trace(w, m));
+  return 0;
+}
+
+int run_calibrate(const Options& o) {
+  const kernels::cuda::Probe probe = usable_gpus("calibrate");
+  replay::SuiteOptions suite;
+  suite.dtypes = o.dtypes;
+  suite.quick = o.quick;
+  std::vector<std::string> log;
+  replay::Measurements m = replay::run_suite(probe, o.repeat, suite, log);
+  m.file = o.measurements.empty() ? "(measurements)" : o.measurements;
+  for (const std::string& l : log) std::fputs(("measured " + l + "\n").c_str(), stdout);
+  for (const std::string& s : m.skipped) std::fputs(("skipped: " + s + "\n").c_str(), stdout);
+  if (!o.measurements.empty()) write_file(o.measurements, replay::format_measurements(m));
+  calibrate::Calibration cal = replay::fit_suite(m);
+  cal.file = o.out;
+  write_file(o.out, calibrate::format_calibration(cal));
+  std::fputs(fmt::format("wrote {}\n", o.out).c_str(), stdout);
+  return 0;
+}
+
+int run_compare(const Options& o) {
+  const replay::Measurements m = replay::load_measurements(o.measurements);
+  std::optional<calibrate::Calibration> cal;
+  if (!o.calibration.empty()) cal = calibrate::load_calibration(o.calibration);
+  std::fputs(replay::format_comparison(m, cal ? &*cal : nullptr, o.hardware).c_str(), stdout);
+  return 0;
+}
+
+void add_repeat(CLI::App* app, Options& o) {
+  app->add_option("--warmups", o.repeat.warmups, "Untimed runs before the timed ones (default 2)")
+      ->check(CLI::Range(0, 1000));
+  app->add_option("--repetitions", o.repeat.repetitions, "Timed runs per op; the median and spread are reported "
+                                                         "(default 5)")
+      ->check(CLI::Range(1, 10000));
+}
+
+}  // namespace
+
+std::function<std::optional<int>()> add_hardware_commands(CLI::App& app) {
+  auto o = std::make_shared<Options>();
+  o->replay = app.add_subcommand(
+      "replay", "Replay a workload on the visible GPUs: every local matmul a cuBLAS GEMM, every collective the NCCL "
+                "call it lowers to, timed per op (docs/HARDWARE.md)");
+  o->replay->add_option("WORKLOAD", o->workload, "Workload JSON file (format: docs/WORKLOAD.md)")->required();
+  o->replay->add_flag("--dry-run", o->dry_run,
+                      "Print the plan (every rank's GEMMs and NCCL calls, the communicators) and what --gpus GPUs "
+                      "would replay; needs no GPU");
+  o->replay->add_option("--gpus", o->gpus, "With --dry-run: the GPUs to plan for (default 8)")
+      ->check(CLI::Range(0, 1 << 20));
+  o->replay->add_option("--out", o->out, "Write the measurements JSON to FILE")->option_text("FILE");
+  o->replay->add_option("--trace", o->trace, "Write a Chrome JSON trace of the replay (ui.perfetto.dev)")
+      ->option_text("FILE.json");
+  add_repeat(o->replay, *o);
+
+  o->calibrate = app.add_subcommand(
+      "calibrate", "Measure the visible GPUs (GEMM grid, HBM copies, collective sweeps with >= 2 GPUs) and fit the "
+                   "model's parameters into a calibration file");
+  o->calibrate->add_option("--out", o->out, "The calibration JSON to write")->option_text("FILE")->required();
+  o->calibrate->add_option("--measurements", o->measurements, "Also write the measurements JSON (for compare)")
+      ->option_text("FILE");
+  o->calibrate->add_option("--dtypes", o->dtypes, "GEMM dtypes to measure (default bf16,fp32)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"bf16", "fp16", "fp32", "int8"}));
+  o->calibrate->add_flag("--quick", o->quick, "A smaller GEMM grid");
+  add_repeat(o->calibrate, *o);
+
+  o->compare = app.add_subcommand(
+      "compare", "Compare measurements (from replay --out or calibrate --measurements) with the simulator before "
+                 "and after calibration: per op or point, errors in percent and their median");
+  o->compare->add_option("MEASURED", o->measurements, "Measurements JSON file")->required();
+  o->compare->add_option("--calibration", o->calibration, "The calibration for the 'after' column")
+      ->option_text("FILE");
+  o->compare->add_option("--hardware", o->hardware, "GPU preset of the 'before' model of a suite (default: by "
+                                                    "device name)")
+      ->option_text("PRESET");
+
+  return [o]() -> std::optional<int> {
+    if (o->replay->parsed()) {
+      check_outputs("replay", {{"workload file", o->workload}}, {{"--out", o->out}, {"--trace", o->trace}});
+      if (!o->trace.empty() && !(o->trace.size() > 5 && o->trace.ends_with(".json")))
+        throw Error("replay: --trace: expected a file name ending in .json, got '" + o->trace + "'");
+      if (!o->dry_run && o->replay->count("--gpus") > 0)
+        throw Error("replay: --gpus only applies with --dry-run (a replay uses the visible GPUs)");
+      if (o->dry_run && (!o->out.empty() || !o->trace.empty()))
+        throw Error("replay: --dry-run measures nothing; --out and --trace need a replay");
+      return run_replay(*o);
+    }
+    if (o->calibrate->parsed()) {
+      check_outputs("calibrate", {}, {{"--out", o->out}, {"--measurements", o->measurements}});
+      return run_calibrate(*o);
+    }
+    if (o->compare->parsed()) return run_compare(*o);
+    return std::nullopt;
+  };
+}
+
+void add_calibration_option(CLI::App* run, std::string& path) {
+  run->add_option("--calibration", path,
+                  "Simulate with the parameters fitted on real hardware (meshsim calibrate): HBM bandwidth, matmul "
+                  "times per dtype, link bandwidth and step latency")
+      ->option_text("FILE");
+}
+
+void apply_calibration_file(workloads::Workload& w, const std::string& path) {
+  if (path.empty()) return;
+  calibrate::apply_calibration(w, calibrate::load_calibration(path));
+}
+
+}  // namespace meshsim::tool
