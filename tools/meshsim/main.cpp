@@ -16,6 +16,8 @@
 #include "driver/explain.hpp"
 #include "driver/report.hpp"
 #include "driver/simulate.hpp"
+#include "tools/meshsim/commands.hpp"
+#include "tools/meshsim/progress.hpp"
 #include "verify/verifier.hpp"
 #include "workloads/workload.hpp"
 
@@ -148,6 +150,9 @@ int main(int argc, char** argv) {
   std::string explain_path;
   explain->add_option("WORKLOAD", explain_path, "Workload JSON file (format: docs/WORKLOAD.md)")->required();
 
+  const meshsim::cli::Subcommand sweep = meshsim::cli::add_sweep_command(app);
+  const meshsim::cli::Subcommand validate = meshsim::cli::add_validate_command(app);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -162,6 +167,8 @@ int main(int argc, char** argv) {
     return fail(std::string(e.what()) + " (see meshsim --help)");
   }
 
+  if (sweep.parsed()) return sweep.run();
+  if (validate.parsed()) return validate.run();
   try {
     if (explain->parsed()) {
       const meshsim::workloads::Workload w = meshsim::workloads::load_workload(explain_path);
@@ -186,7 +193,10 @@ int main(int argc, char** argv) {
       options.trace.from = window.first;
       options.trace.to = window.second;
     }
+    meshsim::cli::Progress progress(quiet || json_path == "-");
+    options.progress = progress.hook();
     const meshsim::driver::RunResult result = meshsim::driver::simulate(w, options);
+    progress.clear();
     if (!result.trace_warning.empty()) std::fprintf(stderr, "meshsim: warning: %s\n", result.trace_warning.c_str());
     const bool json_to_stdout = json_path == "-";
     if (!quiet && !json_to_stdout) std::fputs(meshsim::driver::format_table(w, result).c_str(), stdout);
