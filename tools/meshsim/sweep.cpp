@@ -302,7 +302,17 @@ std::string format_sweep_table(const Sweep& s, const std::vector<PointResult>& r
           gpu ? "  " + (op.contains("algorithm") ? op.at("algorithm").get<std::string>() : std::string("-")) : "");
     }
   }
-  return out;
+  // No trailing blanks (the last column is padded).
+  std::string trimmed;
+  std::size_t start = 0;
+  while (start < out.size()) {
+    const std::size_t end = out.find('\n', start);
+    std::string line = out.substr(start, end - start);
+    line.erase(line.find_last_not_of(' ') + 1);
+    trimmed += line + "\n";
+    start = end + 1;
+  }
+  return trimmed;
 }
 
 std::string format_sweep_csv(const std::vector<PointResult>& results) {
