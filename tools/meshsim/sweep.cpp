@@ -31,6 +31,16 @@ bool is_collective(const std::string& kind) {
   return kind == "all_gather" || kind == "all_reduce" || kind == "reduce_scatter" || kind == "all_to_all";
 }
 
+// Whether --algorithm NAME is set on an op of this kind: ring on all-gathers,
+// reduce-scatters and all-reduces; tree, nvls and hierarchical on all-reduces;
+// direct on all-to-alls and all-reduces; auto on every collective.
+bool algorithm_fits(const std::string& algorithm, const std::string& kind) {
+  if (algorithm == "auto") return is_collective(kind);
+  if (algorithm == "ring") return kind == "all_gather" || kind == "reduce_scatter" || kind == "all_reduce";
+  if (algorithm == "direct") return kind == "all_to_all" || kind == "all_reduce";
+  return kind == "all_reduce";
+}
+
 std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(path + ": cannot open file");
@@ -247,7 +257,7 @@ std::string Sweep::workload_text(const SweepPoint& p) const {
   }
   for (Json& op : doc.at("ops")) {
     if (!p.algorithm.empty() && op.contains("kind") && op.at("kind").is_string() &&
-        is_collective(op.at("kind").get<std::string>())) {
+        algorithm_fits(p.algorithm, op.at("kind").get<std::string>())) {
       if (p.algorithm == "auto")
         op.erase("algorithm");
       else

@@ -196,7 +196,7 @@ Subcommand add_sweep_command(CLI::App& app) {
       ->delimiter(',')
       ->option_text("NAME,...");
   sweep->add_option("--algorithm", o->algorithms,
-                    "GPU algorithms to sweep for every collective: ring, tree, nvls, hierarchical, direct, auto")
+                    "GPU algorithms to sweep: ring (set on all-gathers, reduce-scatters, all-reduces), tree, nvls, hierarchical (all-reduces), direct (all-to-alls, all-reduces), auto (every collective: the fastest by closed form)")
       ->delimiter(',')
       ->option_text("NAME,...");
   sweep->add_option("--csv", o->csv, "Write one row per point and op as CSV to FILE ('-' for stdout; docs/OUTPUT.md)")
