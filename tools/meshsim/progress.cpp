@@ -50,7 +50,7 @@ void Progress::update(Tick now, std::uint64_t events, double done) {
     where = fmt::format("point {}/{}, ", std::min(points_done_ + 1, points_total_), points_total_);
   }
   std::string left = "?";
-  if (fraction > 0.01) left = fmt::format("{:.0f} s", elapsed * (1 - fraction) / fraction);
+  if (fraction > 0.01) left = fmt::format("{:.1f} s", elapsed * (1 - fraction) / fraction);
   std::fprintf(stderr, "\r\033[Kmeshsim: %ssimulated %.3f us, %.3g events/s, %.0f%% done, ~%s left", where.c_str(),
                static_cast<double>(now.ps()) * 1e-6, rate, 100 * fraction, left.c_str());
   std::fflush(stderr);
