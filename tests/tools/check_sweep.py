@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks one `meshsim sweep` against `meshsim run` (a ctest case).
 
-    check_sweep.py MESHSIM WORK_DIR [--plot] -- SWEEP_ARGS...
+    check_sweep.py MESHSIM WORK_DIR [--plot] [--expect-bytes A,B,...] -- SWEEP_ARGS...
 
 Runs `meshsim sweep SWEEP_ARGS --csv --json --workloads [--plot]` in WORK_DIR and
 checks that
@@ -10,6 +10,7 @@ checks that
   - every CSV row equals, field by field and exactly, what `meshsim run --json`
     reports for that point's workload, and the JSON embeds that same document;
   - the table on stdout has one line per row, with the same times;
+  - with --expect-bytes: the points' sizes are exactly these, in order;
   - with --plot: the PNG is a PNG and the SVG is XML with an <svg> root, and the
     gnuplot script draws the closed-form terms and the knee.
 Prints what differs and exits 1 on any failure.
@@ -32,7 +33,11 @@ def fail(message):
 def main():
     args = sys.argv[1:]
     meshsim, work = args[0], args[1]
-    plot = "--plot" in args[2:args.index("--")]
+    options = args[2:args.index("--")]
+    plot = "--plot" in options
+    expect_bytes = None
+    if "--expect-bytes" in options:
+        expect_bytes = [int(b) for b in options[options.index("--expect-bytes") + 1].split(",")]
     sweep_args = args[args.index("--") + 1:]
     os.makedirs(work, exist_ok=True)
     for name in os.listdir(work):
@@ -54,6 +59,8 @@ def main():
     if sweep.get("format") != "meshsim-sweep":
         fail(f"s.json: format is {sweep.get('format')!r}, expected 'meshsim-sweep'")
     points = sweep["points"]
+    if expect_bytes is not None and [p["bytes"] for p in points] != expect_bytes:
+        fail(f"the points' bytes are {[p['bytes'] for p in points]}, expected {expect_bytes}")
     if len(table) != len(rows):
         fail(f"the table has {len(table)} rows, the CSV {len(rows)}")
 

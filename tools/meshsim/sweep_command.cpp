@@ -199,7 +199,7 @@ Subcommand add_sweep_command(CLI::App& app) {
                     "GPU algorithms to sweep: ring (set on all-gathers, reduce-scatters, all-reduces), tree, nvls, hierarchical (all-reduces), direct (all-to-alls, all-reduces), auto (every collective: the fastest by closed form)")
       ->delimiter(',')
       ->option_text("NAME,...");
-  sweep->add_option("--csv", o->csv, "Write one row per point and op as CSV to FILE ('-' for stdout; docs/OUTPUT.md)")
+  sweep->add_option("--csv", o->csv, "Write one row per point and op as CSV to FILE ('-' for stdout; fields: docs/SWEEPS.md)")
       ->option_text("FILE");
   sweep->add_option("--json", o->json, "Write the sweep as JSON to FILE ('-' for stdout): each point's "
                                        "`meshsim run --json` document")
