@@ -19,7 +19,7 @@ bool launched_by_mpi() {
 
 Parallel::Parallel() {
   if (launched_by_mpi())
-    throw Error("this meshsim was built without MPI (CMake found none), so it cannot share a sweep between mpirun's "
+    throw Error("this meshsim was built without MPI (CMake found none, or -DMESHSIM_MPI=OFF), so it cannot share a sweep between mpirun's "
                 "ranks; install libopenmpi-dev (scripts/install-deps) and rebuild, or run it without mpirun");
 }
 Parallel::~Parallel() = default;
