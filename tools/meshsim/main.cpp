@@ -193,7 +193,7 @@ int main(int argc, char** argv) {
       options.trace.from = window.first;
       options.trace.to = window.second;
     }
-    meshsim::cli::Progress progress(quiet || json_path == "-");
+    meshsim::cli::Progress progress(quiet);
     options.progress = progress.hook();
     const meshsim::driver::RunResult result = meshsim::driver::simulate(w, options);
     progress.clear();
