@@ -1,13 +1,17 @@
 // meshsim_bench: wall time, throughput and peak memory of whole simulations.
 //
 //   meshsim_bench [--repeat N] [--traces] [CASE.json ...]   (default: bench/cases/allreduce_v4_16x16x16.json)
+//   meshsim_bench --engines [--repeat N] [CASE.json ...]     (default: the 16x16 and 16x16x16 all-reduces)
 //
 // For each case: parse, expand into the hop-by-hop program, execute on the event
 // engine. Prints the median over N repetitions of each stage, transfers/s and
 // events/s of the execution, and the process's peak resident memory. With
 // --traces, also writes the trace of each case at every level of detail in both
 // formats and prints events, bytes, bytes/event and events/s of writing (the run
-// with a trace minus the run without).
+// with a trace minus the run without). With --engines, runs each case on the
+// native engine and on SimGrid (docs/CROSSCHECK.md) and prints both wall times,
+// their ratio, the cost per hop transfer (and per SimGrid flow) and the
+// simulated times; SimGrid runs once unless --repeat is given.
 #include <fmt/format.h>
 #include <sys/resource.h>
 
@@ -71,19 +75,73 @@ void trace_figures(const std::string& path) {
   fmt::print("\n");
 }
 
+double peak_child_rss_mb() {
+  rusage u{};
+  getrusage(RUSAGE_CHILDREN, &u);
+  return static_cast<double>(u.ru_maxrss) / 1024.0;
+}
+
+// Native engine and SimGrid on the same program: wall time end to end (parse to
+// results) and per hop transfer.
+void engine_figures(const std::string& path, int native_repeat, int simgrid_repeat) {
+  const meshsim::workloads::Workload w = meshsim::workloads::load_workload(path);
+  meshsim::driver::RunResult native, simgrid;
+  std::vector<double> t_native, t_simgrid, t_simgrid_engine;
+  for (int r = 0; r < native_repeat; ++r) {
+    const auto t0 = Clock::now();
+    native = meshsim::driver::simulate(w);
+    t_native.push_back(seconds_since(t0));
+  }
+  meshsim::driver::SimulateOptions o;
+  o.engine = meshsim::driver::EngineKind::SimGrid;
+  for (int r = 0; r < simgrid_repeat; ++r) {
+    const auto t0 = Clock::now();
+    simgrid = meshsim::driver::simulate(w, o);
+    t_simgrid.push_back(seconds_since(t0));
+    t_simgrid_engine.push_back(simgrid.engine_seconds);
+  }
+  const double n = median(t_native), s = median(t_simgrid);
+  const auto transfers = static_cast<double>(native.transfers);
+  fmt::print("case            {}\n", path);
+  fmt::print("program         {} hop transfers; SimGrid: {} flows, {} hosts, {} routes\n", native.transfers,
+             simgrid.flows, simgrid.hosts, simgrid.routes);
+  fmt::print("simulated       native {:.3f} us, SimGrid {:.3f} us ({:+.3f} %)\n", native.makespan.microseconds(),
+             simgrid.makespan.microseconds(),
+             100.0 * (simgrid.makespan.microseconds() / native.makespan.microseconds() - 1));
+  fmt::print("wall            native {:.3f} s (median of {}), SimGrid {:.3f} s (median of {}; its process: {:.3f} s)\n",
+             n, native_repeat, s, simgrid_repeat, median(t_simgrid_engine));
+  fmt::print("ratio           SimGrid / native = {:.1f}x\n", s / n);
+  fmt::print("per transfer    native {:.3f} us, SimGrid {:.3f} us ({:.3f} us per flow)\n", 1e6 * n / transfers,
+             1e6 * s / transfers, 1e6 * s / static_cast<double>(std::max<std::uint64_t>(simgrid.flows, 1)));
+  fmt::print("peak memory     native {:.1f} MB (this process), SimGrid {:.1f} MB (its process)\n\n", peak_rss_mb(),
+             peak_child_rss_mb());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int repeat = 5;
-  bool traces = false;
+  bool traces = false, engines = false, repeat_given = false;
   std::vector<std::string> cases;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--traces") == 0)
       traces = true;
+    else if (std::strcmp(argv[i], "--engines") == 0)
+      engines = true;
     else if (std::strcmp(argv[i], "--repeat") == 0 && i + 1 < argc)
-      repeat = std::max(1, std::atoi(argv[++i]));
+      repeat = std::max(1, std::atoi(argv[++i])), repeat_given = true;
     else
       cases.emplace_back(argv[i]);
+  }
+  if (engines) {
+    if (cases.empty()) cases = {"bench/cases/allreduce_v5e_16x16.json", "bench/cases/allreduce_v4_16x16x16.json"};
+    try {
+      for (const std::string& path : cases) engine_figures(path, repeat, repeat_given ? repeat : 1);
+    } catch (const meshsim::Error& e) {
+      fmt::print(stderr, "meshsim_bench: error: {}\n", e.what());
+      return 1;
+    }
+    return 0;
   }
   if (cases.empty()) cases.emplace_back("bench/cases/allreduce_v4_16x16x16.json");
 

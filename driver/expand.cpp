@@ -7,6 +7,7 @@
 #include "sim/collectives/collective.hpp"
 #include "sim/collectives/gpu.hpp"
 
+#include <algorithm>
 #include <optional>
 
 namespace meshsim::driver {
@@ -71,16 +72,39 @@ Expanded expand(const workloads::Workload& w, const topology::Torus& torus) {
   std::optional<topology::Fabric> fabric;
   if (w.hardware.gpu) {
     fabric.emplace(w.make_fabric());
-    for (topology::LinkId l = 0; l < fabric->num_links(); ++l)
-      out.resources.push_back(sim::Resource{fabric->link(l).spec.bandwidth_bytes_per_s, fabric->link(l).spec.latency,
-                                            w.hardware.forward_chunk_bytes});
+    // Switch nodes after the GPUs: an NVLink switch per node, a leaf per rail, the spines.
+    const auto nvswitch = [&](std::uint32_t gpu) { return chips + static_cast<std::uint32_t>(fabric->node_of(gpu)); };
+    const std::uint32_t leaves = chips + static_cast<std::uint32_t>(fabric->nodes());
+    const std::uint32_t spines = leaves + static_cast<std::uint32_t>(fabric->gpus_per_node());
+    for (topology::LinkId l = 0; l < fabric->num_links(); ++l) {
+      const topology::FabricLink& link = fabric->link(l);
+      out.resources.push_back(
+          sim::Resource{link.spec.bandwidth_bytes_per_s, link.spec.latency, w.hardware.forward_chunk_bytes});
+      const auto leaf = [&](std::uint32_t gpu) { return leaves + static_cast<std::uint32_t>(fabric->local_rank(gpu)); };
+      switch (link.kind) {
+        case topology::FabricLinkKind::NvlinkUp: out.resource_ends.emplace_back(link.a, nvswitch(link.a)); break;
+        case topology::FabricLinkKind::NvlinkDown: out.resource_ends.emplace_back(nvswitch(link.a), link.a); break;
+        case topology::FabricLinkKind::NicUp: out.resource_ends.emplace_back(link.a, leaf(link.a)); break;
+        case topology::FabricLinkKind::NicDown: out.resource_ends.emplace_back(leaf(link.a), link.a); break;
+        case topology::FabricLinkKind::LeafToSpine: out.resource_ends.emplace_back(leaves + link.a, spines + link.b); break;
+        case topology::FabricLinkKind::SpineToLeaf: out.resource_ends.emplace_back(spines + link.b, leaves + link.a); break;
+      }
+    }
   } else {
     out.resources.assign(torus.num_link_slots(),
                          sim::Resource{w.hardware.ici.bandwidth_bytes_per_s, w.hardware.ici.latency,
                                        w.hardware.forward_chunk_bytes});
+    for (topology::LinkId l = 0; l < torus.num_link_slots(); ++l) {
+      const topology::Link& link = torus.link_info(l);
+      // A missing link slot (an axis without wraparound) carries nothing.
+      out.resource_ends.emplace_back(torus.link_exists(l) ? link.src : 0, torus.link_exists(l) ? link.dst : 0);
+    }
   }
   out.links = out.resources.size();
   out.resources.resize(out.links + chips, sim::Resource{0, kZeroTick, 0});
+  for (std::uint32_t c = 0; c < chips; ++c) out.resource_ends.emplace_back(c, c);
+  out.nodes = chips;
+  for (const auto& [from, to] : out.resource_ends) out.nodes = std::max({out.nodes, from + 1, to + 1});
   const auto compute_unit = [&](std::uint32_t chip) { return static_cast<std::uint32_t>(out.links + chip); };
   sim::ProgramBuilder b;
   {

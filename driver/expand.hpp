@@ -22,6 +22,12 @@ struct Expanded {
   std::vector<std::uint64_t> op_link_bytes;  // bytes x hops
   std::vector<sim::TaskId> op_entry_begin;   // op's entry joins are ids [begin, begin + chips)
   std::uint32_t chips = 0;
+  // The network as a graph of nodes, for flow-level engines (SimGrid): chips are
+  // nodes 0..chips-1, then a GPU fabric's switches (NVLink switch per node, leaf
+  // per rail, spines). resource_ends[r] is link r's (from, to), or a compute
+  // unit's chip twice.
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> resource_ends;
+  std::uint32_t nodes = 0;
 };
 
 // Refuses (InputError at the op, before building it) a program whose tasks would

@@ -85,7 +85,10 @@ std::string format_table(const workloads::Workload& w, const RunResult& r) {
     out += fmt::format("hardware  {}: ICI {:g} GB/s one-way per link (W = {:g} GB/s bidirectional), {} us per hop\n",
                        w.hardware.preset, static_cast<double>(ici.bandwidth_bytes_per_s) / 1e9,
                        2 * static_cast<double>(ici.bandwidth_bytes_per_s) / 1e9, us(ici.latency));
-  out += "topology  " + topology_line(w) + "\n\n";
+  out += "topology  " + topology_line(w) + "\n";
+  if (r.engine == "simgrid")
+    out += "engine    SimGrid 3.32 CM02: the same transfers as flows, max-min sharing (docs/CROSSCHECK.md)\n";
+  out += "\n";
   std::size_t name_width = 20;
   for (const OpResult& o : r.ops) name_width = std::max(name_width, o.name.size());
   out += fmt::format("{:<{}} {:<14} {:<6} {:>15} {:>13} {:>13} {:>13} {:>7}  {:<9} {:>10}{}\n", "op", name_width, "kind",
@@ -104,8 +107,12 @@ std::string format_table(const workloads::Workload& w, const RunResult& r) {
                        o.busbw_bytes_per_s > 0 ? fmt::format("{:.2f}", o.busbw_bytes_per_s / 1e9) : "-",
                        w.hardware.gpu ? "  " + (o.algorithm.empty() ? std::string("-") : o.algorithm) : "");
   }
-  out += fmt::format("\ntotal {} us; {} transfers, {} bytes over links, {} engine events\n", us(r.makespan), r.transfers,
-                     r.link_bytes, r.events);
+  if (r.engine == "simgrid")
+    out += fmt::format("\ntotal {} us; {} transfers as {} SimGrid flows, {} bytes over links\n", us(r.makespan),
+                       r.transfers, r.flows, r.link_bytes);
+  else
+    out += fmt::format("\ntotal {} us; {} transfers, {} bytes over links, {} engine events\n", us(r.makespan),
+                       r.transfers, r.link_bytes, r.events);
   if (open_axis)
     out += "note: an axis without wraparound runs as a line; the cheat sheet assumes a torus (expect ~2x)\n";
   if (!r.critical_paths.empty()) {
@@ -130,13 +137,17 @@ std::string format_table(const workloads::Workload& w, const RunResult& r) {
   return out;
 }
 
-std::string format_json(const workloads::Workload& w, const RunResult& r) {
-  using Json = nlohmann::ordered_json;
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+Json run_json(const workloads::Workload& w, const RunResult& r) {
   const topology::Torus t = w.make_torus();
   Json j;
   j["format"] = "meshsim-run";
   j["format_version"] = 1;
   j["workload"] = w.file;
+  if (r.engine != "native") j["engine"] = r.engine;  // absent: the native engine
   j["hardware"] = {{"preset", w.hardware.preset},
                    {"ici_bandwidth_one_way_bytes_per_s", w.hardware.ici.bandwidth_bytes_per_s},
                    {"hop_latency_ps", w.hardware.ici.latency.ps()},
@@ -202,11 +213,80 @@ std::string format_json(const workloads::Workload& w, const RunResult& r) {
   j["transfers"] = r.transfers;
   j["link_bytes"] = r.link_bytes;
   j["events"] = r.events;
+  if (r.engine == "simgrid") {
+    j["simgrid_flows"] = r.flows;
+    j["simgrid_hosts"] = r.hosts;
+    j["simgrid_routes"] = r.routes;
+  }
   if (!r.busiest_links.empty()) {
     Json links = Json::array();
     for (const LinkLoad& l : r.busiest_links) links.push_back({{"link", l.name}, {"bytes", l.bytes}, {"busy_ps", l.busy.ps()}});
     j["busiest_links"] = links;
   }
+  return j;
+}
+
+// SimGrid over native, in percent; none when the native time is 0.
+std::optional<double> difference_percent(Tick native, Tick simgrid) {
+  if (native.ps() <= 0) return std::nullopt;
+  return 100.0 * (static_cast<double>(simgrid.ps()) - static_cast<double>(native.ps())) / static_cast<double>(native.ps());
+}
+
+}  // namespace
+
+std::string format_json(const workloads::Workload& w, const RunResult& r) { return run_json(w, r).dump(2) + "\n"; }
+
+std::string format_comparison(const workloads::Workload& w, const RunResult& native, const RunResult& simgrid) {
+  std::string out = fmt::format("topology  {}\n", topology_line(w));
+  out += "engines   native: hop by hop, FIFO link directions, cut-through forwarding\n"
+         "          simgrid: SimGrid 3.32 CM02, the same transfers as flows, max-min sharing (docs/CROSSCHECK.md)\n\n";
+  std::size_t name_width = 20;
+  for (const OpResult& o : native.ops) name_width = std::max(name_width, o.name.size());
+  out += fmt::format("{:<{}} {:<14} {:<6} {:>15} {:>13} {:>13} {:>9} {:>13}\n", "op", name_width, "kind", "axes",
+                     "V (bytes)", "native (us)", "simgrid (us)", "diff %", "closed (us)");
+  for (std::size_t i = 0; i < native.ops.size(); ++i) {
+    const OpResult& a = native.ops[i];
+    const OpResult& b = simgrid.ops[i];
+    const std::optional<double> d = difference_percent(a.time(), b.time());
+    out += fmt::format("{:<{}} {:<14} {:<6} {:>15} {:>13} {:>13} {:>9} {:>13}\n", a.name, name_width,
+                       kind_name(a.kind), a.mesh_axes.empty() ? "-" : joined(a.mesh_axes),
+                       a.kind == OpKind::Matmul ? "-" : std::to_string(a.bytes), us(a.time()), us(b.time()),
+                       d ? fmt::format("{:+.3f}", *d) : "-", us(a.closed_s));
+  }
+  const std::optional<double> d = difference_percent(native.makespan, simgrid.makespan);
+  out += fmt::format("\ntotal     native {} us, simgrid {} us ({}%)\n", us(native.makespan), us(simgrid.makespan),
+                     d ? fmt::format("{:+.3f}", *d) : "-");
+  out += fmt::format("work      native {} hop transfers, {} engine events; simgrid {} flows, {} hosts, {} routes\n",
+                     native.transfers, native.events, simgrid.flows, simgrid.hosts, simgrid.routes);
+  return out;
+}
+
+std::string format_comparison_json(const workloads::Workload& w, const RunResult& native, const RunResult& simgrid) {
+  Json j;
+  j["format"] = "meshsim-compare";
+  j["format_version"] = 1;
+  j["workload"] = w.file;
+  Json ops = Json::array();
+  for (std::size_t i = 0; i < native.ops.size(); ++i) {
+    const OpResult& a = native.ops[i];
+    const OpResult& b = simgrid.ops[i];
+    Json op;
+    op["name"] = a.name;
+    op["kind"] = std::string(kind_name(a.kind));
+    op["native_time_ps"] = a.time().ps();
+    op["simgrid_time_ps"] = b.time().ps();
+    if (const std::optional<double> d = difference_percent(a.time(), b.time()))
+      op["difference_percent"] = *d;
+    else
+      op["difference_percent"] = nullptr;
+    op["closed_form_ps"] = seconds_to_ps(a.closed_s);
+    ops.push_back(std::move(op));
+  }
+  j["ops"] = ops;
+  j["native_total_ps"] = native.makespan.ps();
+  j["simgrid_total_ps"] = simgrid.makespan.ps();
+  j["native"] = run_json(w, native);
+  j["simgrid"] = run_json(w, simgrid);
   return j.dump(2) + "\n";
 }
 

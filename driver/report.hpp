@@ -12,4 +12,9 @@ std::string format_table(const workloads::Workload& w, const RunResult& r);
 // The --json document; field names and units are documented in docs/OUTPUT.md.
 std::string format_json(const workloads::Workload& w, const RunResult& r);
 
+// --engine all: both engines per op, side by side, with the difference in percent.
+std::string format_comparison(const workloads::Workload& w, const RunResult& native, const RunResult& simgrid);
+// Its --json document: per-op differences, then each engine's full run document.
+std::string format_comparison_json(const workloads::Workload& w, const RunResult& native, const RunResult& simgrid);
+
 }  // namespace meshsim::driver

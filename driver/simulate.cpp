@@ -12,6 +12,8 @@
 #include "sim/collectives/closed_form.hpp"
 #include "sim/engine.hpp"
 #include "sim/executor.hpp"
+#include "sim/flow_graph.hpp"
+#include "sim/simgrid/simgrid_executor.hpp"
 #include "traces/link_stats.hpp"
 
 namespace meshsim::driver {
@@ -139,6 +141,101 @@ traces::TraceLayout trace_layout(const workloads::Workload& w, const topology::T
   return l;
 }
 
+// The results of every op from its timing on an engine: when all its chips could
+// start it (`all_ready`), its first start and last arrival (`timings`).
+std::vector<OpResult> op_results(const workloads::Workload& w, const topology::Torus& torus, const Expanded& ex,
+                                 const std::vector<sim::OpTiming>& timings, const std::vector<Tick>& all_ready) {
+  std::vector<OpResult> out;
+  for (std::size_t i = 0; i < w.ops.size(); ++i) {
+    const workloads::Op& op = w.ops[i];
+    const sim::OpTiming& t = timings[i];
+    OpResult o;
+    o.name = op.name;
+    o.kind = op.kind;
+    for (int a : op.mesh_axes) o.mesh_axes.push_back(w.mesh[static_cast<std::size_t>(a)].name);
+    for (int a : op.hw_axes) o.hw_axes.push_back(w.hardware.gpu ? (a == 0 ? "gpu" : "node") : torus.axis_name(a));
+    o.bytes = op.bytes;
+    o.begin = all_ready[i];
+    o.first_start = t.begin;
+    o.end = t.end;
+    if (op.kind == OpKind::Matmul) {
+      const kernels::Roofline roof = matmul_cost(op, w.hardware, w.file);
+      o.compute_s = roof.compute_time.seconds();
+      o.memory_s = roof.memory_time.seconds();
+      o.closed_s = roof.time().seconds();
+      o.flops = matmul_flops(op);
+      o.bound = roof.compute_bound() ? "compute" : "memory";
+    } else {
+      const collectives::ClosedForm f = communication_closed_form(op, w, torus);
+      if (w.hardware.gpu && op.kind != OpKind::Send)
+        o.algorithm = collectives::gpu::algorithm_name(gpu_algorithm(op, w, torus).algorithm);
+      o.latency_s = f.latency_s;
+      o.bandwidth_s = f.bandwidth_s;
+      o.closed_s = f.time_s();
+      o.bound = f.latency_bound() ? "latency" : "bandwidth";
+    }
+    if (op.kind != OpKind::Matmul && o.time() > kZeroTick) {
+      double n = 1;
+      for (int a : op.hw_axes) n *= torus.axis(a).size;
+      const double size = op.kind == OpKind::AllToAll ? static_cast<double>(op.bytes) / n : static_cast<double>(op.bytes);
+      o.algbw_bytes_per_s = size / o.time().seconds();
+      const double factor = op.kind == OpKind::AllReduce ? 2 * (n - 1) / n
+                            : op.kind == OpKind::Send    ? 1.0
+                                                         : (n - 1) / n;
+      o.busbw_bytes_per_s = o.algbw_bytes_per_s * factor;
+    }
+    o.transfers = ex.op_transfers[i];
+    o.link_bytes = ex.op_link_bytes[i];
+    o.sharding_before = op.sharding_before;
+    o.sharding_after = op.sharding_after;
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+// The same program as flows on SimGrid (sim/simgrid/).
+RunResult simulate_simgrid(const workloads::Workload& w, const topology::Torus& torus, const Expanded& ex,
+                           const std::vector<std::string>& config) {
+  const sim::FlowGraph graph(ex.program);
+  std::vector<sim::FlowResource> resources;
+  for (std::size_t i = 0; i < ex.resources.size(); ++i)
+    resources.push_back({ex.resources[i].bandwidth_bytes_per_s, ex.resources[i].latency, ex.resource_ends[i].first,
+                         ex.resource_ends[i].second});
+  const sim::SimgridRun run = sim::run_on_simgrid(graph, resources, ex.nodes, config);
+  if (run.unfinished > 0) {
+    const auto& op = w.ops[graph.node(run.first_unfinished).op];
+    throw Error(fmt::format("{}:{}: the schedule deadlocked on SimGrid: {} tasks and flows never ran, the first in "
+                            "op '{}'",
+                            w.file, op.pointer, run.unfinished, op.name));
+  }
+  if (run.makespan > kMaxTick)
+    throw InputError(w.file, w.ops.empty() ? "" : w.ops.front().pointer,
+                     fmt::format("simulated time would exceed the limit of {:.3g} s (2^62 ps); reduce the sizes",
+                                 kMaxTick.seconds()));
+  std::vector<sim::OpTiming> timings(w.ops.size());
+  std::vector<Tick> all_ready(w.ops.size());
+  for (sim::TaskId t = 0; t < ex.program.num_tasks(); ++t) {
+    sim::OpTiming& o = timings[ex.program.task(t).op()];
+    o.begin = min(o.begin, run.tasks[t].start);
+    o.end = max(o.end, run.tasks[t].done);
+  }
+  for (std::size_t i = 0; i < w.ops.size(); ++i)
+    for (std::uint32_t c = 0; c < ex.chips; ++c) all_ready[i] = max(all_ready[i], run.tasks[ex.op_entry_begin[i] + c].done);
+  RunResult r;
+  r.engine = "simgrid";
+  r.makespan = run.makespan;
+  for (std::size_t i = 0; i < w.ops.size(); ++i) {
+    r.transfers += ex.op_transfers[i];
+    r.link_bytes += ex.op_link_bytes[i];
+  }
+  r.flows = run.flows;
+  r.hosts = run.hosts;
+  r.routes = run.routes;
+  r.engine_seconds = run.engine_seconds;
+  r.ops = op_results(w, torus, ex, timings, all_ready);
+  return r;
+}
+
 }  // namespace
 
 RunResult simulate(const workloads::Workload& w, const SimulateOptions& options) {
@@ -149,6 +246,7 @@ RunResult simulate(const workloads::Workload& w, const SimulateOptions& options)
         throw Error(fmt::format("--trace-chips: chip {} is out of range: {} has chips 0..{}", chip, w.file,
                                 torus.num_chips() - 1));
   const Expanded ex = expand(w, torus);
+  if (options.engine == EngineKind::SimGrid) return simulate_simgrid(w, torus, ex, options.simgrid_config);
 
   // When every chip may start each op: the completion of its last entry join.
   struct EntryWatch final : sim::ExecutionObserver {
@@ -208,50 +306,7 @@ RunResult simulate(const workloads::Workload& w, const SimulateOptions& options)
   r.transfers = stats.total_transfers();
   r.link_bytes = stats.total_bytes();
   r.capacity_respected = stats.capacity_respected();
-  for (std::size_t i = 0; i < w.ops.size(); ++i) {
-    const workloads::Op& op = w.ops[i];
-    const sim::OpTiming& t = executor.op_timings()[i];
-    OpResult o;
-    o.name = op.name;
-    o.kind = op.kind;
-    for (int a : op.mesh_axes) o.mesh_axes.push_back(w.mesh[static_cast<std::size_t>(a)].name);
-    for (int a : op.hw_axes) o.hw_axes.push_back(w.hardware.gpu ? (a == 0 ? "gpu" : "node") : torus.axis_name(a));
-    o.bytes = op.bytes;
-    o.begin = entries.all_ready[i];
-    o.first_start = t.begin;
-    o.end = t.end;
-    if (op.kind == OpKind::Matmul) {
-      const kernels::Roofline roof = matmul_cost(op, w.hardware, w.file);
-      o.compute_s = roof.compute_time.seconds();
-      o.memory_s = roof.memory_time.seconds();
-      o.closed_s = roof.time().seconds();
-      o.flops = matmul_flops(op);
-      o.bound = roof.compute_bound() ? "compute" : "memory";
-    } else {
-      const collectives::ClosedForm f = communication_closed_form(op, w, torus);
-      if (w.hardware.gpu && op.kind != OpKind::Send)
-        o.algorithm = collectives::gpu::algorithm_name(gpu_algorithm(op, w, torus).algorithm);
-      o.latency_s = f.latency_s;
-      o.bandwidth_s = f.bandwidth_s;
-      o.closed_s = f.time_s();
-      o.bound = f.latency_bound() ? "latency" : "bandwidth";
-    }
-    if (op.kind != OpKind::Matmul && o.time() > kZeroTick) {
-      double n = 1;
-      for (int a : op.hw_axes) n *= torus.axis(a).size;
-      const double size = op.kind == OpKind::AllToAll ? static_cast<double>(op.bytes) / n : static_cast<double>(op.bytes);
-      o.algbw_bytes_per_s = size / o.time().seconds();
-      const double factor = op.kind == OpKind::AllReduce ? 2 * (n - 1) / n
-                            : op.kind == OpKind::Send    ? 1.0
-                                                         : (n - 1) / n;
-      o.busbw_bytes_per_s = o.algbw_bytes_per_s * factor;
-    }
-    o.transfers = ex.op_transfers[i];
-    o.link_bytes = ex.op_link_bytes[i];
-    o.sharding_before = op.sharding_before;
-    o.sharding_after = op.sharding_after;
-    r.ops.push_back(std::move(o));
-  }
+  r.ops = op_results(w, torus, ex, executor.op_timings(), entries.all_ready);
   if (recorder) {
     std::FILE* f = std::fopen(options.trace_path.c_str(), "wb");
     if (!f) throw Error(options.trace_path + ": cannot write file");

@@ -48,6 +48,7 @@ struct LinkLoad {
 };
 
 struct RunResult {
+  std::string engine = "native";  // native | simgrid
   std::vector<OpResult> ops;
   Tick makespan;
   std::uint64_t events = 0;
@@ -58,9 +59,20 @@ struct RunResult {
   std::vector<CriticalPath> critical_paths;  // per op, with SimulateOptions::critical_path
   std::size_t trace_events = 0;
   std::string trace_warning;  // e.g. the event cap was hit
+  // SimGrid engine only: the flows it ran (each a chain of hop transfers, or a
+  // layer of one), its hosts and routes, and its wall time (set-up and run).
+  std::uint64_t flows = 0, hosts = 0, routes = 0;
+  double engine_seconds = 0;
+};
+
+enum class EngineKind : std::uint8_t {
+  Native,   // meshsim's hop-by-hop executor
+  SimGrid,  // the same program as flows on SimGrid (docs/CROSSCHECK.md)
 };
 
 struct SimulateOptions {
+  EngineKind engine = EngineKind::Native;  // SimGrid: no traces, critical paths or link loads
+  std::vector<std::string> simgrid_config;  // extra SimGrid settings, "KEY:VALUE" (its --cfg)
   std::size_t busiest_links = 0;  // how many to report
   bool critical_path = false;     // find each op's critical path (records every task's timing)
   std::string trace_path;         // write a Perfetto trace here when not empty (.json or .pftrace)

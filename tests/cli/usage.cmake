@@ -118,6 +118,19 @@ if(DEFINED EXAMPLE AND NOT "${EXAMPLE}" STREQUAL "")
   endforeach()
   expect_error("meshsim: error: --trace-window: FROM and TO are the same picosecond, got '0:0.0000001'"
                run w.json -q --trace t.json --trace-window 0:0.0000001)
+  # The SimGrid engine: the native engine's extras are refused, --simgrid-cfg needs
+  # it, and SimGrid killing its process (a bad setting) is one error line.
+  expect_error("meshsim: error: --trace: only with --engine native" run w.json -q --engine simgrid --trace t.json)
+  expect_error("meshsim: error: --critical-path: only with --engine native" run w.json -q --engine all --critical-path)
+  expect_error("meshsim: error: --links: only with --engine native" run w.json -q --engine simgrid --links 3)
+  expect_error("meshsim: error: --simgrid-cfg: only with --engine simgrid or all"
+               run w.json -q --simgrid-cfg network/model:LV08)
+  expect_error("meshsim: error: --engine: bogus not in {native,simgrid,all} (see meshsim --help)"
+               run w.json -q --engine bogus)
+  expect_error("meshsim: error: SimGrid engine failed (it was killed by signal 6 (Aborted)): Model 'Nope' is invalid! Valid models are: LV08, Constant, SMPI, IB, CM02, ns-3."
+               run w.json -q --engine simgrid --simgrid-cfg network/model:Nope)
+  expect_error("meshsim: error: SimGrid engine failed (it exited with code 2): Bad config key: no/such-key"
+               run w.json -q --engine all --simgrid-cfg no/such-key:1)
   # A folder given as the workload.
   file(MAKE_DIRECTORY "${work_dir}/dir.json")
   expect_error("meshsim: error: dir.json: is a directory, not a workload file" run dir.json)

@@ -139,6 +139,16 @@ int main(int argc, char** argv) {
       ->option_text("N")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 40))
       ->needs(trace_option);
+  std::string engine = "native";
+  run->add_option("--engine", engine,
+                  "native (default): meshsim's hop-by-hop engine; simgrid: the same transfers as flows on SimGrid "
+                  "(docs/CROSSCHECK.md); all: both, side by side per op with the difference in percent")
+      ->check(CLI::IsMember({"native", "simgrid", "all"}));
+  std::vector<std::string> simgrid_config;
+  run->add_option("--simgrid-cfg", simgrid_config,
+                  "An extra SimGrid setting, as its --cfg takes it (e.g. network/model:LV08); repeatable. meshsim's own "
+                  "settings make a transfer alone on a link take latency + bytes / bandwidth (docs/CROSSCHECK.md)")
+      ->option_text("KEY:VALUE");
   bool verify = false;
   run->add_flag("--verify", verify,
                 "Also execute the lowered program on small random data (every chip its own shard, real data "
@@ -175,6 +185,12 @@ int main(int argc, char** argv) {
       std::fputs(meshsim::driver::format_explain(w).c_str(), stdout);
       return 0;
     }
+    if (engine == "native" && !simgrid_config.empty())
+      throw meshsim::Error("--simgrid-cfg: only with --engine simgrid or all");
+    if (engine != "native") {
+      const char* native_only = trace_option->count() > 0 ? "--trace" : critical ? "--critical-path" : links > 0 ? "--links" : nullptr;
+      if (native_only) throw meshsim::Error(std::string(native_only) + ": only with --engine native");
+    }
     if (trace_option->count() > 0) check_trace_path(trace_path);
     check_outputs(workload_path, json_path, trace_path);
     std::pair<meshsim::Tick, meshsim::Tick> window;
@@ -182,6 +198,7 @@ int main(int argc, char** argv) {
     const meshsim::workloads::Workload w = meshsim::workloads::load_workload(workload_path);
     meshsim::driver::SimulateOptions options;
     options.busiest_links = links;
+    options.simgrid_config = simgrid_config;
     options.critical_path = critical;
     options.trace_path = trace_path;
     options.trace.detail = trace_detail == "ops"     ? meshsim::traces::Detail::Ops
@@ -195,12 +212,22 @@ int main(int argc, char** argv) {
     }
     meshsim::cli::Progress progress(quiet);
     options.progress = progress.hook();
-    const meshsim::driver::RunResult result = meshsim::driver::simulate(w, options);
-    progress.clear();
-    if (!result.trace_warning.empty()) std::fprintf(stderr, "meshsim: warning: %s\n", result.trace_warning.c_str());
     const bool json_to_stdout = json_path == "-";
-    if (!quiet && !json_to_stdout) std::fputs(meshsim::driver::format_table(w, result).c_str(), stdout);
-    if (!json_path.empty()) write_output(json_path, meshsim::driver::format_json(w, result));
+    if (engine == "all") {
+      const meshsim::driver::RunResult native = meshsim::driver::simulate(w, options);
+      options.engine = meshsim::driver::EngineKind::SimGrid;
+      const meshsim::driver::RunResult simgrid = meshsim::driver::simulate(w, options);
+      progress.clear();
+      if (!quiet && !json_to_stdout) std::fputs(meshsim::driver::format_comparison(w, native, simgrid).c_str(), stdout);
+      if (!json_path.empty()) write_output(json_path, meshsim::driver::format_comparison_json(w, native, simgrid));
+    } else {
+      if (engine == "simgrid") options.engine = meshsim::driver::EngineKind::SimGrid;
+      const meshsim::driver::RunResult result = meshsim::driver::simulate(w, options);
+      progress.clear();
+      if (!result.trace_warning.empty()) std::fprintf(stderr, "meshsim: warning: %s\n", result.trace_warning.c_str());
+      if (!quiet && !json_to_stdout) std::fputs(meshsim::driver::format_table(w, result).c_str(), stdout);
+      if (!json_path.empty()) write_output(json_path, meshsim::driver::format_json(w, result));
+    }
     if (verify) {
       const meshsim::verify::Report report = meshsim::verify::verify(w);
       std::fputs(("\n" + meshsim::verify::format_report(report)).c_str(), json_to_stdout ? stderr : stdout);
