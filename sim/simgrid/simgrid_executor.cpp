@@ -237,6 +237,7 @@ class Controller {
       const Tick now = now_tick();
       finish(id, now);
       drain(now);
+      if (remaining_ == 0) return;  // the last node: the run is over
       idle_[workers_[w].host].push_back(w);
       s4u::this_actor::suspend();
     }
