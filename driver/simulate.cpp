@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 
@@ -276,6 +277,12 @@ RunResult simulate(const workloads::Workload& w, const SimulateOptions& options)
     layout = std::make_unique<traces::TraceLayout>(trace_layout(w, torus, ex, names));
     recorder = std::make_unique<traces::TraceRecorder>(ex.program, *layout, options.trace);
     executor.add_observer(*recorder);
+  }
+  if (options.progress) {
+    const double tasks = static_cast<double>(std::max<std::size_t>(ex.program.num_tasks(), 1));
+    engine.on_progress(std::uint64_t{1} << 16, [&](Tick now) {
+      options.progress(now, engine.events_executed(), static_cast<double>(executor.tasks_completed()) / tasks);
+    });
   }
   executor.start();
   engine.run();

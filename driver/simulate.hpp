@@ -1,6 +1,7 @@
 #pragma once
 // One call from a parsed workload to its simulated results.
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,9 @@ struct SimulateOptions {
   bool critical_path = false;     // find each op's critical path (records every task's timing)
   std::string trace_path;         // write a Perfetto trace here when not empty (.json or .pftrace)
   traces::TraceOptions trace;
+  // Called every 2^16 engine events with the simulated time reached, the events
+  // executed so far and the fraction of the program's tasks done (progress lines).
+  std::function<void(Tick now, std::uint64_t events, double done)> progress;
 };
 
 RunResult simulate(const workloads::Workload& w, const SimulateOptions& options = {});

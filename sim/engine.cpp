@@ -50,6 +50,12 @@ void Engine::refill() {
   from.clear();
 }
 
+void Engine::on_progress(std::uint64_t every, std::function<void(Tick)> report) {
+  progress_every_ = every;
+  progress_ = std::move(report);
+  next_progress_ = every > 0 && progress_ ? executed_ + every : UINT64_MAX;
+}
+
 void Engine::run() {
   while (size_ > 0) {
     if (head_ == buckets_[0].size()) refill();
@@ -59,6 +65,10 @@ void Engine::run() {
     now_ = e.time;
     ++executed_;
     handlers_[e.handler]->handle_event(e.payload, now_);
+    if (executed_ == next_progress_) {
+      next_progress_ += progress_every_;
+      progress_(now_);
+    }
   }
   buckets_[0].clear();
   head_ = 0;

@@ -3,6 +3,7 @@
 // nothing of chips, links or collectives. Events with equal time run in
 // (priority, insertion sequence) order, so runs are repeatable bit for bit.
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "base/tick.hpp"
@@ -25,6 +26,9 @@ class Engine {
   void schedule(Tick at, HandlerId handler, std::uint64_t payload, std::uint8_t priority = 0);
   // Pops and executes events until none is left.
   void run();
+  // Calls `report(now)` after every `every` events during run() (progress lines);
+  // never by default.
+  void on_progress(std::uint64_t every, std::function<void(Tick)> report);
 
   Tick now() const { return now_; }
   std::uint64_t events_executed() const { return executed_; }
@@ -51,6 +55,9 @@ class Engine {
   Tick now_;
   std::uint64_t sequence_ = 0;
   std::uint64_t executed_ = 0;
+  std::uint64_t progress_every_ = 0;
+  std::uint64_t next_progress_ = UINT64_MAX;
+  std::function<void(Tick)> progress_;
 };
 
 }  // namespace meshsim::sim

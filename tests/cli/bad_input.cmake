@@ -1,6 +1,7 @@
 # One bad-input case: runs `meshsim run tests/bad_input/NAME.json` from the project
 # root and requires exit code 1, nothing on stdout, and stderr equal byte for byte
-# to tests/bad_input/NAME.err (one line, "meshsim: error: FILE:/json/pointer: message").
+# to tests/bad_input/NAME.err (one line, "meshsim: error: FILE:/json/pointer: message");
+# `meshsim validate` on it must print the same line.
 #
 #   cmake -DMESHSIM=<binary> -DCASE=<abs path of NAME.json> -DSOURCE_DIR=<project root>
 #         -P tests/cli/bad_input.cmake
@@ -42,6 +43,22 @@ if(NOT "${out}" STREQUAL "")
 endif()
 if(NOT "${err}" STREQUAL "${expected}")
   string(APPEND problems "  stderr differs\n  expected: [${expected}]\n  got:      [${err}]\n")
+endif()
+# `meshsim validate` gives the same line, except for a time overflow, which only
+# the simulation finds (then validate accepts the file).
+execute_process(
+  COMMAND "${MESHSIM}" validate "${relative}"
+  WORKING_DIRECTORY "${SOURCE_DIR}"
+  RESULT_VARIABLE vrc
+  OUTPUT_VARIABLE vout
+  ERROR_VARIABLE verr
+  TIMEOUT 60)
+if("${expected}" MATCHES "simulated time would exceed")
+  if(NOT "${vrc}" STREQUAL "0")
+    string(APPEND problems "  validate: a time overflow is found only by simulating; expected exit 0, got '${vrc}' [${verr}]\n")
+  endif()
+elseif(NOT "${vrc}" STREQUAL "1" OR NOT "${vout}" STREQUAL "" OR NOT "${verr}" STREQUAL "${expected}")
+  string(APPEND problems "  `meshsim validate ${relative}` differs from run: exit '${vrc}', stdout [${vout}]\n  stderr:   [${verr}]\n")
 endif()
 if(NOT "${problems}" STREQUAL "")
   message(FATAL_ERROR "bad_input ${name}: `meshsim run ${relative}` (in ${SOURCE_DIR})\n${problems}")

@@ -16,7 +16,9 @@
 #include "driver/explain.hpp"
 #include "driver/report.hpp"
 #include "driver/simulate.hpp"
+#include "tools/meshsim/commands.hpp"
 #include "tools/meshsim/hardware_commands.hpp"
+#include "tools/meshsim/progress.hpp"
 #include "verify/verifier.hpp"
 #include "workloads/workload.hpp"
 
@@ -162,6 +164,9 @@ int main(int argc, char** argv) {
   meshsim::tool::add_calibration_option(run, calibration_path);
   const auto hardware_command = meshsim::tool::add_hardware_commands(app);
 
+  const meshsim::cli::Subcommand sweep = meshsim::cli::add_sweep_command(app);
+  const meshsim::cli::Subcommand validate = meshsim::cli::add_validate_command(app);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -176,6 +181,8 @@ int main(int argc, char** argv) {
     return fail(std::string(e.what()) + " (see meshsim --help)");
   }
 
+  if (sweep.parsed()) return sweep.run();
+  if (validate.parsed()) return validate.run();
   try {
     if (const std::optional<int> rc = hardware_command()) return *rc;
     if (explain->parsed()) {
@@ -209,16 +216,20 @@ int main(int argc, char** argv) {
       options.trace.from = window.first;
       options.trace.to = window.second;
     }
+    meshsim::cli::Progress progress(quiet);
+    options.progress = progress.hook();
     const bool json_to_stdout = json_path == "-";
     if (engine == "all") {
       const meshsim::driver::RunResult native = meshsim::driver::simulate(w, options);
       options.engine = meshsim::driver::EngineKind::SimGrid;
       const meshsim::driver::RunResult simgrid = meshsim::driver::simulate(w, options);
+      progress.clear();
       if (!quiet && !json_to_stdout) std::fputs(meshsim::driver::format_comparison(w, native, simgrid).c_str(), stdout);
       if (!json_path.empty()) write_output(json_path, meshsim::driver::format_comparison_json(w, native, simgrid));
     } else {
       if (engine == "simgrid") options.engine = meshsim::driver::EngineKind::SimGrid;
       const meshsim::driver::RunResult result = meshsim::driver::simulate(w, options);
+      progress.clear();
       if (!result.trace_warning.empty()) std::fprintf(stderr, "meshsim: warning: %s\n", result.trace_warning.c_str());
       if (!quiet && !json_to_stdout) std::fputs(meshsim::driver::format_table(w, result).c_str(), stdout);
       if (!json_path.empty()) write_output(json_path, meshsim::driver::format_json(w, result));

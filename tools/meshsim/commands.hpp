@@ -1,0 +1,26 @@
+#pragma once
+// Subcommands that live in their own files (main.cpp registers them and runs the
+// one that was parsed). Each run() prints its own errors ("meshsim: error: ...")
+// and returns the exit code.
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+namespace meshsim::cli {
+
+struct Subcommand {
+  CLI::App* app = nullptr;
+  std::function<int()> run;
+  bool parsed() const { return app != nullptr && app->parsed(); }
+};
+
+// meshsim sweep: a workload (or a collective given by flags) over ranges of bytes,
+// mesh shapes, presets and algorithms; table, CSV, JSON and plots (sweep_command.cpp).
+Subcommand add_sweep_command(CLI::App& app);
+// meshsim validate: parse and lower a workload without simulating it (validate_command.cpp).
+Subcommand add_validate_command(CLI::App& app);
+
+// Prints "meshsim: error: MESSAGE" on stderr and returns 1.
+int fail(const std::string& message);
+
+}  // namespace meshsim::cli

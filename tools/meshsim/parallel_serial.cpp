@@ -1,0 +1,31 @@
+// Parallel without MPI: one process. Refuses to run under mpirun, where every
+// rank would compute every point and write the same files.
+#include <cstdlib>
+
+#include "base/error.hpp"
+#include "tools/meshsim/parallel.hpp"
+
+namespace meshsim::cli {
+
+namespace {
+bool launched_by_mpi() {
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"}) {
+    const char* v = std::getenv(var);
+    if (v != nullptr && *v != '\0') return true;
+  }
+  return false;
+}
+}  // namespace
+
+Parallel::Parallel() {
+  if (launched_by_mpi())
+    throw Error("this meshsim was built without MPI (CMake found none, or -DMESHSIM_MPI=OFF), so it cannot share a sweep between mpirun's "
+                "ranks; install libopenmpi-dev (scripts/install-deps) and rebuild, or run it without mpirun");
+}
+Parallel::~Parallel() = default;
+
+std::vector<std::string> Parallel::gather(const std::string& mine) const { return {mine}; }
+
+bool mpi_built() { return false; }
+
+}  // namespace meshsim::cli

@@ -1,0 +1,603 @@
+#include "tools/meshsim/sweep.hpp"
+
+#include <fmt/format.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "base/error.hpp"
+
+extern char** environ;
+
+namespace meshsim::cli {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+constexpr std::size_t kMaxPoints = 10000;
+
+bool is_collective(const std::string& kind) {
+  return kind == "all_gather" || kind == "all_reduce" || kind == "reduce_scatter" || kind == "all_to_all";
+}
+
+// Whether --algorithm NAME is set on an op of this kind: ring on all-gathers,
+// reduce-scatters and all-reduces; tree, nvls and hierarchical on all-reduces;
+// direct on all-to-alls and all-reduces; auto on every collective.
+bool algorithm_fits(const std::string& algorithm, const std::string& kind) {
+  if (algorithm == "auto") return is_collective(kind);
+  if (algorithm == "ring") return kind == "all_gather" || kind == "reduce_scatter" || kind == "all_reduce";
+  if (algorithm == "direct") return kind == "all_to_all" || kind == "all_reduce";
+  return kind == "all_reduce";
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": cannot open file");
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string shape_string(const std::vector<int>& sizes) {
+  std::string s;
+  for (int v : sizes) {
+    if (!s.empty()) s += 'x';
+    s += std::to_string(v);
+  }
+  return s;
+}
+
+std::string axis_name(std::size_t i) { return std::string(1, static_cast<char>('X' + i)); }
+
+// A number of the run JSON as CSV text: integers exactly, doubles as the run
+// JSON writes them (shortest text that reads back to the same double).
+std::string cell(const Json& v) {
+  if (v.is_null()) return "";
+  if (v.is_string()) return v.get<std::string>();
+  return v.dump();
+}
+
+std::string mesh_of(const Json& run) {
+  std::vector<int> sizes;
+  for (const Json& m : run.at("mesh")) sizes.push_back(m.at("size").get<int>());
+  return shape_string(sizes);
+}
+
+std::string joined(const Json& names, const char* sep) {
+  std::string s;
+  for (const Json& n : names) {
+    if (!s.empty()) s += sep;
+    s += n.get<std::string>();
+  }
+  return s;
+}
+
+double ps_value(const Json& op, const char* key) { return op.contains(key) ? op.at(key).get<double>() : 0.0; }
+
+}  // namespace
+
+std::string SweepPoint::label() const {
+  std::string s;
+  auto add = [&](const std::string& part) {
+    if (!s.empty()) s += ' ';
+    s += part;
+  };
+  if (!preset.empty()) add("preset=" + preset);
+  if (!mesh.empty()) add("mesh=" + shape_string(mesh));
+  if (!algorithm.empty()) add("algorithm=" + algorithm);
+  if (bytes) add("bytes=" + std::to_string(*bytes));
+  return s.empty() ? "as written" : s;
+}
+
+std::optional<std::uint64_t> parse_size(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  std::uint64_t value = 0;
+  const char* end = text.data() + text.size();
+  const auto [p, ec] = std::from_chars(text.data(), end, value);
+  if (ec != std::errc() || p == text.data()) return std::nullopt;
+  int shift = 0;
+  if (p != end) {
+    if (p + 1 != end) return std::nullopt;
+    switch (*p) {
+      case 'K': case 'k': shift = 10; break;
+      case 'M': case 'm': shift = 20; break;
+      case 'G': case 'g': shift = 30; break;
+      case 'T': case 't': shift = 40; break;
+      default: return std::nullopt;
+    }
+  }
+  if (value == 0 || value > (workloads::kMaxArrayBytes >> shift)) return std::nullopt;
+  return value << shift;
+}
+
+std::vector<std::uint64_t> parse_bytes_range(const std::string& text) {
+  const std::string usage = "--bytes: expected FROM[:TO[:FACTOR]] with sizes such as 1024, 64K, 1M, 1G (K = 1024) "
+                            "from 1 to 2^62, FROM <= TO and an integer FACTOR >= 2, got '" + text + "'";
+  std::vector<std::string> parts;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t colon = text.find(':', start);
+    parts.push_back(text.substr(start, colon == std::string::npos ? std::string::npos : colon - start));
+    if (colon == std::string::npos) break;
+    start = colon + 1;
+  }
+  if (parts.size() > 3) throw Error(usage);
+  const std::optional<std::uint64_t> from = parse_size(parts[0]);
+  const std::optional<std::uint64_t> to = parts.size() > 1 ? parse_size(parts[1]) : from;
+  std::uint64_t factor = 2;
+  if (parts.size() > 2) {
+    const auto [p, ec] = std::from_chars(parts[2].data(), parts[2].data() + parts[2].size(), factor);
+    if (ec != std::errc() || p != parts[2].data() + parts[2].size() || factor < 2 || factor > 1024) throw Error(usage);
+  }
+  if (!from || !to || *from > *to) throw Error(usage);
+  std::vector<std::uint64_t> out;
+  for (std::uint64_t b = *from;; b *= factor) {
+    out.push_back(b);
+    if (b > *to / factor) break;
+  }
+  return out;
+}
+
+std::vector<int> parse_mesh_shape(const std::string& text) {
+  const std::string usage =
+      "--mesh: expected mesh axis sizes such as 16 or 8x16 (each 1 to " + std::to_string(workloads::kMaxAxisSize) +
+      ", at most 3 axes), got '" + text + "'";
+  std::vector<int> sizes;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t x = text.find('x', start);
+    const std::string part = text.substr(start, x == std::string::npos ? std::string::npos : x - start);
+    int v = 0;
+    const auto [p, ec] = std::from_chars(part.data(), part.data() + part.size(), v);
+    if (part.empty() || ec != std::errc() || p != part.data() + part.size() || v < 1 || v > workloads::kMaxAxisSize)
+      throw Error(usage);
+    sizes.push_back(v);
+    if (x == std::string::npos) break;
+    start = x + 1;
+  }
+  if (sizes.size() > 3) throw Error(usage);
+  return sizes;
+}
+
+Sweep::Sweep(SweepSpec spec) : spec_(std::move(spec)) {
+  for (const std::string& a : spec_.algorithms)
+    if (a != "auto" && a != "ring" && a != "tree" && a != "nvls" && a != "hierarchical" && a != "direct")
+      throw Error("--algorithm: expected ring, tree, nvls, hierarchical, direct or auto, got '" + a + "'");
+  if (!spec_.workload.empty()) {
+    if (!spec_.op_kind.empty() || !spec_.op_axes.empty())
+      throw Error("--op and --axes describe a collective instead of a WORKLOAD file; give one or the other");
+    file_ = spec_.workload;
+    // The base file first, exactly as `meshsim run` reads it (same errors).
+    (void)workloads::load_workload(file_);
+    base_ = Json::parse(read_text(file_));
+    if (!spec_.bytes.empty()) {
+      bool any = false;
+      for (const Json& op : base_.at("ops")) any = any || op.contains("bytes");
+      if (!any)
+        throw Error("--bytes: " + file_ + " has no op with a \"bytes\" key to set (ops with \"array\" take their size "
+                    "from the array)");
+    }
+    for (const std::vector<int>& m : spec_.meshes)
+      if (m.size() != base_.at("mesh").size())
+        throw Error(fmt::format("--mesh: '{}' gives {} size{} but the mesh of {} has {} ax{}", shape_string(m),
+                                m.size(), m.size() == 1 ? "" : "s", file_, base_.at("mesh").size(),
+                                base_.at("mesh").size() == 1 ? "is" : "es"));
+  } else {
+    if (spec_.op_kind.empty()) throw Error("sweep: give a WORKLOAD file or a collective with --op");
+    if (!is_collective(spec_.op_kind))
+      throw Error("--op: expected all_gather, all_reduce, reduce_scatter or all_to_all, got '" + spec_.op_kind + "'");
+    if (spec_.presets.empty()) throw Error("--op: needs --preset (the hardware), e.g. --preset tpu-v5e");
+    if (spec_.meshes.empty()) throw Error("--op: needs --mesh (the mesh axis sizes X, Y, Z), e.g. --mesh 16");
+    if (spec_.bytes.empty()) throw Error("--op: needs --bytes, e.g. --bytes 1K:1G");
+    file_ = "sweep";
+    Json mesh = Json::object();
+    for (std::size_t i = 0; i < spec_.meshes.front().size(); ++i) mesh[axis_name(i)] = spec_.meshes.front()[i];
+    Json op = {{"name", spec_.op_kind}, {"kind", spec_.op_kind}, {"bytes", spec_.bytes.front()}};
+    op["axes"] = Json::array();
+    if (!spec_.op_axes.empty())
+      for (const std::string& a : spec_.op_axes) op["axes"].push_back(a);
+    else
+      for (const auto& [name, size] : mesh.items()) op["axes"].push_back(name);
+    base_ = {{"hardware", spec_.presets.front()}, {"mesh", mesh}, {"ops", Json::array({op})}};
+  }
+  const std::vector<std::string> presets = spec_.presets.empty() ? std::vector<std::string>{""} : spec_.presets;
+  const std::vector<std::vector<int>> meshes =
+      spec_.meshes.empty() ? std::vector<std::vector<int>>{{}} : spec_.meshes;
+  const std::vector<std::string> algorithms =
+      spec_.algorithms.empty() ? std::vector<std::string>{""} : spec_.algorithms;
+  std::vector<std::optional<std::uint64_t>> bytes;
+  for (std::uint64_t b : spec_.bytes) bytes.emplace_back(b);
+  if (bytes.empty()) bytes.emplace_back();
+  const double count = static_cast<double>(presets.size()) * static_cast<double>(meshes.size()) *
+                       static_cast<double>(algorithms.size()) * static_cast<double>(bytes.size());
+  if (count > static_cast<double>(kMaxPoints))
+    throw Error(fmt::format("sweep: {:.0f} points; meshsim sweeps at most {} at once", count, kMaxPoints));
+  for (const std::string& p : presets)
+    for (const std::vector<int>& m : meshes)
+      for (const std::string& a : algorithms)
+        for (const std::optional<std::uint64_t>& b : bytes)
+          points_.push_back(SweepPoint{points_.size(), p, m, a, b});
+}
+
+std::string Sweep::workload_text(const SweepPoint& p) const {
+  Json doc = base_;
+  if (!p.preset.empty()) {
+    Json& hw = doc.at("hardware");
+    if (hw.is_object())
+      hw["preset"] = p.preset;
+    else
+      hw = p.preset;
+  }
+  if (!p.mesh.empty()) {
+    Json& mesh = doc.at("mesh");
+    if (spec_.workload.empty()) {
+      mesh = Json::object();
+      for (std::size_t i = 0; i < p.mesh.size(); ++i) mesh[axis_name(i)] = p.mesh[i];
+      if (spec_.op_axes.empty()) {
+        Json& axes = doc.at("ops").at(0).at("axes");
+        axes = Json::array();
+        for (const auto& [name, size] : mesh.items()) axes.push_back(name);
+      }
+    } else {
+      std::size_t i = 0;
+      for (auto& [name, size] : mesh.items()) size = p.mesh[i++];
+      doc.erase("topology");  // the shape follows the mesh (docs/WORKLOAD.md, `topology`)
+    }
+  }
+  for (Json& op : doc.at("ops")) {
+    if (!p.algorithm.empty() && op.contains("kind") && op.at("kind").is_string() &&
+        algorithm_fits(p.algorithm, op.at("kind").get<std::string>())) {
+      if (p.algorithm == "auto")
+        op.erase("algorithm");
+      else
+        op["algorithm"] = p.algorithm;
+    }
+    if (p.bytes && op.contains("bytes")) op["bytes"] = *p.bytes;
+  }
+  return doc.dump(2) + "\n";
+}
+
+workloads::Workload Sweep::workload(const SweepPoint& p) const {
+  try {
+    return workloads::parse_workload(workload_text(p), file_);
+  } catch (const InputError& e) {
+    throw Error(fmt::format("{} (sweep point {}: {})", e.what(), p.index, p.label()));
+  }
+}
+
+std::string format_sweep_table(const Sweep& s, const std::vector<PointResult>& results) {
+  bool gpu = false;
+  for (const PointResult& r : results)
+    for (const Json& op : r.run.at("ops")) gpu = gpu || op.contains("algorithm");
+  std::size_t name_width = 10, preset_width = 8;
+  for (const PointResult& r : results) {
+    preset_width = std::max(preset_width, r.run.at("hardware").at("preset").get<std::string>().size());
+    for (const Json& op : r.run.at("ops")) name_width = std::max(name_width, op.at("name").get<std::string>().size());
+  }
+  std::string out = fmt::format("# meshsim sweep: {} ({} point{})\n",
+                                s.spec().workload.empty() ? s.spec().op_kind + " from the command line" : s.spec().workload,
+                                results.size(), results.size() == 1 ? "" : "s");
+  out += "# time: simulated; closed: the cheat sheet's closed form; ratio = time / closed;\n"
+         "# algbw = size / time, busbw = algbw x the nccl-tests bus factor (docs/OUTPUT.md)\n#\n";
+  const std::string head = fmt::format("# {:>5}  {:<{}} {:<9} {:<{}} {:<14} {:>14} {:>13} {:>12} {:>12} {:>13} {:>7}  {:<9}{}\n",
+                                       "point", "preset", preset_width, "mesh", "op", name_width, "kind", "size (B)",
+                                       "time (us)", "algbw (GB/s)", "busbw (GB/s)", "closed (us)", "ratio", "bound",
+                                       gpu ? "  algorithm" : "");
+  out += head;
+  for (const PointResult& r : results) {
+    for (const Json& op : r.run.at("ops")) {
+      const bool comm = op.contains("busbw_bytes_per_s");
+      out += fmt::format(
+          "  {:>5}  {:<{}} {:<9} {:<{}} {:<14} {:>14} {:>13.3f} {:>12} {:>12} {:>13.3f} {:>7}  {:<9}{}\n", r.point.index,
+          r.run.at("hardware").at("preset").get<std::string>(), preset_width, mesh_of(r.run),
+          op.at("name").get<std::string>(), name_width, op.at("kind").get<std::string>(),
+          op.at("kind") == "matmul" ? std::string("-") : std::to_string(op.at("bytes").get<std::uint64_t>()),
+          ps_value(op, "time_ps") * 1e-6,
+          comm ? fmt::format("{:.2f}", op.at("algbw_bytes_per_s").get<double>() / 1e9) : std::string("-"),
+          comm ? fmt::format("{:.2f}", op.at("busbw_bytes_per_s").get<double>() / 1e9) : std::string("-"),
+          ps_value(op, "closed_form_ps") * 1e-6,
+          op.at("ratio").is_null() ? std::string("-") : fmt::format("{:.4f}", op.at("ratio").get<double>()),
+          op.at("bound").get<std::string>(),
+          gpu ? "  " + (op.contains("algorithm") ? op.at("algorithm").get<std::string>() : std::string("-")) : "");
+    }
+  }
+  // No trailing blanks (the last column is padded).
+  std::string trimmed;
+  std::size_t start = 0;
+  while (start < out.size()) {
+    const std::size_t end = out.find('\n', start);
+    std::string line = out.substr(start, end - start);
+    line.erase(line.find_last_not_of(' ') + 1);
+    trimmed += line + "\n";
+    start = end + 1;
+  }
+  return trimmed;
+}
+
+std::string format_sweep_csv(const std::vector<PointResult>& results) {
+  std::string out =
+      "point,preset,mesh,op,kind,axes,bytes,time_ps,closed_form_ps,latency_term_ps,bandwidth_term_ps,ratio,bound,"
+      "algorithm,algbw_bytes_per_s,busbw_bytes_per_s,transfers,link_bytes,start_ps,end_ps\n";
+  for (const PointResult& r : results) {
+    for (const Json& op : r.run.at("ops")) {
+      auto get = [&](const char* key) { return op.contains(key) ? cell(op.at(key)) : std::string(); };
+      out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.point.index,
+                         cell(r.run.at("hardware").at("preset")), mesh_of(r.run), get("name"), get("kind"),
+                         joined(op.at("mesh_axes"), " "), get("bytes"), get("time_ps"), get("closed_form_ps"),
+                         get("latency_term_ps"), get("bandwidth_term_ps"), get("ratio"), get("bound"),
+                         get("algorithm"), get("algbw_bytes_per_s"), get("busbw_bytes_per_s"), get("transfers"),
+                         get("link_bytes"), get("start_ps"), get("end_ps"));
+    }
+  }
+  return out;
+}
+
+std::string format_sweep_json(const Sweep& s, const std::vector<PointResult>& results) {
+  Json j;
+  j["format"] = "meshsim-sweep";
+  j["format_version"] = 1;
+  j["workload"] = s.spec().workload.empty() ? Json(nullptr) : Json(s.spec().workload);
+  Json points = Json::array();
+  for (const PointResult& r : results) {
+    Json p;
+    p["point"] = r.point.index;
+    p["preset"] = r.point.preset.empty() ? Json(nullptr) : Json(r.point.preset);
+    p["mesh"] = r.point.mesh.empty() ? Json(nullptr) : Json(r.point.mesh);
+    p["algorithm"] = r.point.algorithm.empty() ? Json(nullptr) : Json(r.point.algorithm);
+    p["bytes"] = r.point.bytes ? Json(*r.point.bytes) : Json(nullptr);
+    p["run"] = r.run;
+    points.push_back(std::move(p));
+  }
+  j["points"] = std::move(points);
+  return j.dump(2) + "\n";
+}
+
+std::vector<Measured> read_measured(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": cannot open file");
+  std::vector<Measured> out;
+  std::string line;
+  int number = 0;
+  bool header_allowed = true;
+  while (std::getline(in, line)) {
+    ++number;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty() || line[0] == '#') continue;
+    const std::size_t comma = line.find(',');
+    const std::string a = line.substr(0, comma);
+    const std::string b = comma == std::string::npos ? "" : line.substr(comma + 1);
+    std::uint64_t bytes = 0;
+    double time = 0;
+    const auto [pa, ea] = std::from_chars(a.data(), a.data() + a.size(), bytes);
+    const auto [pb, eb] = std::from_chars(b.data(), b.data() + b.size(), time);
+    const bool ok = comma != std::string::npos && ea == std::errc() && pa == a.data() + a.size() && bytes > 0 &&
+                    eb == std::errc() && pb == b.data() + b.size() && std::isfinite(time) && time > 0;
+    if (!ok) {
+      if (header_allowed && !line.empty() && !std::isdigit(static_cast<unsigned char>(line[0]))) {
+        header_allowed = false;
+        continue;
+      }
+      throw Error(fmt::format("{}:{}: expected 'bytes,time_us' (an integer > 0 and a time in microseconds > 0), got "
+                              "'{}'",
+                              path, number, line.size() > 80 ? line.substr(0, 80) + "..." : line));
+    }
+    header_allowed = false;
+    out.push_back({bytes, time});
+  }
+  if (out.empty()) throw Error(path + ": no measured points (expected lines 'bytes,time_us')");
+  return out;
+}
+
+namespace {
+
+// A string for a gnuplot script, in single quotes.
+std::string gp_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("''") : std::string(1, c);
+  return q + "'";
+}
+
+std::string size_label(double bytes) {
+  const char* units[] = {"B", "K", "M", "G", "T"};
+  int u = 0;
+  while (bytes >= 1024 && u < 4) {
+    bytes /= 1024;
+    ++u;
+  }
+  return fmt::format("{:.3g}{}", bytes, units[u]);
+}
+
+struct Series {
+  std::string title;
+  std::vector<const Json*> ops;  // sorted by bytes
+};
+
+void run_gnuplot(const std::string& script, const std::string& log) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  std::string prog = "gnuplot";
+  std::vector<char*> argv{prog.data(), const_cast<char*>(script.c_str()), nullptr};
+  pid_t pid = 0;
+  const int rc = posix_spawnp(&pid, "gnuplot", &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) {
+    std::error_code ec;
+    std::filesystem::remove(log, ec);
+    if (rc == ENOENT)
+      throw Error("--plot: gnuplot is not installed (Debian package gnuplot-nox; scripts/install-deps installs it)");
+    throw Error(std::string("--plot: cannot start gnuplot: ") + std::strerror(rc));
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    std::ifstream in(log);
+    std::string first, line;
+    while (std::getline(in, line))
+      if (!line.empty() && first.empty()) first = line;
+    throw Error(fmt::format("--plot: gnuplot failed on {} ({}); its messages are in {}", script,
+                            first.empty() ? "no message" : first, log));
+  }
+  std::error_code ec;
+  std::filesystem::remove(log, ec);
+}
+
+}  // namespace
+
+void plot_sweep(const std::string& prefix, const std::vector<PointResult>& results,
+                const std::vector<Measured>& measured) {
+  // One series per (preset, mesh, algorithm asked, op): its points by bytes.
+  std::vector<Series> series;
+  std::map<std::string, std::size_t> index;
+  for (const PointResult& r : results) {
+    for (const Json& op : r.run.at("ops")) {
+      if (op.at("kind") == "matmul" || !op.contains("busbw_bytes_per_s")) continue;
+      std::string title = r.run.at("hardware").at("preset").get<std::string>() + " " + mesh_of(r.run) + " " +
+                          op.at("name").get<std::string>();
+      if (!r.point.algorithm.empty()) title += " " + r.point.algorithm;
+      auto [it, added] = index.emplace(title, series.size());
+      if (added) series.push_back({title, {}});
+      series[it->second].ops.push_back(&op);
+    }
+  }
+  std::size_t distinct_bytes = 0;
+  for (const Series& s : series) distinct_bytes = std::max(distinct_bytes, s.ops.size());
+  if (series.empty() || distinct_bytes < 2)
+    throw Error("--plot: needs a sweep over bytes (--bytes FROM:TO) of at least one collective or send");
+  for (Series& s : series)
+    std::stable_sort(s.ops.begin(), s.ops.end(), [](const Json* a, const Json* b) {
+      return a->at("bytes").get<std::uint64_t>() < b->at("bytes").get<std::uint64_t>();
+    });
+
+  // The data: one block per series, then the measured points.
+  std::string dat = "# meshsim sweep plot data; one block per series (gnuplot index), then the measured points\n";
+  std::uint64_t lo = UINT64_MAX, hi = 0;
+  std::vector<double> knees;
+  for (const Series& s : series) {
+    dat += fmt::format("# {}\n# bytes time_us latency_term_us bandwidth_term_us closed_form_us algbw_GBps busbw_GBps "
+                       "closed_busbw_GBps bandwidth_term_busbw_GBps\n",
+                       s.title);
+    for (const Json* op : s.ops) {
+      const std::uint64_t bytes = op->at("bytes").get<std::uint64_t>();
+      lo = std::min(lo, bytes);
+      hi = std::max(hi, bytes);
+      const double time = ps_value(*op, "time_ps"), closed = ps_value(*op, "closed_form_ps"),
+                   lat = ps_value(*op, "latency_term_ps"), bw = ps_value(*op, "bandwidth_term_ps");
+      const double busbw = op->at("busbw_bytes_per_s").get<double>() / 1e9;
+      dat += fmt::format("{} {:.6f} {:.6f} {:.6f} {:.6f} {:.6f} {:.6f} {:.6f} {:.6f}\n", bytes, time * 1e-6, lat * 1e-6,
+                         bw * 1e-6, closed * 1e-6, op->at("algbw_bytes_per_s").get<double>() / 1e9, busbw,
+                         closed > 0 ? busbw * time / closed : 0.0, bw > 0 ? busbw * time / bw : 0.0);
+    }
+    dat += "\n\n";
+    // The knee: the size at which the (linear) bandwidth term reaches the latency term.
+    const Json& last = *s.ops.back();
+    const double lat = ps_value(last, "latency_term_ps"), bw = ps_value(last, "bandwidth_term_ps");
+    knees.push_back(bw > 0 && lat > 0 ? static_cast<double>(last.at("bytes").get<std::uint64_t>()) * lat / bw : 0.0);
+  }
+  // Measured bus bandwidth with the first series's bus factor (busbw / algbw).
+  const Json& ref = *series.front().ops.front();
+  const double factor = ref.at("algbw_bytes_per_s").get<double>() > 0
+                            ? ref.at("busbw_bytes_per_s").get<double>() / ref.at("algbw_bytes_per_s").get<double>()
+                            : 1.0;
+  if (!measured.empty()) {
+    dat += "# measured\n# bytes time_us busbw_GBps\n";
+    for (const Measured& m : measured) {
+      lo = std::min(lo, m.bytes);
+      hi = std::max(hi, m.bytes);
+      dat += fmt::format("{} {:.6f} {:.6f}\n", m.bytes, m.time_us,
+                         static_cast<double>(m.bytes) / (m.time_us * 1e-6) * factor / 1e9);
+    }
+    dat += "\n\n";
+  }
+
+  // x tics at powers of two, at most about ten of them.
+  const int first = static_cast<int>(std::floor(std::log2(static_cast<double>(lo))));
+  const int last = static_cast<int>(std::ceil(std::log2(static_cast<double>(hi))));
+  const int step = std::max(1, (last - first + 9) / 10);
+  std::string xtics;
+  for (int e = first; e <= last; e += step)
+    xtics += fmt::format("{}\"{}\" {:.0f}", xtics.empty() ? "" : ", ", size_label(std::ldexp(1.0, e)), std::ldexp(1.0, e));
+
+  const std::string data = gp_quote(prefix + ".dat");
+  std::string body;
+  body += "set multiplot layout 2,1\n";
+  body += fmt::format("set logscale x 2\nset xrange [{:.1f}:{:.1f}]\nset xtics ({})\nset grid\n",
+                      std::ldexp(1.0, first) / 1.15, std::ldexp(1.0, last) * 1.15, xtics);
+  body += "set key top left box opaque font ',9'\nset xlabel 'message size V (bytes, K = 1024)'\n";
+  body += "set yrange [*:*]\nset logscale y 10\nset ylabel 'time (us)'\nset format y '%g'\n";
+  body += "set title 'Time: simulated (points) beside the closed form (latency term, bandwidth term, their max)'\n";
+  for (std::size_t i = 0; i < series.size(); ++i) {
+    if (knees[i] <= 0) continue;
+    body += fmt::format("set arrow {} from {:.3f}, graph 0 to {:.3f}, graph 1 nohead dt 3 lw 1.5 lc {}\n", i + 1,
+                        knees[i], knees[i], i + 1);
+    body += fmt::format("set label {} {} at {:.3f}, graph {:.2f} offset 0.5,0 font ',9' tc lt {}\n", i + 1,
+                        gp_quote(fmt::format("knee {:.0f} bytes ({})", knees[i], size_label(std::round(knees[i])))), knees[i], 0.06 + 0.06 * static_cast<double>(i),
+                        i + 1);
+  }
+  // One series: a colour per curve; several: a colour per series, a dash per curve.
+  const bool one = series.size() == 1;
+  auto colour = [&](std::size_t i, const char* single) {
+    return one ? fmt::format("rgb '{}'", single) : std::to_string(i + 1);
+  };
+  std::string plot = "plot ";
+  for (std::size_t i = 0; i < series.size(); ++i) {
+    const std::string t = series.size() == 1 ? "" : series[i].title + ": ";
+    plot += fmt::format("{} index {} using 1:2 with linespoints lw 2 pt 7 ps 0.7 lc {} title {}, \\\n  ", data, i,
+                        i + 1, gp_quote(t + "simulated"));
+    plot += fmt::format("'' index {} using 1:3 with lines dt 2 lw 1.5 lc {} title {}, \\\n  ", i, colour(i, "#1f77b4"),
+                        gp_quote(t + "latency term"));
+    plot += fmt::format("'' index {} using 1:4 with lines dt 4 lw 1.5 lc {} title {}, \\\n  ", i, colour(i, "#2ca02c"),
+                        gp_quote(t + "bandwidth term"));
+    plot += fmt::format("'' index {} using 1:5 with lines lw 1 lc rgb 'black' title {}{}", i,
+                        gp_quote(t + "closed form = max"), i + 1 < series.size() || !measured.empty() ? ", \\\n  " : "");
+  }
+  if (!measured.empty())
+    plot += fmt::format("{} index {} using 1:2 with points pt 6 ps 1.2 lc rgb 'red' title 'measured'", data,
+                        series.size());
+  body += plot + "\n";
+  body += "unset arrow\nunset label\n";
+  body += "unset logscale y\nset yrange [0:*]\nset ylabel 'bus bandwidth (GB/s)'\n";
+  body += "set key bottom right box opaque font ',9'\n";
+  body += "set title 'Bus bandwidth (nccl-tests busbw): simulated beside the closed form'\n";
+  plot = "plot ";
+  for (std::size_t i = 0; i < series.size(); ++i) {
+    const std::string t = series.size() == 1 ? "" : series[i].title + ": ";
+    plot += fmt::format("{} index {} using 1:7 with linespoints lw 2 pt 7 ps 0.7 lc {} title {}, \\\n  ", data, i,
+                        i + 1, gp_quote(t + "simulated busbw"));
+    plot += fmt::format("'' index {} using 1:9 with lines dt 4 lw 1.5 lc {} title {}, \\\n  ", i, colour(i, "#2ca02c"),
+                        gp_quote(t + "bandwidth term only"));
+    plot += fmt::format("'' index {} using 1:8 with lines lw 1 lc rgb 'black' title {}{}", i,
+                        gp_quote(t + "closed form"), i + 1 < series.size() || !measured.empty() ? ", \\\n  " : "");
+  }
+  if (!measured.empty())
+    plot += fmt::format("{} index {} using 1:3 with points pt 6 ps 1.2 lc rgb 'red' title 'measured'", data,
+                        series.size());
+  body += plot + "\nunset multiplot\n";
+
+  std::string script = "# meshsim sweep plot: `gnuplot " + prefix + ".gp` redraws " + prefix + ".png and " + prefix +
+                       ".svg from " + prefix + ".dat\n";
+  script += "set terminal pngcairo noenhanced size 1100,1000 font ',10'\nset output " + gp_quote(prefix + ".png") + "\n" + body;
+  script += "set terminal svg noenhanced size 1100,1000 font ',10' dynamic\nset output " + gp_quote(prefix + ".svg") + "\n" + body;
+  script += "set output\n";
+  for (const auto& [path, text] : {std::pair{prefix + ".dat", dat}, std::pair{prefix + ".gp", script}}) {
+    std::ofstream out(path, std::ios::binary);
+    out << text;
+    if (!out) throw Error(path + ": cannot write file");
+  }
+  run_gnuplot(prefix + ".gp", prefix + ".gnuplot.log");
+}
+
+}  // namespace meshsim::cli

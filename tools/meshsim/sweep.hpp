@@ -1,0 +1,89 @@
+#pragma once
+// meshsim sweep: one workload run over ranges of bytes, mesh shapes, presets and
+// GPU algorithms. A point is the base workload's JSON with those values put in,
+// parsed by the same parser as `meshsim run` (so it is validated exactly like a
+// file), simulated, and reported by the same report code (format_json).
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "workloads/workload.hpp"
+
+namespace meshsim::cli {
+
+struct SweepSpec {
+  std::string workload;               // a workload file; empty: the collective below
+  std::string op_kind;                // with no file: all_gather, all_reduce, reduce_scatter, all_to_all
+  std::vector<std::string> op_axes;   // its mesh axes (default: every mesh axis)
+  std::vector<std::uint64_t> bytes;   // empty: as written
+  std::vector<std::vector<int>> meshes;
+  std::vector<std::string> presets;
+  std::vector<std::string> algorithms;  // "auto": the fastest by closed form (no "algorithm" key)
+};
+
+struct SweepPoint {
+  std::size_t index = 0;
+  std::string preset;               // "": as written
+  std::vector<int> mesh;            // empty: as written
+  std::string algorithm;            // "": as written
+  std::optional<std::uint64_t> bytes;
+  std::string label() const;        // "preset=tpu-v5e mesh=4x4 bytes=1024"
+};
+
+// What one point gave: the `meshsim run --json` document of its workload.
+struct PointResult {
+  SweepPoint point;
+  nlohmann::ordered_json run;
+};
+
+class Sweep {
+ public:
+  // Reads and checks the base workload (errors as `meshsim run` gives them) and
+  // lists the points: presets outermost, then meshes, algorithms, bytes.
+  explicit Sweep(SweepSpec spec);
+  const std::vector<SweepPoint>& points() const { return points_; }
+  const SweepSpec& spec() const { return spec_; }
+  // The point's workload, parsed and validated; an InputError names the point.
+  workloads::Workload workload(const SweepPoint& p) const;
+  // The point's workload as JSON text (what `meshsim run` would read for it).
+  std::string workload_text(const SweepPoint& p) const;
+
+ private:
+  SweepSpec spec_;
+  std::string file_;  // for errors: the workload path, or "sweep" for a collective from flags
+  nlohmann::ordered_json base_;
+  std::vector<SweepPoint> points_;
+};
+
+// "1024", "64K", "1M", "1G" (K = 2^10, as nccl-tests) as bytes; nullopt when malformed.
+std::optional<std::uint64_t> parse_size(const std::string& text);
+// --bytes FROM[:TO[:FACTOR]]: FROM, FROM*FACTOR, ... up to TO (FACTOR default 2).
+std::vector<std::uint64_t> parse_bytes_range(const std::string& text);
+// --mesh 16 or 8x16 (sizes of the mesh axes in order).
+std::vector<int> parse_mesh_shape(const std::string& text);
+
+// Reports of the gathered results (every rank's, in point order).
+std::string format_sweep_table(const Sweep& s, const std::vector<PointResult>& results);
+std::string format_sweep_csv(const std::vector<PointResult>& results);
+std::string format_sweep_json(const Sweep& s, const std::vector<PointResult>& results);
+
+// Measured points to plot beside the simulation: "bytes,time_us" per line (a
+// header line is allowed, "#" starts a comment).
+struct Measured {
+  std::uint64_t bytes = 0;
+  double time_us = 0;
+};
+std::vector<Measured> read_measured(const std::string& path);
+
+// Writes PREFIX.dat and PREFIX.gp and runs gnuplot to draw PREFIX.png and
+// PREFIX.svg: time and bus bandwidth against bytes on log axes, the simulated
+// points beside the closed form's latency and bandwidth terms and their max,
+// the knee marked, and the measured points when given.
+void plot_sweep(const std::string& prefix, const std::vector<PointResult>& results,
+                const std::vector<Measured>& measured);
+
+}  // namespace meshsim::cli

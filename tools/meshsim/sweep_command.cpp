@@ -1,0 +1,220 @@
+// meshsim sweep: the command line of sweeps (sweep.hpp does the work).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <new>
+
+#include "base/error.hpp"
+#include "driver/report.hpp"
+#include "driver/simulate.hpp"
+#include "tools/meshsim/commands.hpp"
+#include "tools/meshsim/parallel.hpp"
+#include "tools/meshsim/progress.hpp"
+#include "tools/meshsim/sweep.hpp"
+
+namespace meshsim::cli {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+struct SweepOptions {
+  std::string workload, op, bytes, csv, json, plot, measured, workloads_dir;
+  std::vector<std::string> axes, meshes, presets, algorithms;
+  bool quiet = false;
+};
+
+void write_file(const std::string& path, const std::string& text) {
+  if (path == "-") {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return;
+  }
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  if (!out) throw Error(path + ": cannot write file");
+}
+
+bool same_file(const std::string& a, const std::string& b) {
+  std::error_code ea, eb;
+  const auto pa = std::filesystem::weakly_canonical(std::filesystem::absolute(a, ea), ea);
+  const auto pb = std::filesystem::weakly_canonical(std::filesystem::absolute(b, eb), eb);
+  return (ea || eb) ? a == b : pa == pb;
+}
+
+SweepSpec spec_of(const SweepOptions& o) {
+  SweepSpec s;
+  s.workload = o.workload;
+  s.op_kind = o.op;
+  s.op_axes = o.axes;
+  if (!o.bytes.empty()) s.bytes = parse_bytes_range(o.bytes);
+  for (const std::string& m : o.meshes) s.meshes.push_back(parse_mesh_shape(m));
+  s.presets = o.presets;
+  s.algorithms = o.algorithms;
+  return s;
+}
+
+// One rank's share: the points i with i % size == rank, as JSON text (the run
+// document of each, or the first error).
+std::string simulate_share(const Sweep& sweep, const Parallel& par, Progress& progress) {
+  Json share = Json::array();
+  std::size_t mine = 0, done = 0;
+  for (const SweepPoint& p : sweep.points()) mine += p.index % static_cast<std::size_t>(par.size()) == static_cast<std::size_t>(par.rank());
+  for (const SweepPoint& p : sweep.points()) {
+    if (p.index % static_cast<std::size_t>(par.size()) != static_cast<std::size_t>(par.rank())) continue;
+    progress.set_points(done++, mine);
+    try {
+      const workloads::Workload w = sweep.workload(p);
+      driver::SimulateOptions options;
+      options.progress = progress.hook();
+      const driver::RunResult r = driver::simulate(w, options);
+      share.push_back({{"point", p.index}, {"run", driver::format_json(w, r)}});
+    } catch (const InputError& e) {
+      share.push_back({{"point", p.index}, {"error", fmt::format("{} (sweep point {}: {})", e.what(), p.index, p.label())}});
+      break;
+    } catch (const Error& e) {
+      share.push_back({{"point", p.index}, {"error", std::string(e.what())}});
+      break;
+    } catch (const std::bad_alloc&) {
+      share.push_back({{"point", p.index}, {"error", fmt::format("out of memory (sweep point {}: {})", p.index, p.label())}});
+      break;
+    }
+  }
+  progress.clear();
+  return share.dump();
+}
+
+int run_sweep(const SweepOptions& o) {
+  // Everything a rank can get wrong on its own is checked identically on every
+  // rank before any simulation, and only rank 0 says so.
+  std::unique_ptr<Parallel> par;
+  try {
+    par = std::make_unique<Parallel>();
+  } catch (const Error& e) {
+    return fail(e.what());
+  }
+  const bool root = par->rank() == 0;
+  try {
+    if (!o.measured.empty() && o.plot.empty()) throw Error("--measured: needs --plot PREFIX");
+    if (!o.workload.empty()) {
+      for (const auto& [flag, path] : {std::pair{"--csv", o.csv}, std::pair{"--json", o.json}})
+        if (!path.empty() && path != "-" && same_file(path, o.workload))
+          throw Error(fmt::format("{}: '{}' is the workload file; it would be overwritten", flag, path));
+    }
+    if (!o.csv.empty() && !o.json.empty() && o.csv != "-" && same_file(o.csv, o.json))
+      throw Error("--json: '" + o.json + "' is also the --csv output; give them different files");
+    if (o.csv == "-" && o.json == "-") throw Error("--json: only one of --csv and --json can go to stdout ('-')");
+    const Sweep sweep(spec_of(o));
+    for (const SweepPoint& p : sweep.points()) (void)sweep.workload(p);
+    std::vector<Measured> measured;
+    if (!o.measured.empty()) measured = read_measured(o.measured);
+
+    const bool to_stdout = o.csv == "-" || o.json == "-";
+    Progress progress(o.quiet || !root);
+    const std::string share = simulate_share(sweep, *par, progress);
+    const std::vector<std::string> shares = par->gather(share);
+    if (!root) {
+      // A rank's own failure is printed by rank 0; its exit code says it too.
+      for (const Json& entry : Json::parse(share))
+        if (entry.contains("error")) return 1;
+      return 0;
+    }
+    std::vector<PointResult> results;
+    std::string first_error;
+    std::size_t error_point = SIZE_MAX;
+    for (const std::string& text : shares) {
+      for (const Json& entry : Json::parse(text)) {
+        const std::size_t i = entry.at("point").get<std::size_t>();
+        if (entry.contains("error")) {
+          if (i < error_point) {
+            error_point = i;
+            first_error = entry.at("error").get<std::string>();
+          }
+          continue;
+        }
+        results.push_back({sweep.points()[i], Json::parse(entry.at("run").get<std::string>())});
+      }
+    }
+    if (error_point != SIZE_MAX) return fail(first_error);
+    std::sort(results.begin(), results.end(),
+              [](const PointResult& a, const PointResult& b) { return a.point.index < b.point.index; });
+    if (results.size() != sweep.points().size())
+      throw Error(fmt::format("sweep: {} of {} points came back", results.size(), sweep.points().size()));
+
+    if (!o.quiet && !to_stdout) std::fputs(format_sweep_table(sweep, results).c_str(), stdout);
+    if (!o.csv.empty()) write_file(o.csv, format_sweep_csv(results));
+    if (!o.json.empty()) write_file(o.json, format_sweep_json(sweep, results));
+    if (!o.workloads_dir.empty()) {
+      std::error_code ec;
+      std::filesystem::create_directories(o.workloads_dir, ec);
+      if (ec) throw Error(o.workloads_dir + ": cannot create folder: " + ec.message());
+      for (const SweepPoint& p : sweep.points())
+        write_file((std::filesystem::path(o.workloads_dir) / fmt::format("point_{}.json", p.index)).string(),
+                   sweep.workload_text(p));
+    }
+    if (!o.plot.empty()) plot_sweep(o.plot, results, measured);
+    return 0;
+  } catch (const Error& e) {
+    return root ? fail(e.what()) : 1;
+  } catch (const std::bad_alloc&) {
+    return root ? fail("out of memory") : 1;
+  } catch (const std::exception& e) {
+    return root ? fail(std::string("internal error: ") + e.what()) : 1;
+  }
+}
+
+}  // namespace
+
+Subcommand add_sweep_command(CLI::App& app) {
+  auto o = std::make_shared<SweepOptions>();
+  CLI::App* sweep = app.add_subcommand(
+      "sweep",
+      "Run a workload, or one collective given by flags, over ranges of bytes, mesh shapes, presets and GPU "
+      "algorithms; print a table in the manner of nccl-tests and write CSV, JSON and plots. Under mpirun the points "
+      "are shared between the ranks and rank 0 writes the results (identical to one process)");
+  sweep->add_option("WORKLOAD", o->workload,
+                    "Workload JSON file; a point is this workload with the swept values put in (docs/WORKLOAD.md)");
+  sweep->add_option("--op", o->op, "Instead of a file: the collective to sweep (all_gather, all_reduce, "
+                                   "reduce_scatter, all_to_all), with --preset, --mesh and --bytes")
+      ->option_text("KIND");
+  sweep->add_option("--axes", o->axes, "With --op: its mesh axes (the mesh axes are X, Y, Z; default: all)")
+      ->delimiter(',')
+      ->option_text("X,...");
+  sweep->add_option("--bytes", o->bytes,
+                    "Set the \"bytes\" of every op that has one to FROM, FROM*FACTOR, ... up to TO (sizes such as "
+                    "1024, 64K, 1M, 1G with K = 1024; FACTOR default 2)")
+      ->option_text("FROM[:TO[:FACTOR]]");
+  sweep->add_option("--mesh", o->meshes,
+                    "Mesh shapes to sweep, e.g. 16,4x4,8x16: the sizes of the mesh axes in order (a workload's "
+                    "\"topology\" is then dropped: one hardware axis per mesh axis)")
+      ->delimiter(',')
+      ->option_text("SHAPE,...");
+  sweep->add_option("--preset", o->presets, "Hardware presets to sweep, e.g. tpu-v5e,tpu-v6e (overrides kept)")
+      ->delimiter(',')
+      ->option_text("NAME,...");
+  sweep->add_option("--algorithm", o->algorithms,
+                    "GPU algorithms to sweep: ring (set on all-gathers, reduce-scatters, all-reduces), tree, nvls, hierarchical (all-reduces), direct (all-to-alls, all-reduces), auto (every collective: the fastest by closed form)")
+      ->delimiter(',')
+      ->option_text("NAME,...");
+  sweep->add_option("--csv", o->csv, "Write one row per point and op as CSV to FILE ('-' for stdout; fields: docs/SWEEPS.md)")
+      ->option_text("FILE");
+  sweep->add_option("--json", o->json, "Write the sweep as JSON to FILE ('-' for stdout): each point's "
+                                       "`meshsim run --json` document")
+      ->option_text("FILE");
+  sweep->add_option("--plot", o->plot,
+                    "Draw PREFIX.png and PREFIX.svg with gnuplot (time and bus bandwidth against bytes beside the "
+                    "closed forms, knee marked); PREFIX.dat and PREFIX.gp are kept to redraw")
+      ->option_text("PREFIX");
+  sweep->add_option("--measured", o->measured, "With --plot: measured points to draw too, lines 'bytes,time_us'")
+      ->option_text("FILE");
+  sweep->add_option("--workloads", o->workloads_dir,
+                    "Also write each point's workload to DIR/point_N.json (`meshsim run` on it gives the point's rows)")
+      ->option_text("DIR");
+  sweep->add_flag("-q,--quiet", o->quiet, "Do not print the table or the progress line");
+  return {sweep, [o] { return run_sweep(*o); }};
+}
+
+}  // namespace meshsim::cli

@@ -1,0 +1,40 @@
+// meshsim validate: parse a workload and lower it to the program the engine would
+// run, without running it. The same checks, in the same order, as `meshsim run`
+// before its simulation starts, so a bad file gives the same error line.
+#include <cstdio>
+#include <new>
+
+#include "base/error.hpp"
+#include "driver/expand.hpp"
+#include "tools/meshsim/commands.hpp"
+#include "workloads/workload.hpp"
+
+namespace meshsim::cli {
+
+Subcommand add_validate_command(CLI::App& app) {
+  auto path = std::make_shared<std::string>();
+  auto quiet = std::make_shared<bool>(false);
+  CLI::App* validate = app.add_subcommand(
+      "validate", "Check a workload without simulating it: parse it, lower every op and build its transfers (the "
+                  "checks `meshsim run` makes before it starts; a bad file gives the same error line)");
+  validate->add_option("WORKLOAD", *path, "Workload JSON file (format: docs/WORKLOAD.md)")->required();
+  validate->add_flag("-q,--quiet", *quiet, "Print nothing when the workload is valid");
+  return {validate, [path, quiet]() -> int {
+            try {
+              const workloads::Workload w = workloads::load_workload(*path);
+              const driver::Expanded ex = driver::expand(w, w.make_torus());
+              if (!*quiet)
+                std::printf("%s: valid: %zu ops, %u chips, %zu tasks\n", path->c_str(), w.ops.size(), ex.chips,
+                            ex.program.num_tasks());
+              return 0;
+            } catch (const Error& e) {
+              return fail(e.what());
+            } catch (const std::bad_alloc&) {
+              return fail("out of memory");
+            } catch (const std::exception& e) {
+              return fail(std::string("internal error: ") + e.what());
+            }
+          }};
+}
+
+}  // namespace meshsim::cli
