@@ -16,6 +16,7 @@
 #include "driver/explain.hpp"
 #include "driver/report.hpp"
 #include "driver/simulate.hpp"
+#include "tools/meshsim/limit_options.hpp"
 #include "verify/verifier.hpp"
 #include "workloads/workload.hpp"
 
@@ -141,6 +142,8 @@ int main(int argc, char** argv) {
   run->add_flag("--verify", verify,
                 "Also execute the lowered program on small random data (every chip its own shard, real data "
                 "movement and sums) and check every result against the unsharded computation");
+  meshsim::driver::Limits limits;
+  meshsim::cli::add_limit_options(*run, limits);
 
   CLI::App* explain = app.add_subcommand(
       "explain", "Explain how each matmul and layer is lowered: the cheat sheet's case, the shardings, the "
@@ -176,6 +179,7 @@ int main(int argc, char** argv) {
     meshsim::driver::SimulateOptions options;
     options.busiest_links = links;
     options.critical_path = critical;
+    options.limits = limits;
     options.trace_path = trace_path;
     options.trace.detail = trace_detail == "ops"     ? meshsim::traces::Detail::Ops
                            : trace_detail == "steps" ? meshsim::traces::Detail::Steps
