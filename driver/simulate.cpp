@@ -168,9 +168,9 @@ TaskPlace place_of(sim::TaskId id, const sim::Program& program, const workloads:
 }
 
 // "a, b, c and 4 more"
-std::string first_few(const std::vector<std::string>& items, std::size_t shown) {
+std::string first_few(const std::vector<std::string>& items, std::size_t shown, const char* separator = ", ") {
   std::string out;
-  for (std::size_t i = 0; i < items.size() && i < shown; ++i) out += (i ? ", " : "") + items[i];
+  for (std::size_t i = 0; i < items.size() && i < shown; ++i) out += (i ? separator : "") + items[i];
   if (items.size() > shown) out += fmt::format(" and {} more", items.size() - shown);
   return out;
 }
@@ -237,9 +237,9 @@ std::string first_few(const std::vector<std::string>& items, std::size_t shown) 
                          place_of(first_ready, program, w, ex, names).what);
   const sim::OpId first_op = program.task(stuck.front()).op();
   const std::string pointer = first_op < w.ops.size() ? w.ops[first_op].pointer : std::string();
-  throw Error(fmt::format("{}:{}: the schedule deadlocked: {} tasks never ran, in {} ({}){}", w.file, pointer,
+  throw Error(fmt::format("{}:{}: the schedule deadlocked: {} tasks never ran, in {}: {}{}", w.file, pointer,
                           stuck.size(), ops.size() == 1 ? "one op" : fmt::format("{} ops", ops.size()),
-                          first_few(ops, 3), cause));
+                          first_few(ops, 3, " and "), cause));
 }
 
 }  // namespace
