@@ -95,7 +95,8 @@ RunSize estimate_run(const workloads::Workload& w, const topology::Torus& torus)
 
 void check_limits(const workloads::Workload& w, const RunSize& size, const Limits& limits) {
   const bool transfers = size.transfers > limits.max_transfers;
-  if (!transfers && size.memory_bytes <= limits.max_memory_bytes) return;
+  const bool tasks = !transfers && size.tasks > kMaxTasks;  // the program's own limit (32-bit ids, edges)
+  if (!transfers && !tasks && size.memory_bytes <= limits.max_memory_bytes) return;
   const workloads::Op& op = w.ops[size.biggest_op];
   const auto size_text = [](std::uint64_t bytes) {
     const auto in = [&](int shift) { return static_cast<double>(bytes) / static_cast<double>(1ull << shift); };
@@ -107,6 +108,8 @@ void check_limits(const workloads::Workload& w, const RunSize& size, const Limit
   const std::string limit =
       largest     ? fmt::format("meshsim's largest limit of {} transfers", kMaxTasks)
       : transfers ? fmt::format("the limit of {} transfers (--max-transfers)", limits.max_transfers)
+      : tasks     ? fmt::format("meshsim's limit of {} tasks (with {} joins and computes)", kMaxTasks,
+                                size.tasks - size.transfers)
                   : fmt::format("the limit of {} (--max-memory)", size_text(limits.max_memory_bytes));
   throw InputError(w.file, op.pointer,
                    fmt::format("the run would need about {} hop transfers and {} of memory, more than {}; this op "
@@ -114,7 +117,7 @@ void check_limits(const workloads::Workload& w, const RunSize& size, const Limit
                                "fewer ops){}",
                                size.transfers, size_text(size.memory_bytes), limit, size.biggest_op_transfers,
                                w.hardware.gpu ? ", a larger forward_chunk_bytes" : "",
-                               largest ? "" : " or raise the limit"));
+                               largest || tasks ? "" : " or raise the limit"));
 }
 
 Expanded expand(const workloads::Workload& w, const topology::Torus& torus) {

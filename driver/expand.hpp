@@ -61,7 +61,8 @@ struct Limits {
   std::uint64_t max_transfers = kMaxTasks;
   std::uint64_t max_memory_bytes = std::uint64_t{8} << 30;  // 8 GiB
 };
-// Throws InputError (at the biggest op) when `size` passes a limit, with the
+// Throws InputError (at the biggest op) when `size` passes a limit or its tasks
+// pass kMaxTasks (transfers plus joins and computes), with the
 // estimate and how to make the run smaller.
 void check_limits(const workloads::Workload& w, const RunSize& size, const Limits& limits);
 
