@@ -63,6 +63,64 @@ std::uint64_t estimate_transfers(const workloads::Op& op, const workloads::Workl
   }
 }
 
+RunSize estimate_run(const workloads::Workload& w, const topology::Torus& torus) {
+  RunSize size;
+  std::optional<topology::Fabric> fabric;
+  if (w.hardware.gpu) fabric.emplace(w.make_fabric());
+  const auto saturating_add = [](std::uint64_t a, std::uint64_t b) { return a > ~b ? ~std::uint64_t{0} : a + b; };
+  const auto saturating_mul = [](std::uint64_t a, std::uint64_t b) {
+    return b != 0 && a > ~std::uint64_t{0} / b ? ~std::uint64_t{0} : a * b;
+  };
+  std::uint64_t joins = 0;
+  for (std::size_t i = 0; i < w.ops.size(); ++i) {
+    const workloads::Op& op = w.ops[i];
+    const std::uint64_t transfers = estimate_transfers(op, w, torus, fabric ? &*fabric : nullptr);
+    if (i == 0 || transfers > size.biggest_op_transfers) size.biggest_op = i, size.biggest_op_transfers = transfers;
+    size.transfers = saturating_add(size.transfers, transfers);
+    // An entry and an exit join per chip; a matmul adds a compute per chip.
+    joins = saturating_add(joins, (op.kind == OpKind::Matmul ? 3ull : 2ull) * torus.num_chips());
+  }
+  // As expand() reserves: the collectives' own joins are at most one per 8 transfers.
+  joins = saturating_add(joins, size.transfers / 8);
+  size.tasks = saturating_add(size.transfers, joins);
+  size.edges = saturating_add(saturating_mul(3, size.transfers), saturating_mul(2, joins));
+  // Per task: the program's Task, step, successor offset and predecessor count,
+  // the executor's state and pending count, and finish()'s fill cursor. Per
+  // edge: the builder's packed edge and the program's successor entry.
+  constexpr std::uint64_t per_task = sizeof(sim::Task) + sizeof(std::uint16_t) + 3 * sizeof(std::uint32_t) +
+                                     2 * sizeof(Tick) + sizeof(std::uint32_t);
+  constexpr std::uint64_t per_edge = sizeof(std::uint64_t) + sizeof(std::uint32_t);
+  size.memory_bytes = saturating_add(saturating_mul(per_task, size.tasks), saturating_mul(per_edge, size.edges));
+  return size;
+}
+
+void check_limits(const workloads::Workload& w, const RunSize& size, const Limits& limits) {
+  const bool transfers = size.transfers > limits.max_transfers;
+  const bool tasks = !transfers && size.tasks > kMaxTasks;  // the program's own limit (32-bit ids, edges)
+  if (!transfers && !tasks && size.memory_bytes <= limits.max_memory_bytes) return;
+  const workloads::Op& op = w.ops[size.biggest_op];
+  const auto size_text = [](std::uint64_t bytes) {
+    const auto in = [&](int shift) { return static_cast<double>(bytes) / static_cast<double>(1ull << shift); };
+    return bytes >= (1ull << 30) ? fmt::format("{:.3g} GiB", in(30))
+           : bytes >= (1ull << 20) ? fmt::format("{:.3g} MiB", in(20))
+                                   : fmt::format("{:.3g} KiB", in(10));
+  };
+  const bool largest = transfers && limits.max_transfers >= kMaxTasks;
+  const std::string limit =
+      largest     ? fmt::format("meshsim's largest limit of {} transfers", kMaxTasks)
+      : transfers ? fmt::format("the limit of {} transfers (--max-transfers)", limits.max_transfers)
+      : tasks     ? fmt::format("meshsim's limit of {} tasks (with {} joins and computes)", kMaxTasks,
+                                size.tasks - size.transfers)
+                  : fmt::format("the limit of {} (--max-memory)", size_text(limits.max_memory_bytes));
+  throw InputError(w.file, op.pointer,
+                   fmt::format("the run would need about {} hop transfers and {} of memory, more than {}; this op "
+                               "alone needs about {}: coarsen the workload (a smaller mesh, fewer axes per collective{}, "
+                               "fewer ops){}",
+                               size.transfers, size_text(size.memory_bytes), limit, size.biggest_op_transfers,
+                               w.hardware.gpu ? ", a larger forward_chunk_bytes" : "",
+                               largest || tasks ? "" : " or raise the limit"));
+}
+
 Expanded expand(const workloads::Workload& w, const topology::Torus& torus) {
   Expanded out;
   const std::uint32_t chips = torus.num_chips();

@@ -44,4 +44,32 @@ constexpr std::size_t kMaxTasks = std::size_t{1} << 26;
 std::uint64_t estimate_transfers(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus,
                                  const topology::Fabric* fabric);
 
+// How big a run would be, estimated from the workload alone (no program built):
+// hop transfers (an upper bound, estimate_transfers summed), tasks and edges (as
+// expand() reserves them) and the memory the program and the executor's per-task
+// state take (without traces or critical paths, which add per-task records).
+struct RunSize {
+  std::uint64_t transfers = 0;
+  std::uint64_t tasks = 0;
+  std::uint64_t edges = 0;
+  std::uint64_t memory_bytes = 0;
+  std::size_t biggest_op = 0;  // the op with the most transfers
+  std::uint64_t biggest_op_transfers = 0;
+};
+// Saturates instead of overflowing. Throws InputError when a named GPU algorithm
+// does not apply (as expand() would).
+RunSize estimate_run(const workloads::Workload& w, const topology::Torus& torus);
+
+// Bounds on a run, checked before anything is built (meshsim run --max-transfers,
+// --max-memory). The defaults let the 4096-chip benchmark run and refuse what
+// would need more than a few GiB.
+struct Limits {
+  std::uint64_t max_transfers = kMaxTasks;
+  std::uint64_t max_memory_bytes = std::uint64_t{8} << 30;  // 8 GiB
+};
+// Throws InputError (at the biggest op) when `size` passes a limit or its tasks
+// pass kMaxTasks (transfers plus joins and computes), with the
+// estimate and how to make the run smaller.
+void check_limits(const workloads::Workload& w, const RunSize& size, const Limits& limits);
+
 }  // namespace meshsim::driver

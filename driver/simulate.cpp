@@ -141,6 +141,109 @@ traces::TraceLayout trace_layout(const workloads::Workload& w, const topology::T
   return l;
 }
 
+// The chip a task runs on (traces::kNoChip when none: a spine link, a collective's
+// internal join) and a short description: "'op' hop (0,0)+x", "'op' entry on (0,1)".
+struct TaskPlace {
+  std::uint32_t chip = traces::kNoChip;
+  std::string what;
+};
+
+TaskPlace place_of(sim::TaskId id, const sim::Program& program, const workloads::Workload& w, const Expanded& ex,
+                   const Names& names) {
+  const sim::Task& t = program.task(id);
+  const sim::OpId op = t.op();
+  const std::string& op_name = op < w.ops.size() ? w.ops[op].name : std::string("?");
+  switch (t.kind()) {
+    case sim::TaskKind::Transfer:
+      return {names.resource_chip[t.resource], fmt::format("'{}' hop {}", op_name, names.resources[t.resource])};
+    case sim::TaskKind::Compute:
+      return {names.resource_chip[t.resource], fmt::format("'{}' {}", op_name, names.resources[t.resource])};
+    case sim::TaskKind::Join:
+      break;
+  }
+  if (op < ex.op_entry_begin.size() && id >= ex.op_entry_begin[op] && id < ex.op_entry_begin[op] + 2 * ex.chips) {
+    const std::uint32_t offset = id - ex.op_entry_begin[op];
+    const std::uint32_t chip = offset % ex.chips;
+    return {chip, fmt::format("'{}' {} on {}", op_name, offset < ex.chips ? "entry" : "exit", names.chips[chip])};
+  }
+  return {traces::kNoChip, fmt::format("'{}' join", op_name)};
+}
+
+// "a, b, c and 4 more"
+std::string first_few(const std::vector<std::string>& items, std::size_t shown, const char* separator = ", ") {
+  std::string out;
+  for (std::size_t i = 0; i < items.size() && i < shown; ++i) out += (i ? separator : "") + items[i];
+  if (items.size() > shown) out += fmt::format(" and {} more", items.size() - shown);
+  return out;
+}
+
+// The one-line report of a run that ended with `stuck` tasks never run: the ops
+// and chips they belong to, and a dependency cycle among them (every stuck task
+// that waits for a predecessor waits for a stuck one, so following predecessors
+// must close a loop); tasks that were ready but never started are an executor bug.
+[[noreturn]] void report_deadlock(const std::vector<sim::TaskId>& stuck, const sim::Program& program,
+                                  const workloads::Workload& w, const Expanded& ex, const Names& names) {
+  const std::size_t n = program.num_tasks();
+  std::vector<char> is_stuck(n, 0);
+  for (sim::TaskId t : stuck) is_stuck[t] = 1;
+  // Per op (in program order): its stuck tasks' chips.
+  std::vector<std::vector<char>> op_chips(program.num_ops());
+  std::vector<std::size_t> op_count(program.num_ops(), 0);
+  for (sim::TaskId t : stuck) {
+    const sim::OpId op = program.task(t).op();
+    ++op_count[op];
+    const TaskPlace p = place_of(t, program, w, ex, names);
+    if (p.chip == traces::kNoChip) continue;
+    if (op_chips[op].empty()) op_chips[op].assign(ex.chips, 0);
+    op_chips[op][p.chip] = 1;
+  }
+  std::vector<std::string> ops;
+  for (std::size_t op = 0; op < op_count.size(); ++op) {
+    if (op_count[op] == 0) continue;
+    std::vector<std::string> chips;
+    for (std::uint32_t c = 0; c < op_chips[op].size(); ++c)
+      if (op_chips[op][c]) chips.push_back(names.chips[c]);
+    ops.push_back(fmt::format("'{}' on {}", op < w.ops.size() ? w.ops[op].name : "?",
+                              chips.empty() ? std::string("no known chip") : "chips " + first_few(chips, 4)));
+  }
+  // One stuck predecessor per stuck task.
+  constexpr sim::TaskId kNone = ~sim::TaskId{0};
+  std::vector<sim::TaskId> waits_for(n, kNone);
+  for (sim::TaskId t : stuck)
+    for (std::uint32_t e : program.successors(t))
+      if (is_stuck[e >> 1] && waits_for[e >> 1] == kNone) waits_for[e >> 1] = t;
+  std::size_t never_started = 0;
+  sim::TaskId first_ready = kNone;
+  for (sim::TaskId t : stuck)
+    if (waits_for[t] == kNone && never_started++ == 0) first_ready = t;
+  std::string cause;
+  const auto in_cycle = std::find_if(stuck.begin(), stuck.end(), [&](sim::TaskId t) { return waits_for[t] != kNone; });
+  if (in_cycle != stuck.end()) {
+    // Walk back until a task repeats: the walk from there is a cycle.
+    std::vector<char> seen(n, 0);
+    sim::TaskId t = *in_cycle;
+    while (!seen[t]) seen[t] = 1, t = waits_for[t];
+    std::vector<sim::TaskId> cycle{t};
+    for (sim::TaskId u = waits_for[t]; u != t; u = waits_for[u]) cycle.push_back(u);
+    std::reverse(cycle.begin(), cycle.end());  // in dependency order: each waits for the one before
+    std::vector<std::string> steps;
+    for (std::size_t i = 0; i < cycle.size() && i < 6; ++i) steps.push_back(place_of(cycle[i], program, w, ex, names).what);
+    if (cycle.size() > 6) steps.push_back(fmt::format("... ({} tasks in all)", cycle.size()));
+    steps.push_back(place_of(cycle.front(), program, w, ex, names).what);
+    std::string chain;
+    for (const std::string& s : steps) chain += (chain.empty() ? "" : " -> ") + s;
+    cause = "; dependency cycle: " + chain;
+  }
+  if (never_started > 0)
+    cause += fmt::format("; {} tasks were ready but never started (an executor bug), the first {}", never_started,
+                         place_of(first_ready, program, w, ex, names).what);
+  const sim::OpId first_op = program.task(stuck.front()).op();
+  const std::string pointer = first_op < w.ops.size() ? w.ops[first_op].pointer : std::string();
+  throw Error(fmt::format("{}:{}: the schedule deadlocked: {} tasks never ran, in {}: {}{}", w.file, pointer,
+                          stuck.size(), ops.size() == 1 ? "one op" : fmt::format("{} ops", ops.size()),
+                          first_few(ops, 3, " and "), cause));
+}
+
 // The results of every op from its timing on an engine: when all its chips could
 // start it (`all_ready`), its first start and last arrival (`timings`).
 std::vector<OpResult> op_results(const workloads::Workload& w, const topology::Torus& torus, const Expanded& ex,
@@ -240,12 +343,18 @@ RunResult simulate_simgrid(const workloads::Workload& w, const topology::Torus& 
 
 RunResult simulate(const workloads::Workload& w, const SimulateOptions& options) {
   const topology::Torus torus = w.make_torus();
+  check_limits(w, estimate_run(w, torus), options.limits);
+  const Expanded ex = expand(w, torus);
+  return simulate_expanded(w, torus, ex, options);
+}
+
+RunResult simulate_expanded(const workloads::Workload& w, const topology::Torus& torus, const Expanded& ex,
+                            const SimulateOptions& options) {
   if (!options.trace_path.empty())
     for (std::uint32_t chip : options.trace.chips)
       if (chip >= torus.num_chips())
         throw Error(fmt::format("--trace-chips: chip {} is out of range: {} has chips 0..{}", chip, w.file,
                                 torus.num_chips() - 1));
-  const Expanded ex = expand(w, torus);
   if (options.engine == EngineKind::SimGrid) return simulate_simgrid(w, torus, ex, options.simgrid_config);
 
   // When every chip may start each op: the completion of its last entry join.
@@ -294,11 +403,7 @@ RunResult simulate(const workloads::Workload& w, const SimulateOptions& options)
   }
 
   const std::vector<sim::TaskId> stuck = executor.unfinished_tasks();
-  if (!stuck.empty()) {
-    const auto& op = w.ops[ex.program.task(stuck.front()).op()];
-    throw Error(fmt::format("{}:{}: the schedule deadlocked: {} tasks never ran, the first in op '{}'", w.file,
-                            op.pointer, stuck.size(), op.name));
-  }
+  if (!stuck.empty()) report_deadlock(stuck, ex.program, w, ex, names);
 
   RunResult r;
   r.makespan = executor.makespan();

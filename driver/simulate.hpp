@@ -8,6 +8,7 @@
 #include "base/op_kind.hpp"
 #include "base/tick.hpp"
 #include "driver/critical_path.hpp"
+#include "driver/expand.hpp"
 #include "traces/trace.hpp"
 #include "workloads/workload.hpp"
 
@@ -80,8 +81,18 @@ struct SimulateOptions {
   // Called every 2^16 engine events with the simulated time reached, the events
   // executed so far and the fraction of the program's tasks done (progress lines).
   std::function<void(Tick now, std::uint64_t events, double done)> progress;
+  Limits limits;                  // checked before the program is built
 };
 
+// Throws InputError when the run would pass options.limits (before building
+// anything), when simulated time would pass kMaxTick, and Error when the engine
+// runs dry with tasks still pending (a deadlock: the message names the stuck ops,
+// their chips and a dependency cycle) instead of reporting a truncated run.
 RunResult simulate(const workloads::Workload& w, const SimulateOptions& options = {});
+
+// simulate() on a program already expanded from `w` (expand(w, torus), or in
+// tests a deliberately broken one with the same layout); options.limits unused.
+RunResult simulate_expanded(const workloads::Workload& w, const topology::Torus& torus, const Expanded& ex,
+                            const SimulateOptions& options = {});
 
 }  // namespace meshsim::driver

@@ -12,6 +12,7 @@
 #include "workloads/json_cursor.hpp"
 #include "workloads/lowering.hpp"
 #include "workloads/sharding.hpp"
+#include "workloads/time_bound.hpp"
 
 namespace meshsim::workloads {
 
@@ -424,6 +425,7 @@ Workload parse_workload(std::string_view text, const std::string& file) {
     }
   }
   ops.parse(root.at("ops"));
+  check_time_range(w);
   return w;
 }
 

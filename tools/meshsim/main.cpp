@@ -19,6 +19,7 @@
 #include "tools/meshsim/commands.hpp"
 #include "tools/meshsim/hardware_commands.hpp"
 #include "tools/meshsim/progress.hpp"
+#include "tools/meshsim/limit_options.hpp"
 #include "verify/verifier.hpp"
 #include "workloads/workload.hpp"
 
@@ -154,6 +155,8 @@ int main(int argc, char** argv) {
   run->add_flag("--verify", verify,
                 "Also execute the lowered program on small random data (every chip its own shard, real data "
                 "movement and sums) and check every result against the unsharded computation");
+  meshsim::driver::Limits limits;
+  meshsim::cli::add_limit_options(*run, limits);
 
   CLI::App* explain = app.add_subcommand(
       "explain", "Explain how each matmul and layer is lowered: the cheat sheet's case, the shardings, the "
@@ -206,6 +209,7 @@ int main(int argc, char** argv) {
     options.busiest_links = links;
     options.simgrid_config = simgrid_config;
     options.critical_path = critical;
+    options.limits = limits;
     options.trace_path = trace_path;
     options.trace.detail = trace_detail == "ops"     ? meshsim::traces::Detail::Ops
                            : trace_detail == "steps" ? meshsim::traces::Detail::Steps

@@ -1,0 +1,61 @@
+# Limits on the size of a run (meshsim run --max-transfers, --max-memory): a run
+# estimated just above a bound is refused before anything is built, with the
+# estimate in the one error line; exactly at the bound it runs.
+#
+#   cmake -DMESHSIM=<binary> -DSOURCE_DIR=<project root> -P tests/cli/limits.cmake
+#
+# examples/contention_v5e_8x8.json (64 chips, 3 ops) is estimated at 1536 hop
+# transfers (its largest op 512) and 174720 bytes: 2112 tasks x 50 bytes + 5760
+# edges x 12 bytes (driver::estimate_run).
+cmake_minimum_required(VERSION 3.25)
+foreach(var MESHSIM SOURCE_DIR)
+  if(NOT DEFINED ${var} OR "${${var}}" STREQUAL "")
+    message(FATAL_ERROR "limits.cmake: -D${var}=... is required")
+  endif()
+endforeach()
+
+set(workload examples/contention_v5e_8x8.json)
+set(failures "")
+
+function(expect_error expected)
+  execute_process(COMMAND "${MESHSIM}" run ${workload} ${ARGN} WORKING_DIRECTORY "${SOURCE_DIR}"
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
+  string(REPLACE ";" " " shown "meshsim run ${workload} ${ARGN}")
+  if(NOT "${rc}" STREQUAL "1" OR NOT "${out}" STREQUAL "" OR NOT "${err}" STREQUAL "${expected}\n")
+    set(failures "${failures}`${shown}`: expected exit 1, no stdout and\n  [${expected}]\n  got exit ${rc}, stdout [${out}], stderr [${err}]\n"
+        PARENT_SCOPE)
+  endif()
+endfunction()
+
+function(expect_success)
+  execute_process(COMMAND "${MESHSIM}" run ${workload} ${ARGN} WORKING_DIRECTORY "${SOURCE_DIR}"
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
+  string(REPLACE ";" " " shown "meshsim run ${workload} ${ARGN}")
+  if(NOT "${rc}" STREQUAL "0" OR NOT "${err}" STREQUAL "" OR NOT "${out}" MATCHES "\ntotal [^\n]*1536 transfers")
+    set(failures "${failures}`${shown}`: expected a run with 1536 transfers, got exit ${rc}, stderr [${err}], stdout [${out}]\n"
+        PARENT_SCOPE)
+  endif()
+endfunction()
+
+set(tail "this op alone needs about 512: coarsen the workload (a smaller mesh, fewer axes per collective, fewer ops) or raise the limit")
+# One transfer over the bound: refused. At the bound: runs.
+expect_error("meshsim: error: ${workload}:/ops/0: the run would need about 1536 hop transfers and 171 KiB of memory, more than the limit of 1535 transfers (--max-transfers); ${tail}"
+             --max-transfers 1535)
+expect_success(--max-transfers 1536)
+# One byte over the memory bound: refused. At the bound: runs. Units are accepted.
+expect_error("meshsim: error: ${workload}:/ops/0: the run would need about 1536 hop transfers and 171 KiB of memory, more than the limit of 171 KiB (--max-memory); ${tail}"
+             --max-memory 174719)
+expect_success(--max-memory 174720)
+expect_error("meshsim: error: ${workload}:/ops/0: the run would need about 1536 hop transfers and 171 KiB of memory, more than the limit of 2 KiB (--max-memory); ${tail}"
+             --max-memory 2KiB)
+expect_success(--max-memory 1GiB --max-transfers 67108864)
+# Out-of-range and malformed bounds are usage errors.
+expect_error("meshsim: error: --max-transfers: Value 0 not in range 1 to 67108864 (see meshsim --help)" --max-transfers 0)
+expect_error("meshsim: error: --max-transfers: Value 67108865 not in range 1 to 67108864 (see meshsim --help)"
+             --max-transfers 67108865)
+expect_error("meshsim: error: --max-memory: Value 0 not in range 1 to 18446744073709551615 (see meshsim --help)"
+             --max-memory 0)
+
+if(NOT "${failures}" STREQUAL "")
+  message(FATAL_ERROR "limits.cmake: ${MESHSIM}\n${failures}")
+endif()

@@ -1,0 +1,37 @@
+// libFuzzer target: the workload parser, from text to a lowered workload, and on
+// to what meshsim run and explain do with it when the run is small. Any input
+// must end in a result or in meshsim::Error (InputError included) with a
+// one-line message; anything else (another exception, a crash, a sanitizer
+// report, a hang, an allocation past libFuzzer's limit) is a bug.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+#include "base/error.hpp"
+#include "driver/explain.hpp"
+#include "driver/report.hpp"
+#include "driver/simulate.hpp"
+#include "workloads/workload.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  try {
+    const meshsim::workloads::Workload w = meshsim::workloads::parse_workload(text, "fuzz.json");
+    (void)meshsim::driver::format_explain(w);
+    // Small runs only: the bounds refuse the rest before anything is built.
+    meshsim::driver::SimulateOptions options;
+    options.limits.max_transfers = 20000;
+    options.limits.max_memory_bytes = std::uint64_t{16} << 20;
+    options.busiest_links = 3;
+    options.critical_path = true;
+    const meshsim::driver::RunResult r = meshsim::driver::simulate(w, options);
+    (void)meshsim::driver::format_table(w, r);
+    (void)meshsim::driver::format_json(w, r);
+  } catch (const meshsim::Error& e) {
+    const std::string_view message = e.what();
+    if (message.empty() || message.find('\n') != std::string_view::npos) std::abort();  // one line, always
+  }
+  return 0;
+}

@@ -1,0 +1,58 @@
+// Run size estimates and the limits checked before anything is built.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "base/error.hpp"
+#include "driver/expand.hpp"
+#include "workloads/workload.hpp"
+
+using namespace meshsim;
+
+namespace {
+
+workloads::Workload allreduces(int ops) {
+  std::string text = R"({"hardware": "tpu-v4", "mesh": {"X": 16, "Y": 16, "Z": 16}, "ops": [)";
+  for (int i = 0; i < ops; ++i)
+    text += (i ? "," : "") + std::string(R"({"kind": "all_reduce", "bytes": 1073741824, "axes": ["X", "Y", "Z"]})");
+  return workloads::parse_workload(text + "]}", "w.json");
+}
+
+}  // namespace
+
+TEST_CASE("Limits: the estimate bounds the transfers expand() builds", "[limits]") {
+  const workloads::Workload w = workloads::parse_workload(
+      R"({"hardware": "tpu-v5e", "mesh": {"X": 8, "Y": 8}, "ops": [
+            {"kind": "all_gather", "bytes": 1048576, "axes": ["X"]},
+            {"kind": "all_reduce", "bytes": 1048576, "axes": ["X", "Y"]},
+            {"kind": "all_to_all", "bytes": 1048576, "axes": ["Y"]}]})",
+      "w.json");
+  const topology::Torus torus = w.make_torus();
+  const driver::RunSize size = driver::estimate_run(w, torus);
+  const driver::Expanded ex = driver::expand(w, torus);
+  std::uint64_t built = 0;
+  for (std::uint64_t n : ex.op_transfers) built += n;
+  CHECK(built <= size.transfers);
+  CHECK(ex.program.num_tasks() <= size.tasks);
+  CHECK(ex.program.num_edges() <= size.edges);
+  CHECK(size.memory_bytes > ex.program.memory_bytes());
+}
+
+TEST_CASE("Limits: the 4096-chip benchmark op is estimated exactly and fits the defaults", "[limits]") {
+  const workloads::Workload w = allreduces(1);
+  const driver::RunSize size = driver::estimate_run(w, w.make_torus());
+  CHECK(size.transfers == 1179648);
+  CHECK_NOTHROW(driver::check_limits(w, size, driver::Limits{}));
+  CHECK_THROWS_WITH(driver::check_limits(w, size, driver::Limits{1179647, std::uint64_t{8} << 30}),
+                    Catch::Contains("more than the limit of 1179647 transfers (--max-transfers)"));
+}
+
+TEST_CASE("Limits: transfers within the bound but tasks past the program's limit are refused up front", "[limits]") {
+  // 56 of them: 66,060,288 transfers (under 2^26), but with their joins more than 2^26 tasks.
+  const workloads::Workload w = allreduces(56);
+  const driver::RunSize size = driver::estimate_run(w, w.make_torus());
+  CHECK(size.transfers == 56ull * 1179648);
+  CHECK_THROWS_WITH(driver::check_limits(w, size, driver::Limits{}),
+                    Catch::StartsWith("w.json:/ops/0: the run would need about 66060288 hop transfers") &&
+                        Catch::Contains("more than meshsim's limit of 67108864 tasks"));
+}
