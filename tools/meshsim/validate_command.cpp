@@ -22,7 +22,10 @@ Subcommand add_validate_command(CLI::App& app) {
   return {validate, [path, quiet]() -> int {
             try {
               const workloads::Workload w = workloads::load_workload(*path);
-              const driver::Expanded ex = driver::expand(w, w.make_torus());
+              const topology::Torus torus = w.make_torus();
+              // run's default size limits, checked from the estimate before anything is built
+              driver::check_limits(w, driver::estimate_run(w, torus), driver::Limits{});
+              const driver::Expanded ex = driver::expand(w, torus);
               if (!*quiet)
                 std::printf("%s: valid: %zu ops, %u chips, %zu tasks\n", path->c_str(), w.ops.size(), ex.chips,
                             ex.program.num_tasks());
