@@ -35,18 +35,7 @@ namespace {
 class Planner {
  public:
   explicit Planner(const workloads::Workload& w) : w_(w), torus_(w.make_torus()) {
-    // Mesh coordinates of every chip: a mesh axis spanning hardware axes a0, a1
-    // (a0 first) has coordinate c0 + |a0| * c1 (as verify/ and the lowering use).
-    coords_.resize(torus_.num_chips());
-    for (topology::ChipId c = 0; c < torus_.num_chips(); ++c)
-      for (const workloads::MeshAxis& m : w.mesh) {
-        int coord = 0, stride = 1;
-        for (int hw : m.hw_axes) {
-          coord += torus_.coord(c, hw) * stride;
-          stride *= torus_.axis(hw).size;
-        }
-        coords_[c].push_back(coord);
-      }
+    coords_ = workloads::mesh_coordinates(w, torus_);
     plan_.ranks = torus_.num_chips();
     plan_.calls.resize(plan_.ranks);
   }

@@ -28,18 +28,7 @@ struct Range {
 class Machine {
  public:
   explicit Machine(const Workload& w) : w_(w), torus_(w.make_torus()) {
-    // Mesh coordinates of every chip: a mesh axis spanning hardware axes a0, a1
-    // (a0 first) has coordinate c0 + |a0| * c1.
-    coords_.resize(torus_.num_chips());
-    for (topology::ChipId c = 0; c < torus_.num_chips(); ++c)
-      for (const workloads::MeshAxis& m : w.mesh) {
-        int coord = 0, stride = 1;
-        for (int hw : m.hw_axes) {
-          coord += torus_.coord(c, hw) * stride;
-          stride *= torus_.axis(hw).size;
-        }
-        coords_[c].push_back(coord);
-      }
+    coords_ = mesh_coordinates(w, torus_);
     choose_sizes();
   }
 

@@ -30,6 +30,20 @@ int Array::dim_index(const std::string& dim) const {
   return -1;
 }
 
+std::vector<std::vector<int>> mesh_coordinates(const Workload& w, const topology::Torus& torus) {
+  std::vector<std::vector<int>> coords(torus.num_chips());
+  for (topology::ChipId c = 0; c < torus.num_chips(); ++c)
+    for (const MeshAxis& m : w.mesh) {
+      int coord = 0, stride = 1;
+      for (int hw : m.hw_axes) {
+        coord += torus.coord(c, hw) * stride;
+        stride *= torus.axis(hw).size;
+      }
+      coords[c].push_back(coord);
+    }
+  return coords;
+}
+
 topology::Torus Workload::make_torus() const {
   // GPU workloads use the torus only for coordinates: give it some bandwidth.
   topology::LinkSpec link = hardware.gpu ? hardware.nvlink : hardware.ici;

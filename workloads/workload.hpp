@@ -116,6 +116,11 @@ struct Workload {
 // Throws InputError ("FILE:/json/pointer: message") on any malformed or
 // inconsistent input.
 Workload parse_workload(std::string_view text, const std::string& file);
+
+// Every chip's coordinate on every mesh axis (indexed [chip][mesh axis]): a mesh
+// axis spanning hardware axes a0, a1 (a0 first) has coordinate c0 + |a0| * c1, as
+// the lowering lays shards out. `torus` is w.make_torus().
+std::vector<std::vector<int>> mesh_coordinates(const Workload& w, const topology::Torus& torus);
 // Reads and parses a file; an unreadable file is an Error.
 Workload load_workload(const std::string& path);
 

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <string>
 
 namespace meshsim::cli {
 
@@ -22,5 +23,11 @@ Subcommand add_validate_command(CLI::App& app);
 
 // Prints "meshsim: error: MESSAGE" on stderr and returns 1.
 int fail(const std::string& message);
+
+// Writes `text` to the file `path` ("-": stdout); throws Error "PATH: cannot write file".
+void write_output(const std::string& path, const std::string& text);
+
+// The same file, by the path it would resolve to (it need not exist yet).
+bool same_file(const std::string& a, const std::string& b);
 
 }  // namespace meshsim::cli

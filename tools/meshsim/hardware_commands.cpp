@@ -12,24 +12,14 @@
 #include "kernels/cuda/device.hpp"
 #include "replay/hardware.hpp"
 #include "replay/plan.hpp"
+#include "tools/meshsim/commands.hpp"
 
 namespace meshsim::tool {
 
 namespace {
 
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  if (!out) throw Error(path + ": cannot write file");
-}
-
-// The same file, by the path it would resolve to (it need not exist yet).
-bool same_file(const std::string& a, const std::string& b) {
-  std::error_code ea, eb;
-  const auto pa = std::filesystem::weakly_canonical(std::filesystem::absolute(a, ea), ea);
-  const auto pb = std::filesystem::weakly_canonical(std::filesystem::absolute(b, eb), eb);
-  return ea || eb ? a == b : pa == pb;
-}
+using cli::same_file;
+using cli::write_output;
 
 // Throws Error when an output would overwrite an input or the other output.
 void check_outputs(const char* command, const std::vector<std::pair<const char*, std::string>>& inputs,
@@ -89,8 +79,8 @@ int run_replay(const Options& o) {
     std::fputs((line + "\n").c_str(), stdout);
   }
   for (const std::string& s : m.skipped) std::fputs(("skipped: " + s + "\n").c_str(), stdout);
-  if (!o.out.empty()) write_file(o.out, replay::format_measurements(m));
-  if (!o.trace.empty()) write_file(o.trace, replay::format_replay_trace(w, m));
+  if (!o.out.empty()) write_output(o.out, replay::format_measurements(m));
+  if (!o.trace.empty()) write_output(o.trace, replay::format_replay_trace(w, m));
   return 0;
 }
 
@@ -104,10 +94,10 @@ int run_calibrate(const Options& o) {
   m.file = o.measurements.empty() ? "(measurements)" : o.measurements;
   for (const std::string& l : log) std::fputs(("measured " + l + "\n").c_str(), stdout);
   for (const std::string& s : m.skipped) std::fputs(("skipped: " + s + "\n").c_str(), stdout);
-  if (!o.measurements.empty()) write_file(o.measurements, replay::format_measurements(m));
+  if (!o.measurements.empty()) write_output(o.measurements, replay::format_measurements(m));
   calibrate::Calibration cal = replay::fit_suite(m);
   cal.file = o.out;
-  write_file(o.out, calibrate::format_calibration(cal));
+  write_output(o.out, calibrate::format_calibration(cal));
   std::fputs(fmt::format("wrote {}\n", o.out).c_str(), stdout);
   return 0;
 }

@@ -25,20 +25,9 @@
 
 namespace {
 
-int fail(const std::string& message) {
-  std::fprintf(stderr, "meshsim: error: %s\n", message.c_str());
-  return 1;
-}
-
-void write_output(const std::string& path, const std::string& text) {
-  if (path == "-") {
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    return;
-  }
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  if (!out) throw meshsim::Error(path + ": cannot write file");
-}
+using meshsim::cli::fail;
+using meshsim::cli::same_file;
+using meshsim::cli::write_output;
 
 // A whole string as a finite decimal number (no leading '+', no trailing text).
 std::optional<double> parse_number(std::string_view text) {
@@ -61,16 +50,6 @@ std::pair<meshsim::Tick, meshsim::Tick> parse_window(const std::string& text) {
   if (b <= a)
     throw meshsim::Error("--trace-window: FROM and TO are the same picosecond, got '" + text + "'");
   return {a, b};
-}
-
-// The same file, by the path it would resolve to (it need not exist yet).
-bool same_file(const std::string& a, const std::string& b) {
-  std::error_code ec_a, ec_b;
-  // Absolute first: weakly_canonical leaves a relative path with no existing prefix relative.
-  const std::filesystem::path pa = std::filesystem::weakly_canonical(std::filesystem::absolute(a, ec_a), ec_a);
-  const std::filesystem::path pb = std::filesystem::weakly_canonical(std::filesystem::absolute(b, ec_b), ec_b);
-  if (ec_a || ec_b) return a == b;
-  return pa == pb;
 }
 
 // Throws Error when the output paths collide with each other or with the workload.

@@ -28,23 +28,6 @@ struct SweepOptions {
   bool quiet = false;
 };
 
-void write_file(const std::string& path, const std::string& text) {
-  if (path == "-") {
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    return;
-  }
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  if (!out) throw Error(path + ": cannot write file");
-}
-
-bool same_file(const std::string& a, const std::string& b) {
-  std::error_code ea, eb;
-  const auto pa = std::filesystem::weakly_canonical(std::filesystem::absolute(a, ea), ea);
-  const auto pb = std::filesystem::weakly_canonical(std::filesystem::absolute(b, eb), eb);
-  return (ea || eb) ? a == b : pa == pb;
-}
-
 SweepSpec spec_of(const SweepOptions& o) {
   SweepSpec s;
   s.workload = o.workload;
@@ -145,14 +128,14 @@ int run_sweep(const SweepOptions& o) {
       throw Error(fmt::format("sweep: {} of {} points came back", results.size(), sweep.points().size()));
 
     if (!o.quiet && !to_stdout) std::fputs(format_sweep_table(sweep, results).c_str(), stdout);
-    if (!o.csv.empty()) write_file(o.csv, format_sweep_csv(results));
-    if (!o.json.empty()) write_file(o.json, format_sweep_json(sweep, results));
+    if (!o.csv.empty()) write_output(o.csv, format_sweep_csv(results));
+    if (!o.json.empty()) write_output(o.json, format_sweep_json(sweep, results));
     if (!o.workloads_dir.empty()) {
       std::error_code ec;
       std::filesystem::create_directories(o.workloads_dir, ec);
       if (ec) throw Error(o.workloads_dir + ": cannot create folder: " + ec.message());
       for (const SweepPoint& p : sweep.points())
-        write_file((std::filesystem::path(o.workloads_dir) / fmt::format("point_{}.json", p.index)).string(),
+        write_output((std::filesystem::path(o.workloads_dir) / fmt::format("point_{}.json", p.index)).string(),
                    sweep.workload_text(p));
     }
     if (!o.plot.empty()) plot_sweep(o.plot, results, measured);
