@@ -389,7 +389,7 @@ RunResult simulate_expanded(const workloads::Workload& w, const topology::Torus&
   }
   if (options.progress) {
     const double tasks = static_cast<double>(std::max<std::size_t>(ex.program.num_tasks(), 1));
-    engine.on_progress(std::uint64_t{1} << 16, [&](Tick now) {
+    engine.on_progress(std::uint64_t{1} << 16, [&, tasks](Tick now) {  // tasks: by value, it leaves scope
       options.progress(now, engine.events_executed(), static_cast<double>(executor.tasks_completed()) / tasks);
     });
   }
