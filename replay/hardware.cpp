@@ -236,13 +236,7 @@ Measurements replay(const workloads::Workload& w, const Plan& plan, const cu::Pr
   std::optional<cu::Session> session;
   if (gpus > 0) session.emplace(gpus);
   for (const OpStep& s : steps) {
-    OpMeasurement o;
-    o.op = s.op;
-    o.name = w.ops[s.op].name;
-    o.kind = w.ops[s.op].kind;
-    o.ranks = s.ranks;
-    o.ranks_replayed = s.ranks_replayed;
-    o.skipped = s.skipped;
+    OpMeasurement o = measurement_of(w, s);
     if (!s.calls.empty()) {
       try {
         o.time = spread_of(session->time(s.calls, repeat));
@@ -257,6 +251,17 @@ Measurements replay(const workloads::Workload& w, const Plan& plan, const cu::Pr
     m.ops.push_back(o);
   }
   return m;
+}
+
+OpMeasurement measurement_of(const workloads::Workload& w, const OpStep& step) {
+  OpMeasurement o;
+  o.op = step.op;
+  o.name = w.ops[step.op].name;
+  o.kind = w.ops[step.op].kind;
+  o.ranks = step.ranks;
+  o.ranks_replayed = step.ranks_replayed;
+  o.skipped = step.skipped;
+  return o;
 }
 
 std::string format_replay_trace(const workloads::Workload& w, const Measurements& m) {

@@ -28,6 +28,9 @@ struct OpMeasurement {
   std::string skipped;
 };
 
+// An op's measurement before its timing: what it is and what of it the GPUs run.
+OpMeasurement measurement_of(const workloads::Workload& w, const OpStep& step);
+
 struct GemmMeasurement {
   std::string dtype;
   std::uint64_t m = 0, n = 0, k = 0;

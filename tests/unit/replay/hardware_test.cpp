@@ -139,13 +139,7 @@ TEST_CASE("hardware: a replay's measurements file and trace", "[replay]") {
   m.hardware.gpus = 2;
   const std::vector<OpStep> steps = device_steps(w, make_plan(w), 2);
   for (const OpStep& s : steps) {
-    OpMeasurement o;
-    o.op = s.op;
-    o.name = w.ops[s.op].name;
-    o.kind = w.ops[s.op].kind;
-    o.ranks = s.ranks;
-    o.ranks_replayed = s.ranks_replayed;
-    o.skipped = s.skipped;
+    OpMeasurement o = measurement_of(w, s);
     if (!s.calls.empty()) o.time = spread_of({3e-6, 1e-6, 2e-6});
     m.ops.push_back(o);
   }
