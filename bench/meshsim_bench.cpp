@@ -103,8 +103,8 @@ void engine_figures(const std::string& path, int native_repeat, int simgrid_repe
   const double n = median(t_native), s = median(t_simgrid);
   const auto transfers = static_cast<double>(native.transfers);
   fmt::print("case            {}\n", path);
-  fmt::print("program         {} hop transfers; SimGrid: {} flows, {} hosts, {} routes\n", native.transfers,
-             simgrid.flows, simgrid.hosts, simgrid.routes);
+  fmt::print("program         {} hop transfers; SimGrid: {} flows, {} hosts, {} routes, {} worker actors\n",
+             native.transfers, simgrid.flows, simgrid.hosts, simgrid.routes, simgrid.workers);
   fmt::print("simulated       native {:.3f} us, SimGrid {:.3f} us ({:+.3f} %)\n", native.makespan.microseconds(),
              simgrid.makespan.microseconds(),
              100.0 * (simgrid.makespan.microseconds() / native.makespan.microseconds() - 1));

@@ -334,6 +334,7 @@ RunResult simulate_simgrid(const workloads::Workload& w, const topology::Torus& 
   r.flows = run.flows;
   r.hosts = run.hosts;
   r.routes = run.routes;
+  r.workers = run.workers;
   r.engine_seconds = run.engine_seconds;
   r.ops = op_results(w, torus, ex, timings, all_ready);
   return r;

@@ -63,6 +63,7 @@ struct RunResult {
   // SimGrid engine only: the flows it ran (each a chain of hop transfers, or a
   // layer of one), its hosts and routes, and its wall time (set-up and run).
   std::uint64_t flows = 0, hosts = 0, routes = 0;
+  std::uint64_t workers = 0;  // SimGrid worker actors: the most flows and computes in flight at once
   double engine_seconds = 0;
 };
 
