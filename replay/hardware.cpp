@@ -91,6 +91,7 @@ std::string format_measurements(const Measurements& m) {
   j["hardware"] = hardware_json(m.hardware);
   j["warmups"] = m.repeat.warmups;
   j["repetitions"] = m.repeat.repetitions;
+  j["cold_l2"] = m.repeat.cold_l2;
   if (!m.suite) {
     Json& ops = j["ops"] = Json::array();
     for (const OpMeasurement& o : m.ops) {
@@ -147,10 +148,11 @@ Measurements parse_measurements(std::string_view text, std::string_view file_nam
   if (k != "suite" && k != "replay") kind.fail(fmt::format("unknown measurements kind '{}' (expected suite or replay)", k));
   m.suite = k == "suite";
   if (m.suite)
-    top.only_keys({"meshsim_measurements", "kind", "hardware", "warmups", "repetitions", "gemm", "copy", "collectives",
-                   "skipped"});
+    top.only_keys({"meshsim_measurements", "kind", "hardware", "warmups", "repetitions", "cold_l2", "gemm", "copy",
+                   "collectives", "skipped"});
   else
-    top.only_keys({"meshsim_measurements", "kind", "workload", "hardware", "warmups", "repetitions", "ops", "skipped"});
+    top.only_keys({"meshsim_measurements", "kind", "workload", "hardware", "warmups", "repetitions", "cold_l2", "ops",
+                   "skipped"});
   if (top.at("meshsim_measurements").as_int() != 1)
     top.at("meshsim_measurements").fail("unsupported measurements version (this meshsim reads version 1)");
   {
@@ -166,6 +168,8 @@ Measurements parse_measurements(std::string_view text, std::string_view file_nam
   }
   m.repeat.warmups = static_cast<int>(top.at("warmups").as_int_in(0, 1 << 20));
   m.repeat.repetitions = static_cast<int>(top.at("repetitions").as_int_in(1, 1 << 20));
+  // Absent in files from before the L2 flush: those were timed with warm caches.
+  m.repeat.cold_l2 = top.find("cold_l2") ? top.at("cold_l2").as_bool() : false;
   for (const Cursor& s : top.at("skipped").elements()) m.skipped.push_back(s.as_string());
   if (!m.suite) {
     m.workload = top.at("workload").as_string();
@@ -485,10 +489,10 @@ std::string table(const std::vector<Row>& rows, bool have_after) {
 }  // namespace
 
 std::string format_comparison(const Measurements& m, const calibrate::Calibration* cal, const std::string& preset) {
-  std::string out = fmt::format("{}: {} measured on {} x {} (CUDA {}, NCCL {})\n", m.file,
+  std::string out = fmt::format("{}: {} measured on {} x {} (CUDA {}, NCCL {}, {} L2)\n", m.file,
                                 m.suite ? "calibration suite" : "replay of " + m.workload, m.hardware.gpus,
                                 m.hardware.device, m.hardware.cuda_runtime.empty() ? "-" : m.hardware.cuda_runtime,
-                                m.hardware.nccl.empty() ? "-" : m.hardware.nccl);
+                                m.hardware.nccl.empty() ? "-" : m.hardware.nccl, m.repeat.cold_l2 ? "cold" : "warm");
   if (cal) out += fmt::format("calibration: {} (from {})\n", cal->file, cal->hardware.device);
   std::vector<Row> rows;
   if (!m.suite) {

@@ -1,9 +1,11 @@
 #pragma once
 // The hardware replay's device primitives: cuBLAS GEMMs, HBM copies and NCCL
 // collectives on the visible GPUs of one process, timed with CUDA events. A plain
-// C++ interface: no CUDA type crosses it. CMake decides whether the CUDA backend
-// exists (device.cpp with MESHSIM_CUDA=ON, unavailable.cpp otherwise); the
-// orchestration (which calls, in which order, what to record) lives in replay/.
+// C++ interface: no CUDA type crosses it. The implementation is a module loaded
+// on first use (backend_abi.hpp: device.cpp built as libmeshsim_cuda_backend.so
+// when MESHSIM_CUDA is on; loader.cpp finds and loads it), so that nothing but
+// `replay` and `calibrate` ever loads CUDA. The orchestration (which calls, in
+// which order, what to record) lives in replay/.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -12,7 +14,8 @@
 namespace meshsim::kernels::cuda {
 
 // What this process can use. Never throws: with no GPU (or no driver, or a
-// build without CUDA) `gpus` is 0 and `problem` says why in one line.
+// build without CUDA, or a backend module that cannot be loaded) `gpus` is 0
+// and `problem` says why in one line.
 struct Probe {
   int gpus = 0;
   std::string device;        // name of GPU 0
@@ -22,6 +25,8 @@ struct Probe {
   std::string problem;
 };
 Probe probe();
+// Whether this build has the CUDA backend module (MESHSIM_CUDA); says nothing
+// about whether it loads here.
 bool built_with_cuda();
 
 enum class CallKind { Gemm, Copy, AllGather, ReduceScatter, AllReduce, SendRecv, Send, Recv };
@@ -43,11 +48,22 @@ struct DeviceCall {
 struct Repeat {
   int warmups = 2;
   int repetitions = 5;
+  // Before every timed repetition, overwrite a scratch buffer of twice the L2
+  // cache on each device, so that an op reads its inputs from HBM as it would
+  // in a model (not from the L2 its previous repetition filled). false: warm
+  // caches, as nccl-tests and most GEMM benchmarks measure.
+  bool cold_l2 = true;
 };
 
 // cuBLAS handles, streams and NCCL communicators (one per distinct device list,
-// created on first use) for `gpus` devices. Throws Error (one line) when a CUDA,
-// cuBLAS or NCCL call fails, or when an op does not fit in device memory.
+// created on first use) for `gpus` devices. Throws Error (one line) when the
+// backend cannot be loaded, when a CUDA, cuBLAS or NCCL call fails, or when an
+// op does not fit in device memory.
+//
+// Timing: per repetition each device's stream holds [L2 flush], a gate, the
+// start event, the op's calls and the stop event. The gate (a host function
+// that waits until every call of the repetition has been issued) keeps the
+// host's launch time out of the measurement and starts the devices together.
 class Session {
  public:
   explicit Session(int gpus);

@@ -42,7 +42,7 @@ struct Options {
   CLI::App* calibrate = nullptr;
   CLI::App* compare = nullptr;
   std::string workload, out, trace, calibration, hardware, measurements;
-  bool dry_run = false, quick = false;
+  bool dry_run = false, quick = false, warm_l2 = false;
   int gpus = 8;
   kernels::cuda::Repeat repeat;
   std::vector<std::string> dtypes = {"bf16", "fp32"};
@@ -55,6 +55,12 @@ kernels::cuda::Probe usable_gpus(const char* command) {
   return probe;
 }
 
+kernels::cuda::Repeat repeat_of(const Options& o) {
+  kernels::cuda::Repeat r = o.repeat;
+  r.cold_l2 = !o.warm_l2;
+  return r;
+}
+
 int run_replay(const Options& o) {
   const workloads::Workload w = workloads::load_workload(o.workload);
   const replay::Plan plan = replay::make_plan(w);
@@ -64,9 +70,10 @@ int run_replay(const Options& o) {
     return 0;
   }
   const kernels::cuda::Probe probe = usable_gpus("replay");
-  const replay::Measurements m = replay::replay(w, plan, probe, o.repeat);
-  std::fputs(fmt::format("replayed {} on {} x {} ({} warm-ups, {} repetitions; median [min, max] in us)\n", w.file,
-                         m.hardware.gpus, m.hardware.device, o.repeat.warmups, o.repeat.repetitions)
+  const replay::Measurements m = replay::replay(w, plan, probe, repeat_of(o));
+  std::fputs(fmt::format("replayed {} on {} x {} ({} warm-ups, {} repetitions, {} L2; median [min, max] in us)\n",
+                         w.file, m.hardware.gpus, m.hardware.device, o.repeat.warmups, o.repeat.repetitions,
+                         o.warm_l2 ? "warm" : "cold")
                  .c_str(),
              stdout);
   for (const replay::OpMeasurement& op : m.ops) {
@@ -90,7 +97,7 @@ int run_calibrate(const Options& o) {
   suite.dtypes = o.dtypes;
   suite.quick = o.quick;
   std::vector<std::string> log;
-  replay::Measurements m = replay::run_suite(probe, o.repeat, suite, log);
+  replay::Measurements m = replay::run_suite(probe, repeat_of(o), suite, log);
   m.file = o.measurements.empty() ? "(measurements)" : o.measurements;
   for (const std::string& l : log) std::fputs(("measured " + l + "\n").c_str(), stdout);
   for (const std::string& s : m.skipped) std::fputs(("skipped: " + s + "\n").c_str(), stdout);
@@ -116,6 +123,9 @@ void add_repeat(CLI::App* app, Options& o) {
   app->add_option("--repetitions", o.repeat.repetitions, "Timed runs per op; the median and spread are reported "
                                                          "(default 5)")
       ->check(CLI::Range(1, 10000));
+  app->add_flag("--warm-l2", o.warm_l2,
+                "Time with warm caches (as nccl-tests does); by default the L2 cache is flushed before every timed "
+                "run, so inputs come from HBM");
 }
 
 }  // namespace

@@ -1,0 +1,131 @@
+// meshsim's side of the CUDA backend (backend_abi.hpp): finds the module, loads
+// it on first use and turns its error strings back into Error. Always built; in
+// a build without CUDA (MESHSIM_CUDA off) there is no module and every entry
+// says so plainly.
+#include <dlfcn.h>
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <system_error>
+
+#include "base/error.hpp"
+#include "kernels/cuda/backend_abi.hpp"
+#include "kernels/cuda/device.hpp"
+
+namespace meshsim::kernels::cuda {
+
+namespace {
+
+constexpr const char* kNoCuda =
+    "this meshsim was built without CUDA (configure with -DMESHSIM_CUDA=ON where the CUDA toolkit, cuBLAS and NCCL "
+    "are installed)";
+
+struct Backend {
+  const BackendApi* api = nullptr;
+  std::string problem;  // why api is null
+};
+
+#ifdef MESHSIM_CUDA_BACKEND_FILE
+// Where the module may be: $MESHSIM_CUDA_BACKEND alone when it is set; else
+// beside the meshsim executable (the build and install layout), then where
+// this build wrote it (for test binaries that live elsewhere).
+std::vector<std::filesystem::path> candidates() {
+  namespace fs = std::filesystem;
+  if (const char* env = std::getenv("MESHSIM_CUDA_BACKEND"); env && *env) return {fs::path(env)};
+  std::vector<fs::path> paths;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) paths.push_back(exe.parent_path() / fs::path(MESHSIM_CUDA_BACKEND_FILE).filename());
+  paths.emplace_back(MESHSIM_CUDA_BACKEND_FILE);
+  return paths;
+}
+
+Backend load() {
+  Backend b;
+  const std::vector<std::filesystem::path> paths = candidates();
+  for (const std::filesystem::path& path : paths) {
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) continue;
+    // RTLD_LOCAL: the module's CUDA, cuBLAS and NCCL symbols stay its own.
+    void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!handle) {
+      const char* why = dlerror();
+      b.problem = fmt::format("no usable GPU: the CUDA backend {} cannot be loaded: {}", path.string(),
+                              why ? why : "dlopen failed");
+      return b;
+    }
+    using Entry = const BackendApi* (*)();
+    auto* entry = reinterpret_cast<Entry>(dlsym(handle, kMeshsimCudaBackendSymbol));
+    const BackendApi* api = entry ? entry() : nullptr;
+    if (!api || api->abi != kBackendAbi || api->probe_size != sizeof(Probe) ||
+        api->device_call_size != sizeof(DeviceCall) || api->repeat_size != sizeof(Repeat) || !api->probe ||
+        !api->open_session || !api->close_session || !api->time) {
+      b.problem = fmt::format("no usable GPU: {} is not the CUDA backend of this meshsim (rebuild meshsim)",
+                              path.string());
+      return b;  // the handle stays open: nothing of it is used
+    }
+    b.api = api;
+    return b;
+  }
+  std::string looked;
+  for (const std::filesystem::path& path : paths) looked += (looked.empty() ? "" : ", ") + path.string();
+  b.problem = fmt::format("no usable GPU: the CUDA backend module is missing (looked for {})", looked);
+  return b;
+}
+#else
+Backend load() { return {nullptr, kNoCuda}; }
+#endif
+
+const Backend& backend() {
+  static const Backend b = load();
+  return b;
+}
+
+}  // namespace
+
+Probe probe() {
+  Probe p;
+  const Backend& b = backend();
+  if (!b.api) {
+    p.problem = b.problem;
+    return p;
+  }
+  b.api->probe(p);
+  return p;
+}
+
+bool built_with_cuda() {
+#ifdef MESHSIM_CUDA_BACKEND_FILE
+  return true;
+#else
+  return false;
+#endif
+}
+
+struct Session::Impl {
+  const BackendApi* api = nullptr;
+  void* handle = nullptr;
+};
+
+Session::Session(int gpus) : impl_(std::make_unique<Impl>()) {
+  const Backend& b = backend();
+  if (!b.api) throw Error(b.problem);
+  std::string error;
+  impl_->api = b.api;
+  impl_->handle = b.api->open_session(gpus, error);
+  if (!impl_->handle) throw Error(error);
+}
+
+Session::~Session() {
+  if (impl_ && impl_->handle) impl_->api->close_session(impl_->handle);
+}
+
+std::vector<double> Session::time(const std::vector<DeviceCall>& calls, const Repeat& repeat) {
+  std::vector<double> samples;
+  std::string error;
+  if (!impl_->api->time(impl_->handle, calls, repeat, samples, error)) throw Error(error);
+  return samples;
+}
+
+}  // namespace meshsim::kernels::cuda
