@@ -24,14 +24,21 @@ constexpr std::uint64_t kNic = 50'000'000'000;
 // 512 KiB): a GPU forwards a chunk once it has arrived.
 constexpr std::uint64_t kChunk = 512 * 1024;
 
+// H100 SXM and H200 (the same GH100 compute): FP32 (non-tensor) 67 TFLOPS and
+// INT8 tensor 1,979 TOPS dense (the datasheets list 3,958 "with sparsity"):
+// NVIDIA H100 and H200 Tensor Core GPU datasheets (nvidia.com). B200 leaves them
+// at 0 (its datasheets differ between HGX/DGX revisions; give them in the workload).
+constexpr double kHopperFp32 = 6.7e13;
+constexpr double kHopperInt8 = 1.979e15;
+
 const std::array<GpuPreset, 4> kGpuPresets = {{
     {"h100-dgx", "DGX H100: 8 x H100 SXM, NVLink 450 GB/s per direction per GPU, 400 Gb/s IB per GPU",
-     ChipSpec{.bf16_flops_per_s = 9.9e14, .fp8_flops_per_s = 2.0e15, .hbm_bytes = 80'000'000'000,
-              .hbm_bandwidth_bytes_per_s = 3.35e12},
+     ChipSpec{.bf16_flops_per_s = 9.9e14, .int8_ops_per_s = kHopperInt8, .fp8_flops_per_s = 2.0e15,
+              .fp32_flops_per_s = kHopperFp32, .hbm_bytes = 80'000'000'000, .hbm_bandwidth_bytes_per_s = 3.35e12},
      8, LinkSpec{450'000'000'000, kNvlinkHop}, LinkSpec{kNic, kNetHop}, LinkSpec{kNic, kNetHop}, kChunk},
     {"h200-dgx", "DGX H200: 8 x H200, NVLink 450 GB/s per direction per GPU, 400 Gb/s IB per GPU",
-     ChipSpec{.bf16_flops_per_s = 9.9e14, .fp8_flops_per_s = 2.0e15, .hbm_bytes = 141'000'000'000,
-              .hbm_bandwidth_bytes_per_s = 4.8e12},
+     ChipSpec{.bf16_flops_per_s = 9.9e14, .int8_ops_per_s = kHopperInt8, .fp8_flops_per_s = 2.0e15,
+              .fp32_flops_per_s = kHopperFp32, .hbm_bytes = 141'000'000'000, .hbm_bandwidth_bytes_per_s = 4.8e12},
      8, LinkSpec{450'000'000'000, kNvlinkHop}, LinkSpec{kNic, kNetHop}, LinkSpec{kNic, kNetHop}, kChunk},
     {"b200-dgx", "DGX B200: 8 x B200, NVLink 900 GB/s per direction per GPU, 400 Gb/s IB per GPU",
      ChipSpec{.bf16_flops_per_s = 2.3e15, .fp8_flops_per_s = 4.5e15, .hbm_bytes = 192'000'000'000,

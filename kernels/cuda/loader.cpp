@@ -26,24 +26,27 @@ struct Backend {
   std::string problem;  // why api is null
 };
 
-#ifdef MESHSIM_CUDA_BACKEND_FILE
-// Where the module may be: $MESHSIM_CUDA_BACKEND alone when it is set; else
-// beside the meshsim executable (the build and install layout), then where
-// this build wrote it (for test binaries that live elsewhere).
+// Where the module may be: $MESHSIM_CUDA_BACKEND alone when it is set (in any
+// build: the tests load a fake GPU through it); else, in a CUDA build, beside
+// the meshsim executable (the build and install layout), then where this build
+// wrote it (for test binaries that live elsewhere). None: built without CUDA.
 std::vector<std::filesystem::path> candidates() {
   namespace fs = std::filesystem;
   if (const char* env = std::getenv("MESHSIM_CUDA_BACKEND"); env && *env) return {fs::path(env)};
   std::vector<fs::path> paths;
+#ifdef MESHSIM_CUDA_BACKEND_FILE
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) paths.push_back(exe.parent_path() / fs::path(MESHSIM_CUDA_BACKEND_FILE).filename());
   paths.emplace_back(MESHSIM_CUDA_BACKEND_FILE);
+#endif
   return paths;
 }
 
 Backend load() {
   Backend b;
   const std::vector<std::filesystem::path> paths = candidates();
+  if (paths.empty()) return {nullptr, kNoCuda};
   for (const std::filesystem::path& path : paths) {
     std::error_code ec;
     if (!std::filesystem::exists(path, ec)) continue;
@@ -73,9 +76,6 @@ Backend load() {
   b.problem = fmt::format("no usable GPU: the CUDA backend module is missing (looked for {})", looked);
   return b;
 }
-#else
-Backend load() { return {nullptr, kNoCuda}; }
-#endif
 
 const Backend& backend() {
   static const Backend b = load();

@@ -3,9 +3,13 @@
 # - `replay` and `calibrate` either work or fail with exactly one line
 #   "meshsim: error: replay: ..." (no GPU, no driver, a build without CUDA);
 # - `compare` and `run --calibration` on the synthetic fixtures in tests/calibration/;
-# - usage errors of the new options give exactly the expected line.
+# - usage errors of the new options give exactly the expected line;
+# - with FAKE_GPU (tests/fake_gpu: synthetic times behind the backend boundary):
+#   replay, calibrate and compare end to end, on 1 and 4 GPUs, and an op that
+#   does not fit in device memory.
 #
-#   cmake -DMESHSIM=<binary> -DSOURCE_DIR=<project root> -DWORK_DIR=<scratch> -P tests/cli/hardware.cmake
+#   cmake -DMESHSIM=<binary> -DSOURCE_DIR=<project root> -DWORK_DIR=<scratch> [-DFAKE_GPU=<module>]
+#         -P tests/cli/hardware.cmake
 cmake_minimum_required(VERSION 3.25)
 foreach(var MESHSIM SOURCE_DIR WORK_DIR)
   if(NOT DEFINED ${var} OR "${${var}}" STREQUAL "")
@@ -89,6 +93,46 @@ expect_output("mlp.up.matmul        matmul         -                    -       
 expect_output("hardware  tpu-v5e: ICI 40 GB/s one-way per link (W = 80 GB/s bidirectional), 1.200 us per hop"
               run examples/mlp_2x2_v5e.json --calibration ${cal})
 expect_error("meshsim: error: nope.json: cannot open file" run examples/mlp_2x2_v5e.json --calibration nope.json)
+
+if(DEFINED FAKE_GPU AND NOT "${FAKE_GPU}" STREQUAL "")
+  set(ENV{MESHSIM_CUDA_BACKEND} "${FAKE_GPU}")
+  set(ENV{MESHSIM_FAKE_GPUS} 1)
+  # One GPU: the GEMMs and copies of the suite, the collectives said skipped.
+  expect_output("skipped: collective sweeps: 1 GPU visible, they need at least 2\nwrote ${WORK_DIR}/cal1.json\n"
+                calibrate --quick --dtypes bf16 --out ${WORK_DIR}/cal1.json --measurements ${WORK_DIR}/suite1.json)
+  expect_output("(CUDA fake, NCCL fake, cold L2)" compare ${WORK_DIR}/suite1.json --calibration ${WORK_DIR}/cal1.json)
+  string(REGEX MATCH "held out \\(10 rows\\): before [0-9.]+%, after ([0-9.]+)%" held "${out}")
+  if(NOT held OR CMAKE_MATCH_1 GREATER_EQUAL 10)
+    report("fake GPU: held-out GEMMs not within 10 % after calibration: [${held}]")
+  endif()
+  # A replay on one GPU: rank 0's GEMMs; every collective group needs more GPUs.
+  expect_output("  op 0 mlp.up.matmul (matmul): " replay examples/mlp_2x2_v5e.json --warm-l2 --repetitions 3
+                --out ${WORK_DIR}/m1.json --trace ${WORK_DIR}/m1.trace.json)
+  expect_output("skipped: op 2 mlp.down.all_reduce: all 2 groups" replay examples/mlp_2x2_v5e.json)
+  expect_output("(CUDA fake, NCCL fake, warm L2)" compare ${WORK_DIR}/m1.json --calibration ${WORK_DIR}/cal1.json)
+  # Four GPUs: every rank and every group of the MLP block, and the collective sweeps.
+  set(ENV{MESHSIM_FAKE_GPUS} 4)
+  expect_output("  op 2 mlp.down.all_reduce (all_reduce): " replay examples/mlp_2x2_v5e.json --out ${WORK_DIR}/m4.json)
+  if(NOT out MATCHES "\\(all_reduce\\): [0-9.]+ \\[[0-9., ]+\\] on 4 of 4 ranks\n" OR out MATCHES "skipped")
+    report("fake GPU x4: expected every op of the MLP replayed, got:\n${out}")
+  endif()
+  expect_output("measured collectives: " calibrate --quick --dtypes bf16 --out ${WORK_DIR}/cal4.json)
+  file(READ ${WORK_DIR}/cal4.json cal4)
+  string(JSON links GET "${cal4}" links)
+  string(JSON bw GET "${links}" 0 bandwidth_bytes_per_s)
+  if(bw LESS 1.3e11 OR bw GREATER 1.7e11)
+    report("fake GPU x4: fitted NVLink bandwidth ${bw} B/s, expected about the fake's 150e9")
+  endif()
+  # An op larger than the device's memory is skipped with the reason; the rest runs.
+  set(ENV{MESHSIM_FAKE_MEMORY_MB} 16)
+  expect_output("skipped: op 0 mm.matmul: everything: cannot allocate" replay examples/matmul_case3_v5e.json)
+  unset(ENV{MESHSIM_FAKE_MEMORY_MB})
+  # A fake GPU that is not there: the probe's one line.
+  set(ENV{MESHSIM_FAKE_GPUS} 0)
+  expect_error("meshsim: error: replay: no GPU is visible" replay examples/mlp_2x2_v5e.json)
+  unset(ENV{MESHSIM_FAKE_GPUS})
+  unset(ENV{MESHSIM_CUDA_BACKEND})
+endif()
 
 file(REMOVE_RECURSE "${WORK_DIR}")
 if(NOT "${failures}" STREQUAL "")

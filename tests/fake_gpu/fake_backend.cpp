@@ -1,0 +1,173 @@
+// A fake GPU behind the CUDA backend's boundary (kernels/cuda/backend_abi.hpp),
+// for tests only: `MESHSIM_CUDA_BACKEND=.../libmeshsim_fake_gpu.so meshsim ...`
+// runs replay, calibrate and scripts/gpu-check end to end on a machine without
+// a GPU. Nothing it returns is a measurement: every time comes from the
+// synthetic law below, whose device name says so.
+//
+// The law is a roofline with wave quantisation, deliberately not the additive
+// form the calibration fits (kernels/calibrated_matmul.hpp), so a test of the
+// fit also sees a model mismatch:
+//   GEMM        4 us + max(waves x 2k.128.128 / (0.75 peak / SMs), HBM bytes / 3.2 TB/s)
+//   copy        2 us + 2 bytes / 3.2 TB/s
+//   collective  8 us + ring steps x 3 us + bytes through a rank's port / 150 GB/s
+// with a deterministic +-1 % jitter per repetition.
+//
+// Environment: MESHSIM_FAKE_GPUS (default 1) GPUs of MESHSIM_FAKE_MEMORY_MB
+// (default 141000) each, named MESHSIM_FAKE_DEVICE (default names an H200, so that
+// `compare` picks the h200-dgx preset).
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cuda/backend_abi.hpp"
+
+namespace meshsim::kernels::cuda {
+namespace {
+
+constexpr int kSms = 132;
+constexpr double kHbm = 3.2e12, kLink = 150e9, kStep = 3e-6;
+
+long env_int(const char* name, long fallback, long lo, long hi) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  const long x = std::strtol(v, &end, 10);
+  if (*end || x < lo || x > hi) throw std::runtime_error(std::string(name) + ": not an integer in range");
+  return x;
+}
+
+double peak(const std::string& dtype) {
+  if (dtype == "fp32") return 60e12;
+  if (dtype == "int8") return 1600e12;
+  return 800e12;
+}
+
+std::uint64_t element_bytes(const std::string& dtype) {
+  return dtype == "fp32" || dtype == "int32" ? 4 : dtype == "int8" || dtype == "fp8" || dtype == "bytes" ? 1 : 2;
+}
+
+double gemm_time(const DeviceCall& c) {
+  const std::uint64_t tiles = ((c.m + 127) / 128) * ((c.n + 127) / 128);
+  const double waves = std::ceil(static_cast<double>(tiles) / kSms);
+  const double compute = waves * 2.0 * static_cast<double>(c.k) * 128 * 128 / (0.75 * peak(c.dtype) / kSms);
+  const double e = static_cast<double>(element_bytes(c.dtype));
+  const double bytes = (static_cast<double>(c.m * c.k + c.k * c.n) + static_cast<double>(c.m * c.n)) * e;
+  return 4e-6 + std::max(compute, bytes / kHbm);
+}
+
+double collective_time(const DeviceCall& c) {
+  const double n = static_cast<double>(c.comm_devices.size());
+  double steps = 1, wire = 0;
+  switch (c.kind) {
+    case CallKind::AllGather: steps = n - 1; wire = (n - 1) / n * static_cast<double>(c.recv_bytes); break;
+    case CallKind::ReduceScatter: steps = n - 1; wire = (n - 1) / n * static_cast<double>(c.send_bytes); break;
+    case CallKind::AllReduce: steps = 2 * (n - 1); wire = 2 * (n - 1) / n * static_cast<double>(c.send_bytes); break;
+    case CallKind::SendRecv: wire = (n - 1) * static_cast<double>(c.peer_bytes); break;
+    case CallKind::Send: wire = static_cast<double>(c.send_bytes); break;
+    case CallKind::Recv: wire = static_cast<double>(c.recv_bytes); break;
+    case CallKind::Gemm:
+    case CallKind::Copy: break;
+  }
+  return 8e-6 + steps * kStep + wire / kLink;
+}
+
+struct FakeSession {
+  int gpus = 0;
+  double memory = 0;
+};
+
+std::vector<double> time_calls(const FakeSession& s, const std::vector<DeviceCall>& calls, const Repeat& repeat) {
+  double t = 0;
+  std::uint64_t seed = 1469598103934665603ull;
+  for (const DeviceCall& c : calls) {
+    if (c.device < 0 || c.device >= s.gpus) throw std::runtime_error("GPU " + std::to_string(c.device) + " is not visible");
+    double bytes = 0, call_t = 0;
+    if (c.kind == CallKind::Gemm) {
+      if (c.dtype == "fp8") throw std::runtime_error("fp8 GEMMs need cuBLASLt, which the replay does not use yet");
+      const double e = static_cast<double>(element_bytes(c.dtype));
+      bytes = static_cast<double>(c.m * c.k + c.k * c.n) * e + static_cast<double>(c.m * c.n) * (c.dtype == "int8" ? 4 : e);
+      call_t = gemm_time(c);
+    } else if (c.kind == CallKind::Copy) {
+      bytes = 2.0 * static_cast<double>(c.send_bytes);
+      call_t = 2e-6 + 2.0 * static_cast<double>(c.send_bytes) / kHbm;
+    } else {
+      bytes = static_cast<double>(c.send_bytes + c.recv_bytes + 2 * c.peer_bytes * c.comm_devices.size());
+      call_t = collective_time(c);
+    }
+    if (bytes > s.memory)
+      throw std::runtime_error("cannot allocate " + std::to_string(static_cast<std::uint64_t>(bytes)) + " bytes on GPU " +
+                               std::to_string(c.device) + ": out of memory");
+    t = std::max(t, call_t);
+    for (std::uint64_t v : {c.m, c.n, c.k, c.send_bytes, c.recv_bytes, c.peer_bytes})
+      seed = (seed ^ v) * 1099511628211ull;
+  }
+  std::vector<double> samples;
+  for (int i = 0; i < repeat.repetitions; ++i) {
+    const std::uint64_t h = (seed ^ static_cast<std::uint64_t>(i)) * std::uint64_t{0x9e3779b97f4a7c15};
+    const double jitter = static_cast<double>(h >> 53) / static_cast<double>(1ull << 11) * 0.02 - 0.01;
+    samples.push_back(t * (1 + jitter));
+  }
+  return samples;
+}
+
+template <typename F>
+bool guarded(std::string& error, F&& f) {
+  try {
+    f();
+    return true;
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  return false;
+}
+
+void fake_probe(Probe& p) {
+  p = Probe{};
+  std::string error;
+  if (!guarded(error, [&] { p.gpus = static_cast<int>(env_int("MESHSIM_FAKE_GPUS", 1, 0, 64)); })) {
+    p.problem = "no usable GPU: " + error;
+    return;
+  }
+  if (p.gpus == 0) {
+    p.problem = "no GPU is visible";
+    return;
+  }
+  const char* name = std::getenv("MESHSIM_FAKE_DEVICE");
+  p.device = name && *name ? name : "NVIDIA H200 (meshsim fake GPU: synthetic times, not a measurement)";
+  p.sms = kSms;
+  p.cuda_runtime = "fake";
+  p.nccl = "fake";
+}
+
+void* fake_open(int gpus, std::string& error) {
+  FakeSession* s = nullptr;
+  guarded(error, [&] {
+    s = new FakeSession{gpus, 1e6 * static_cast<double>(env_int("MESHSIM_FAKE_MEMORY_MB", 141000, 1, 1 << 30))};
+  });
+  return s;
+}
+
+void fake_close(void* s) { delete static_cast<FakeSession*>(s); }
+
+bool fake_time(void* s, const std::vector<DeviceCall>& calls, const Repeat& repeat, std::vector<double>& samples,
+               std::string& error) {
+  return guarded(error, [&] { samples = time_calls(*static_cast<FakeSession*>(s), calls, repeat); });
+}
+
+}  // namespace
+}  // namespace meshsim::kernels::cuda
+
+const meshsim::kernels::cuda::BackendApi* meshsim_cuda_backend() {
+  static const meshsim::kernels::cuda::BackendApi api = [] {
+    meshsim::kernels::cuda::BackendApi a;
+    a.probe = meshsim::kernels::cuda::fake_probe;
+    a.open_session = meshsim::kernels::cuda::fake_open;
+    a.close_session = meshsim::kernels::cuda::fake_close;
+    a.time = meshsim::kernels::cuda::fake_time;
+    return a;
+  }();
+  return &api;
+}
