@@ -231,19 +231,26 @@ Measurements load_measurements(const std::string& path) {
 // ------------------------------------------------------------------ replay
 
 Measurements replay(const workloads::Workload& w, const Plan& plan, const cu::Probe& probe, const cu::Repeat& repeat) {
+  const int gpus = std::min<int>(probe.gpus, static_cast<int>(plan.ranks));
+  std::optional<cu::Session> session;
+  if (gpus > 0) session.emplace(gpus);
+  return replay_on(w, plan, probe, repeat, session ? &*session : nullptr, gpus);
+}
+
+Measurements replay_on(const workloads::Workload& w, const Plan& plan, const cu::Probe& probe,
+                       const cu::Repeat& repeat, cu::Session* session, int gpus) {
   Measurements m;
   m.workload = w.file;
   m.repeat = repeat;
-  const int gpus = std::min<int>(probe.gpus, static_cast<int>(plan.ranks));
+  gpus = std::min<int>(gpus, static_cast<int>(plan.ranks));
   m.hardware = hardware_info(probe, gpus);
-  const std::vector<OpStep> steps = device_steps(w, plan, gpus);
-  std::optional<cu::Session> session;
-  if (gpus > 0) session.emplace(gpus);
-  for (const OpStep& s : steps) {
+  for (const OpStep& s : device_steps(w, plan, gpus)) {
     OpMeasurement o = measurement_of(w, s);
     if (!s.calls.empty()) {
       try {
         o.time = spread_of(session->time(s.calls, repeat));
+      } catch (const cu::DeviceFatal&) {
+        throw;
       } catch (const Error& e) {
         // A GEMM cuBLAS refuses or an op too large for the GPU: said and skipped;
         // the next op runs on a clean slate (buffers are freed on unwinding).

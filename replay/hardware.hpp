@@ -72,6 +72,11 @@ calibrate::HardwareInfo hardware_info(const kernels::cuda::Probe& probe, int gpu
 // Replays every op of the plan on the visible GPUs, one op at a time.
 Measurements replay(const workloads::Workload& w, const Plan& plan, const kernels::cuda::Probe& probe,
                     const kernels::cuda::Repeat& repeat);
+// The same on `session`, whose devices are ranks 0 .. gpus-1 of the plan (one
+// process's GPUs, or one GPU per process under MPI). An op that fails before it
+// ran is skipped with the reason; a DeviceFatal ends the replay.
+Measurements replay_on(const workloads::Workload& w, const Plan& plan, const kernels::cuda::Probe& probe,
+                       const kernels::cuda::Repeat& repeat, kernels::cuda::Session* session, int gpus);
 // A Chrome JSON trace of a replay in the simulator's layout: one process per
 // replayed chip ("chip (x,y)"), an "ops" track with the ops back to back at their
 // median times.

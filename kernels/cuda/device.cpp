@@ -13,6 +13,7 @@
 #include <chrono>
 #include <climits>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
@@ -154,9 +155,26 @@ void launch_gemm(cublasHandle_t h, const DeviceCall& call, const Prepared& p) {
         "cublasGemmEx");
 }
 
+// A failure after an op's calls were issued in a session of several processes
+// (DeviceFatal on the tool's side).
+struct Fatal : Failure {
+  using Failure::Failure;
+};
+
+std::string what_of(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    return x.what();
+  } catch (...) {
+    return "unknown failure in the CUDA backend";
+  }
+}
+
 class CudaSession {
  public:
-  explicit CudaSession(int gpus);
+  explicit CudaSession(int gpus);                     // every device, one process
+  CudaSession(Coordinator& coordinator, int local);   // one device of several processes
   ~CudaSession();
   CudaSession(const CudaSession&) = delete;
   CudaSession& operator=(const CudaSession&) = delete;
@@ -164,54 +182,76 @@ class CudaSession {
 
  private:
   struct PerDevice {
+    int cuda = -1;  // the CUDA device; -1: another process drives it
     cudaStream_t stream = nullptr;
     cublasHandle_t blas = nullptr;
     cudaEvent_t start = nullptr, stop = nullptr;
     std::unique_ptr<Buffer> scratch;  // overwritten before each repetition when Repeat::cold_l2
     std::uint64_t scratch_bytes = 0;
   };
-  std::vector<PerDevice> dev_;
-  std::map<std::vector<int>, std::vector<ncclComm_t>> comms_;
+  std::vector<PerDevice> dev_;  // by DeviceCall::device
+  Coordinator* coord_ = nullptr;
+  std::map<std::vector<int>, std::vector<ncclComm_t>> comms_;  // by member devices; null: not ours
   std::vector<unsigned char> pattern_;  // host bytes copied into every buffer
   bool gates_ = true;                   // off once a gate had to give up
 
+  void open_device(std::size_t index, int cuda);
+  PerDevice& device(int index) { return dev_[static_cast<std::size_t>(index)]; }
   ncclComm_t comm(const std::vector<int>& devices, int rank);
+  void create_rank_comms(const std::vector<DeviceCall>& calls);
+  std::vector<Prepared> prepare(const std::vector<DeviceCall>& calls, std::vector<int>& devices);
   void fill(const Buffer& b, std::uint64_t bytes);
   void issue(const std::vector<Prepared>& prepared);
+  void enqueue_timed(const std::vector<int>& devices, const Repeat& repeat, int repetition, Gate* gate);
   void sync(const std::vector<int>& devices);
+  double longest(const std::vector<int>& devices);
+  std::vector<double> time_ranks(const std::vector<DeviceCall>& calls, const Repeat& repeat);
 };
 
-CudaSession::CudaSession(int gpus) : dev_(static_cast<std::size_t>(gpus)) {
-  for (int d = 0; d < gpus; ++d) {
-    PerDevice& pd = dev_[static_cast<std::size_t>(d)];
-    check(cudaSetDevice(d), "cudaSetDevice");
-    check(cudaStreamCreateWithFlags(&pd.stream, cudaStreamNonBlocking), "cudaStreamCreate");
-    check(cublasCreate(&pd.blas), "cublasCreate");
-    check(cublasSetStream(pd.blas, pd.stream), "cublasSetStream");
-    check(cudaEventCreate(&pd.start), "cudaEventCreate");
-    check(cudaEventCreate(&pd.stop), "cudaEventCreate");
-    int l2 = 0;
-    check(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, d), "cudaDeviceGetAttribute (L2 size)");
-    pd.scratch_bytes = 2 * static_cast<std::uint64_t>(std::max(l2, 1 << 20));
-  }
+void CudaSession::open_device(std::size_t index, int cuda) {
+  PerDevice& pd = dev_[index];
+  pd.cuda = cuda;
+  check(cudaSetDevice(cuda), "cudaSetDevice");
+  check(cudaStreamCreateWithFlags(&pd.stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  check(cublasCreate(&pd.blas), "cublasCreate");
+  check(cublasSetStream(pd.blas, pd.stream), "cublasSetStream");
+  check(cudaEventCreate(&pd.start), "cudaEventCreate");
+  check(cudaEventCreate(&pd.stop), "cudaEventCreate");
+  int l2 = 0;
+  check(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, cuda), "cudaDeviceGetAttribute (L2 size)");
+  pd.scratch_bytes = 2 * static_cast<std::uint64_t>(std::max(l2, 1 << 20));
+}
+
+std::vector<unsigned char> make_pattern() {
   // bf16 values of magnitude 2^-10 to 1, either sign (read as fp16 they are
   // between 0.5 and 2, as fp32 small finite values too).
-  pattern_.resize(std::size_t{16} << 20);
+  std::vector<unsigned char> pattern(std::size_t{16} << 20);
   std::mt19937 rng(7);
-  for (std::size_t i = 0; i + 1 < pattern_.size(); i += 2) {
+  for (std::size_t i = 0; i + 1 < pattern.size(); i += 2) {
     const auto r = static_cast<std::uint32_t>(rng());
     const std::uint32_t sign = (r >> 31) << 15, exponent = 117 + (r >> 8) % 10, mantissa = r & 0x7f;
     const auto v = static_cast<std::uint16_t>(sign | (exponent << 7) | mantissa);
-    std::memcpy(&pattern_[i], &v, 2);
+    std::memcpy(&pattern[i], &v, 2);
   }
+  return pattern;
+}
+
+CudaSession::CudaSession(int gpus) : dev_(static_cast<std::size_t>(gpus)), pattern_(make_pattern()) {
+  for (int d = 0; d < gpus; ++d) open_device(static_cast<std::size_t>(d), d);
+}
+
+CudaSession::CudaSession(Coordinator& coordinator, int local)
+    : dev_(static_cast<std::size_t>(coordinator.size())), coord_(&coordinator), pattern_(make_pattern()) {
+  open_device(static_cast<std::size_t>(coordinator.rank()), local);
 }
 
 CudaSession::~CudaSession() {
   for (auto& [devices, list] : comms_)
-    for (ncclComm_t c : list) ncclCommDestroy(c);
-  for (std::size_t d = 0; d < dev_.size(); ++d) {
-    PerDevice& pd = dev_[d];
-    cudaSetDevice(static_cast<int>(d));
+    for (ncclComm_t c : list)
+      if (c) ncclCommDestroy(c);
+  for (PerDevice& pd : dev_) {
+    if (pd.cuda < 0) continue;
+    cudaSetDevice(pd.cuda);
     pd.scratch.reset();
     if (pd.blas) cublasDestroy(pd.blas);
     if (pd.start) cudaEventDestroy(pd.start);
@@ -223,11 +263,54 @@ CudaSession::~CudaSession() {
 ncclComm_t CudaSession::comm(const std::vector<int>& devices, int rank) {
   auto it = comms_.find(devices);
   if (it == comms_.end()) {
+    // One process: every member's communicator at once.
+    std::vector<int> cuda;
+    for (int d : devices) cuda.push_back(device(d).cuda);
     std::vector<ncclComm_t> c(devices.size());
-    check(ncclCommInitAll(c.data(), static_cast<int>(devices.size()), devices.data()), "ncclCommInitAll");
+    check(ncclCommInitAll(c.data(), static_cast<int>(devices.size()), cuda.data()), "ncclCommInitAll");
     it = comms_.emplace(devices, std::move(c)).first;
   }
   return it->second[static_cast<std::size_t>(rank)];
+}
+
+// Several processes: every communicator the op's calls name, in the order they
+// name them, on every process (the id broadcast is collective; the members then
+// join with ncclCommInitRank). A failure is recorded, never thrown half-way, so
+// that every process makes the same broadcasts; all then agree on the first.
+void CudaSession::create_rank_comms(const std::vector<DeviceCall>& calls) {
+  std::string error;
+  for (const DeviceCall& call : calls) {
+    if (call.kind == CallKind::Gemm || call.kind == CallKind::Copy || comms_.count(call.comm_devices)) continue;
+    const std::vector<int>& members = call.comm_devices;
+    std::string id;
+    if (coord_->rank() == members.front()) {
+      ncclUniqueId u{};
+      const ncclResult_t r = ncclGetUniqueId(&u);
+      if (r == ncclSuccess) id.assign(reinterpret_cast<const char*>(&u), sizeof u);
+    }
+    coord_->broadcast(id, members.front());
+    std::vector<ncclComm_t> list(members.size(), nullptr);
+    const auto me = std::find(members.begin(), members.end(), coord_->rank());
+    if (me != members.end() && error.empty()) {
+      if (id.size() != sizeof(ncclUniqueId)) {
+        error = fmt::format("NCCL: ncclGetUniqueId failed on process {}", members.front());
+      } else {
+        ncclUniqueId u{};
+        std::memcpy(&u, id.data(), sizeof u);
+        const auto index = static_cast<std::size_t>(me - members.begin());
+        try {
+          check(cudaSetDevice(device(coord_->rank()).cuda), "cudaSetDevice");
+          check(ncclCommInitRank(&list[index], static_cast<int>(members.size()), u, static_cast<int>(index)),
+                "ncclCommInitRank");
+        } catch (const std::exception& e) {
+          error = e.what();
+        }
+      }
+    }
+    comms_.emplace(members, std::move(list));
+  }
+  error = coord_->first_error(error);
+  if (!error.empty()) throw Fatal(error);
 }
 
 // Fills a buffer with pseudo-random values in [-1, 1) of its type, so that
@@ -241,14 +324,53 @@ void CudaSession::fill(const Buffer& b, std::uint64_t bytes) {
   }
 }
 
+// The buffers of this process's calls (all of them in a single process); the
+// devices they run on, in order of first appearance.
+std::vector<Prepared> CudaSession::prepare(const std::vector<DeviceCall>& calls, std::vector<int>& devices) {
+  std::vector<Prepared> prepared;
+  for (const DeviceCall& call : calls) {
+    if (call.device < 0 || static_cast<std::size_t>(call.device) >= dev_.size())
+      throw Failure(fmt::format("GPU {} is not visible", call.device));
+    const int cuda = device(call.device).cuda;
+    if (cuda < 0) continue;  // another process's
+    if (std::find(devices.begin(), devices.end(), call.device) == devices.end()) devices.push_back(call.device);
+    Prepared p;
+    p.call = &call;
+    if (call.kind == CallKind::Gemm) {
+      if (call.dtype == "fp8") throw Failure("fp8 GEMMs need cuBLASLt, which the replay does not use yet");
+      if (call.m > INT_MAX || call.n > INT_MAX || call.k > INT_MAX)
+        throw Failure(fmt::format("GEMM M={} N={} K={} exceeds cuBLAS's 32-bit sizes", call.m, call.n, call.k));
+      const std::uint64_t e = call.dtype == "fp32" ? 4 : call.dtype == "int8" ? 1 : 2;
+      const std::uint64_t ce = call.dtype == "int8" ? 4 : e;
+      p.a = std::make_unique<Buffer>(cuda, call.m * call.k * e);
+      p.b = std::make_unique<Buffer>(cuda, call.k * call.n * e);
+      p.c = std::make_unique<Buffer>(cuda, call.m * call.n * ce);
+      fill(*p.a, call.m * call.k * e);
+      fill(*p.b, call.k * call.n * e);
+    } else {
+      const std::uint64_t in = call.kind == CallKind::SendRecv ? call.peer_bytes * call.comm_devices.size()
+                                                               : call.send_bytes;
+      const std::uint64_t out = call.kind == CallKind::SendRecv ? in
+                                : call.kind == CallKind::Copy   ? call.send_bytes
+                                                                : call.recv_bytes;
+      p.a = std::make_unique<Buffer>(cuda, in);
+      p.b = std::make_unique<Buffer>(cuda, out);
+      fill(*p.a, in);
+      if (call.kind != CallKind::Copy && !coord_) comm(call.comm_devices, call.comm_rank);
+    }
+    prepared.push_back(std::move(p));
+  }
+  return prepared;
+}
+
 // The op's calls on every device's stream: GEMMs and copies first, then the
 // NCCL calls of all devices in one group.
 void CudaSession::issue(const std::vector<Prepared>& prepared) {
   bool nccl = false;
   for (const Prepared& p : prepared) {
     const DeviceCall& c = *p.call;
-    PerDevice& pd = dev_[static_cast<std::size_t>(c.device)];
-    check(cudaSetDevice(c.device), "cudaSetDevice");
+    PerDevice& pd = device(c.device);
+    check(cudaSetDevice(pd.cuda), "cudaSetDevice");
     if (c.kind == CallKind::Gemm)
       launch_gemm(pd.blas, c, p);
     else if (c.kind == CallKind::Copy)
@@ -262,7 +384,7 @@ void CudaSession::issue(const std::vector<Prepared>& prepared) {
   for (const Prepared& p : prepared) {
     const DeviceCall& c = *p.call;
     if (c.kind == CallKind::Gemm || c.kind == CallKind::Copy) continue;
-    const cudaStream_t st = dev_[static_cast<std::size_t>(c.device)].stream;
+    const cudaStream_t st = device(c.device).stream;
     const ncclComm_t cm = comm(c.comm_devices, c.comm_rank);
     const ncclDataType_t t = nccl_type(c.dtype);
     const std::uint64_t eb = nccl_type_bytes(c.dtype);
@@ -301,52 +423,50 @@ void CudaSession::issue(const std::vector<Prepared>& prepared) {
   check(ncclGroupEnd(), "ncclGroupEnd");
 }
 
-void CudaSession::sync(const std::vector<int>& devices) {
+// Ahead of a timed repetition on each device's stream: the L2 flush, the gate
+// (when given) and the start event.
+void CudaSession::enqueue_timed(const std::vector<int>& devices, const Repeat& repeat, int repetition, Gate* gate) {
   for (int d : devices) {
-    check(cudaSetDevice(d), "cudaSetDevice");
-    check(cudaStreamSynchronize(dev_[static_cast<std::size_t>(d)].stream), "cudaStreamSynchronize");
+    PerDevice& pd = device(d);
+    check(cudaSetDevice(pd.cuda), "cudaSetDevice");
+    if (repeat.cold_l2) {
+      if (!pd.scratch) pd.scratch = std::make_unique<Buffer>(pd.cuda, pd.scratch_bytes);
+      check(cudaMemsetAsync(pd.scratch->ptr, repetition & 0xff, pd.scratch_bytes, pd.stream),
+            "cudaMemsetAsync (L2 flush)");
+    }
+    if (gate) check(cudaLaunchHostFunc(pd.stream, wait_at_gate, gate), "cudaLaunchHostFunc");
+    check(cudaEventRecord(pd.start, pd.stream), "cudaEventRecord");
   }
 }
 
-std::vector<double> CudaSession::time(const std::vector<DeviceCall>& calls, const Repeat& repeat) {
-  std::vector<Prepared> prepared;
-  std::vector<int> devices;  // in order of first appearance
-  for (const DeviceCall& call : calls) {
-    if (call.device < 0 || static_cast<std::size_t>(call.device) >= dev_.size())
-      throw Failure(fmt::format("GPU {} is not visible", call.device));
-    if (std::find(devices.begin(), devices.end(), call.device) == devices.end()) devices.push_back(call.device);
-    Prepared p;
-    p.call = &call;
-    if (call.kind == CallKind::Gemm) {
-      if (call.dtype == "fp8") throw Failure("fp8 GEMMs need cuBLASLt, which the replay does not use yet");
-      if (call.m > INT_MAX || call.n > INT_MAX || call.k > INT_MAX)
-        throw Failure(fmt::format("GEMM M={} N={} K={} exceeds cuBLAS's 32-bit sizes", call.m, call.n, call.k));
-      const std::uint64_t e = call.dtype == "fp32" ? 4 : call.dtype == "int8" ? 1 : 2;
-      const std::uint64_t ce = call.dtype == "int8" ? 4 : e;
-      p.a = std::make_unique<Buffer>(call.device, call.m * call.k * e);
-      p.b = std::make_unique<Buffer>(call.device, call.k * call.n * e);
-      p.c = std::make_unique<Buffer>(call.device, call.m * call.n * ce);
-      fill(*p.a, call.m * call.k * e);
-      fill(*p.b, call.k * call.n * e);
-    } else {
-      const std::uint64_t in = call.kind == CallKind::SendRecv ? call.peer_bytes * call.comm_devices.size()
-                                                               : call.send_bytes;
-      const std::uint64_t out = call.kind == CallKind::SendRecv ? in
-                                : call.kind == CallKind::Copy   ? call.send_bytes
-                                                                : call.recv_bytes;
-      p.a = std::make_unique<Buffer>(call.device, in);
-      p.b = std::make_unique<Buffer>(call.device, out);
-      fill(*p.a, in);
-      if (call.kind != CallKind::Copy) comm(call.comm_devices, call.comm_rank);
-    }
-    prepared.push_back(std::move(p));
+void CudaSession::sync(const std::vector<int>& devices) {
+  for (int d : devices) {
+    check(cudaSetDevice(device(d).cuda), "cudaSetDevice");
+    check(cudaStreamSynchronize(device(d).stream), "cudaStreamSynchronize");
   }
-  if (repeat.cold_l2)
-    for (int d : devices) {
-      PerDevice& pd = dev_[static_cast<std::size_t>(d)];
-      if (!pd.scratch) pd.scratch = std::make_unique<Buffer>(d, pd.scratch_bytes);
-    }
+}
 
+// After a timed repetition: the longest of the devices' start-to-stop times (s).
+double CudaSession::longest(const std::vector<int>& devices) {
+  double t = 0;
+  for (int d : devices) {
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, device(d).start, device(d).stop), "cudaEventElapsedTime");
+    t = std::max(t, static_cast<double>(ms) * 1e-3);
+  }
+  return t;
+}
+
+std::vector<double> CudaSession::time(const std::vector<DeviceCall>& calls, const Repeat& repeat) {
+  if (coord_) return time_ranks(calls, repeat);
+  std::vector<int> devices;
+  const std::vector<Prepared> prepared = prepare(calls, devices);
+  auto stop = [&] {
+    for (int d : devices) {
+      check(cudaSetDevice(device(d).cuda), "cudaSetDevice");
+      check(cudaEventRecord(device(d).stop, device(d).stream), "cudaEventRecord");
+    }
+  };
   sync(devices);
   for (int i = 0; i < repeat.warmups; ++i) {
     issue(prepared);
@@ -355,21 +475,9 @@ std::vector<double> CudaSession::time(const std::vector<DeviceCall>& calls, cons
   std::vector<double> samples;
   for (int i = 0; i < repeat.repetitions; ++i) {
     Gate gate;
-    const bool gated = gates_;
-    for (int d : devices) {
-      PerDevice& pd = dev_[static_cast<std::size_t>(d)];
-      check(cudaSetDevice(d), "cudaSetDevice");
-      if (repeat.cold_l2)
-        check(cudaMemsetAsync(pd.scratch->ptr, i & 0xff, pd.scratch_bytes, pd.stream), "cudaMemsetAsync (L2 flush)");
-      if (gated) check(cudaLaunchHostFunc(pd.stream, wait_at_gate, &gate), "cudaLaunchHostFunc");
-      check(cudaEventRecord(pd.start, pd.stream), "cudaEventRecord");
-    }
+    enqueue_timed(devices, repeat, i, gates_ ? &gate : nullptr);
     issue(prepared);
-    for (int d : devices) {
-      check(cudaSetDevice(d), "cudaSetDevice");
-      check(cudaEventRecord(dev_[static_cast<std::size_t>(d)].stop, dev_[static_cast<std::size_t>(d)].stream),
-            "cudaEventRecord");
-    }
+    stop();
     gate.open.store(true, std::memory_order_release);
     sync(devices);  // the gate outlives every host function that reads it
     if (gate.gave_up.load(std::memory_order_acquire)) {
@@ -377,36 +485,102 @@ std::vector<double> CudaSession::time(const std::vector<DeviceCall>& calls, cons
       --i;
       continue;
     }
-    double longest = 0;
-    for (int d : devices) {
-      const PerDevice& pd = dev_[static_cast<std::size_t>(d)];
-      float ms = 0;
-      check(cudaEventElapsedTime(&ms, pd.start, pd.stop), "cudaEventElapsedTime");
-      longest = std::max(longest, static_cast<double>(ms) * 1e-3);
+    samples.push_back(longest(devices));
+  }
+  return samples;
+}
+
+// Several processes. Every step that can fail on one process alone is followed
+// by an agreement (Coordinator::first_error), so that all of them fail together
+// and none waits in a collective for ever: before anything is issued a failure
+// skips the op (Failure); once NCCL calls may be in flight it ends the session
+// (Fatal).
+std::vector<double> CudaSession::time_ranks(const std::vector<DeviceCall>& calls, const Repeat& repeat) {
+  std::vector<int> devices;
+  std::vector<Prepared> prepared;
+  std::string error;
+  try {
+    prepared = prepare(calls, devices);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  error = coord_->first_error(error);
+  if (!error.empty()) throw Failure(error);
+  create_rank_comms(calls);
+  auto agree = [&](const std::function<void()>& step) {
+    std::string mine;
+    try {
+      step();
+    } catch (...) {
+      mine = what_of(std::current_exception());
     }
-    samples.push_back(longest);
+    const std::string first = coord_->first_error(mine);
+    if (!first.empty()) throw Fatal(first);
+  };
+  auto stop = [&] {
+    for (int d : devices) {
+      check(cudaSetDevice(device(d).cuda), "cudaSetDevice");
+      check(cudaEventRecord(device(d).stop, device(d).stream), "cudaEventRecord");
+    }
+  };
+  agree([&] { sync(devices); });
+  for (int i = 0; i < repeat.warmups; ++i) {
+    agree([&] { issue(prepared); });
+    agree([&] { sync(devices); });
+  }
+  std::vector<double> samples;
+  for (int i = 0; i < repeat.repetitions; ++i) {
+    Gate gate;
+    try {
+      agree([&] {  // also the barrier: every process has issued before any gate opens
+        enqueue_timed(devices, repeat, i, gates_ ? &gate : nullptr);
+        issue(prepared);
+        stop();
+      });
+    } catch (...) {
+      gate.open.store(true, std::memory_order_release);
+      throw;
+    }
+    gate.open.store(true, std::memory_order_release);
+    double mine = 0;
+    agree([&] {
+      sync(devices);
+      mine = longest(devices);
+    });
+    const bool gave_up = coord_->max(gate.gave_up.load(std::memory_order_acquire) ? 1 : 0) > 0;
+    const double t = coord_->max(mine);
+    if (gave_up) {
+      gates_ = false;
+      --i;
+      continue;
+    }
+    samples.push_back(t);
   }
   return samples;
 }
 
 // ------------------------------------------------------------------ boundary
 
+// Runs f; a failure becomes `error` (and `fatal` for Fatal). Nothing is thrown
+// across the module's boundary.
 template <typename F>
-bool guarded(std::string& error, F&& f) {
+bool guarded(std::string& error, bool& fatal, F&& f) {
   try {
     f();
     return true;
-  } catch (const std::exception& e) {
+  } catch (const Fatal& e) {
     error = e.what();
+    fatal = true;
   } catch (...) {
-    error = "unknown failure in the CUDA backend";
+    error = what_of(std::current_exception());
   }
   return false;
 }
 
 void api_probe(Probe& out) {
   std::string error;
-  if (!guarded(error, [&] { probe_into(out); })) {
+  bool fatal = false;
+  if (!guarded(error, fatal, [&] { probe_into(out); })) {
     out = Probe{};
     out.problem = error;
   }
@@ -414,15 +588,23 @@ void api_probe(Probe& out) {
 
 void* api_open(int gpus, std::string& error) {
   CudaSession* s = nullptr;
-  guarded(error, [&] { s = new CudaSession(gpus); });
+  bool fatal = false;
+  guarded(error, fatal, [&] { s = new CudaSession(gpus); });
+  return s;
+}
+
+void* api_open_rank(Coordinator& coordinator, int local_device, std::string& error) {
+  CudaSession* s = nullptr;
+  bool fatal = false;
+  guarded(error, fatal, [&] { s = new CudaSession(coordinator, local_device); });
   return s;
 }
 
 void api_close(void* session) { delete static_cast<CudaSession*>(session); }
 
 bool api_time(void* session, const std::vector<DeviceCall>& calls, const Repeat& repeat, std::vector<double>& samples,
-              std::string& error) {
-  return guarded(error, [&] { samples = static_cast<CudaSession*>(session)->time(calls, repeat); });
+              std::string& error, bool& fatal) {
+  return guarded(error, fatal, [&] { samples = static_cast<CudaSession*>(session)->time(calls, repeat); });
 }
 
 }  // namespace
@@ -434,6 +616,7 @@ const meshsim::kernels::cuda::BackendApi* meshsim_cuda_backend() {
     meshsim::kernels::cuda::BackendApi a;
     a.probe = meshsim::kernels::cuda::api_probe;
     a.open_session = meshsim::kernels::cuda::api_open;
+    a.open_rank_session = meshsim::kernels::cuda::api_open_rank;
     a.close_session = meshsim::kernels::cuda::api_close;
     a.time = meshsim::kernels::cuda::api_time;
     return a;

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "base/error.hpp"
+
 namespace meshsim::kernels::cuda {
 
 // What this process can use. Never throws: with no GPU (or no driver, or a
@@ -55,6 +57,29 @@ struct Repeat {
   bool cold_l2 = true;
 };
 
+// What a session of one process among several (a replay under MPI, one GPU per
+// process) needs from its launcher. Every method is collective: all processes
+// call it, in the same order. Implemented by the tool over MPI; the backend
+// calls it, so nothing of MPI is in the backend.
+class Coordinator {
+ public:
+  virtual ~Coordinator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual void broadcast(std::string& bytes, int root) = 0;  // root's bytes everywhere
+  virtual double max(double mine) = 0;
+  // The first non-empty `mine` by rank, on every process ("" when all are empty).
+  virtual std::string first_error(const std::string& mine) = 0;
+};
+
+// A failure after some device had started an op's NCCL calls, in a session of
+// several processes: a peer may wait in NCCL for ever, so the replay cannot go
+// on with the next op; it ends with this message.
+class DeviceFatal : public Error {
+ public:
+  using Error::Error;
+};
+
 // cuBLAS handles, streams and NCCL communicators (one per distinct device list,
 // created on first use) for `gpus` devices. Throws Error (one line) when the
 // backend cannot be loaded, when a CUDA, cuBLAS or NCCL call fails, or when an
@@ -67,6 +92,12 @@ struct Repeat {
 class Session {
  public:
   explicit Session(int gpus);
+  // One process among several: it drives CUDA device `local_device` as device
+  // `coordinator.rank()` of `coordinator.size()` (the devices DeviceCall names).
+  // time() takes every device's calls, runs this process's own, and returns on
+  // every process the longest device time per repetition. Communicators come
+  // from ncclCommInitRank with ids broadcast through the coordinator.
+  Session(Coordinator& coordinator, int local_device);
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;

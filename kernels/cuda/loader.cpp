@@ -63,7 +63,7 @@ Backend load() {
     const BackendApi* api = entry ? entry() : nullptr;
     if (!api || api->abi != kBackendAbi || api->probe_size != sizeof(Probe) ||
         api->device_call_size != sizeof(DeviceCall) || api->repeat_size != sizeof(Repeat) || !api->probe ||
-        !api->open_session || !api->close_session || !api->time) {
+        !api->open_session || !api->open_rank_session || !api->close_session || !api->time) {
       b.problem = fmt::format("no usable GPU: {} is not the CUDA backend of this meshsim (rebuild meshsim)",
                               path.string());
       return b;  // the handle stays open: nothing of it is used
@@ -117,6 +117,15 @@ Session::Session(int gpus) : impl_(std::make_unique<Impl>()) {
   if (!impl_->handle) throw Error(error);
 }
 
+Session::Session(Coordinator& coordinator, int local_device) : impl_(std::make_unique<Impl>()) {
+  const Backend& b = backend();
+  if (!b.api) throw Error(b.problem);
+  std::string error;
+  impl_->api = b.api;
+  impl_->handle = b.api->open_rank_session(coordinator, local_device, error);
+  if (!impl_->handle) throw Error(error);
+}
+
 Session::~Session() {
   if (impl_ && impl_->handle) impl_->api->close_session(impl_->handle);
 }
@@ -124,7 +133,11 @@ Session::~Session() {
 std::vector<double> Session::time(const std::vector<DeviceCall>& calls, const Repeat& repeat) {
   std::vector<double> samples;
   std::string error;
-  if (!impl_->api->time(impl_->handle, calls, repeat, samples, error)) throw Error(error);
+  bool fatal = false;
+  if (!impl_->api->time(impl_->handle, calls, repeat, samples, error, fatal)) {
+    if (fatal) throw DeviceFatal(error);
+    throw Error(error);
+  }
   return samples;
 }
 

@@ -12,13 +12,19 @@
 //   collective  8 us + ring steps x 3 us + bytes through a rank's port / 150 GB/s
 // with a deterministic +-1 % jitter per repetition.
 //
+// Under mpirun (one process per GPU) it makes the same collective calls on the
+// tool's Coordinator as the CUDA backend: agreement on failures, a broadcast per
+// communicator, the longest time of each repetition.
+//
 // Environment: MESHSIM_FAKE_GPUS (default 1) GPUs of MESHSIM_FAKE_MEMORY_MB
 // (default 141000) each, named MESHSIM_FAKE_DEVICE (default names an H200, so that
-// `compare` picks the h200-dgx preset).
+// `compare` picks the h200-dgx preset); MESHSIM_FAKE_FAIL_GEMM_ON=d fails every
+// GEMM of device d (under mpirun: on that rank alone).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <set>
 #include <stdexcept>
 #include <string>
 
@@ -77,38 +83,80 @@ double collective_time(const DeviceCall& c) {
 struct FakeSession {
   int gpus = 0;
   double memory = 0;
+  Coordinator* coord = nullptr;  // several processes: this one is device coord->rank()
+  std::set<std::vector<int>> comms;
 };
 
-std::vector<double> time_calls(const FakeSession& s, const std::vector<DeviceCall>& calls, const Repeat& repeat) {
+// One call's time; throws what the real backend would (a device out of range,
+// fp8, a buffer larger than the device's memory).
+double call_time(const FakeSession& s, const DeviceCall& c) {
+  if (c.device < 0 || c.device >= s.gpus) throw std::runtime_error("GPU " + std::to_string(c.device) + " is not visible");
+  if (c.kind == CallKind::Gemm && env_int("MESHSIM_FAKE_FAIL_GEMM_ON", -1, -1, 1 << 20) == c.device)
+    throw std::runtime_error("fake GPU " + std::to_string(c.device) + ": GEMM failure (MESHSIM_FAKE_FAIL_GEMM_ON)");
+  double bytes = 0;
   double t = 0;
+  if (c.kind == CallKind::Gemm) {
+    if (c.dtype == "fp8") throw std::runtime_error("fp8 GEMMs need cuBLASLt, which the replay does not use yet");
+    const double e = static_cast<double>(element_bytes(c.dtype));
+    bytes = static_cast<double>(c.m * c.k + c.k * c.n) * e + static_cast<double>(c.m * c.n) * (c.dtype == "int8" ? 4 : e);
+    t = gemm_time(c);
+  } else if (c.kind == CallKind::Copy) {
+    bytes = 2.0 * static_cast<double>(c.send_bytes);
+    t = 2e-6 + 2.0 * static_cast<double>(c.send_bytes) / kHbm;
+  } else {
+    bytes = static_cast<double>(c.send_bytes + c.recv_bytes + 2 * c.peer_bytes * c.comm_devices.size());
+    t = collective_time(c);
+  }
+  if (bytes > s.memory)
+    throw std::runtime_error("cannot allocate " + std::to_string(static_cast<std::uint64_t>(bytes)) + " bytes on GPU " +
+                             std::to_string(c.device) + ": out of memory");
+  return t;
+}
+
+// Repetition i of an op: its time with a jitter that depends only on the op's
+// calls and i, so one process and several give the same samples.
+double jittered(double t, const std::vector<DeviceCall>& calls, int i) {
   std::uint64_t seed = 1469598103934665603ull;
-  for (const DeviceCall& c : calls) {
-    if (c.device < 0 || c.device >= s.gpus) throw std::runtime_error("GPU " + std::to_string(c.device) + " is not visible");
-    double bytes = 0, call_t = 0;
-    if (c.kind == CallKind::Gemm) {
-      if (c.dtype == "fp8") throw std::runtime_error("fp8 GEMMs need cuBLASLt, which the replay does not use yet");
-      const double e = static_cast<double>(element_bytes(c.dtype));
-      bytes = static_cast<double>(c.m * c.k + c.k * c.n) * e + static_cast<double>(c.m * c.n) * (c.dtype == "int8" ? 4 : e);
-      call_t = gemm_time(c);
-    } else if (c.kind == CallKind::Copy) {
-      bytes = 2.0 * static_cast<double>(c.send_bytes);
-      call_t = 2e-6 + 2.0 * static_cast<double>(c.send_bytes) / kHbm;
-    } else {
-      bytes = static_cast<double>(c.send_bytes + c.recv_bytes + 2 * c.peer_bytes * c.comm_devices.size());
-      call_t = collective_time(c);
-    }
-    if (bytes > s.memory)
-      throw std::runtime_error("cannot allocate " + std::to_string(static_cast<std::uint64_t>(bytes)) + " bytes on GPU " +
-                               std::to_string(c.device) + ": out of memory");
-    t = std::max(t, call_t);
+  for (const DeviceCall& c : calls)
     for (std::uint64_t v : {c.m, c.n, c.k, c.send_bytes, c.recv_bytes, c.peer_bytes})
       seed = (seed ^ v) * 1099511628211ull;
+  const std::uint64_t h = (seed ^ static_cast<std::uint64_t>(i)) * std::uint64_t{0x9e3779b97f4a7c15};
+  return t * (1 + static_cast<double>(h >> 53) / static_cast<double>(1ull << 11) * 0.02 - 0.01);
+}
+
+std::vector<double> time_calls(FakeSession& s, const std::vector<DeviceCall>& calls, const Repeat& repeat) {
+  double t = 0;
+  if (!s.coord) {
+    for (const DeviceCall& c : calls) t = std::max(t, call_time(s, c));
+  } else {
+    // As the CUDA backend: its own calls, agreement on failures, the
+    // communicator ids broadcast by their first member, the longest time.
+    std::string error;
+    try {
+      for (const DeviceCall& c : calls)
+        if (c.device == s.coord->rank()) t = std::max(t, call_time(s, c));
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    error = s.coord->first_error(error);
+    if (!error.empty()) throw std::runtime_error(error);
+    for (const DeviceCall& c : calls) {
+      if (c.kind == CallKind::Gemm || c.kind == CallKind::Copy || s.comms.count(c.comm_devices)) continue;
+      std::string id;
+      const std::string expected = "fake nccl id of " + std::to_string(c.comm_devices.size()) + " from " +
+                                   std::to_string(c.comm_devices.front());
+      if (s.coord->rank() == c.comm_devices.front()) id = expected;
+      s.coord->broadcast(id, c.comm_devices.front());
+      if (id != expected) error = "fake NCCL: communicator id garbled in the broadcast";
+      s.comms.insert(c.comm_devices);
+    }
+    error = s.coord->first_error(error);
+    if (!error.empty()) throw std::runtime_error(error);
   }
   std::vector<double> samples;
   for (int i = 0; i < repeat.repetitions; ++i) {
-    const std::uint64_t h = (seed ^ static_cast<std::uint64_t>(i)) * std::uint64_t{0x9e3779b97f4a7c15};
-    const double jitter = static_cast<double>(h >> 53) / static_cast<double>(1ull << 11) * 0.02 - 0.01;
-    samples.push_back(t * (1 + jitter));
+    const double mine = jittered(t, calls, i);
+    samples.push_back(s.coord ? s.coord->max(mine) : mine);
   }
   return samples;
 }
@@ -122,6 +170,11 @@ bool guarded(std::string& error, F&& f) {
     error = e.what();
   }
   return false;
+}
+
+FakeSession* new_session(int gpus, Coordinator* coord) {
+  return new FakeSession{gpus, 1e6 * static_cast<double>(env_int("MESHSIM_FAKE_MEMORY_MB", 141000, 1, 1 << 30)),
+                         coord, {}};
 }
 
 void fake_probe(Probe& p) {
@@ -144,8 +197,16 @@ void fake_probe(Probe& p) {
 
 void* fake_open(int gpus, std::string& error) {
   FakeSession* s = nullptr;
+  guarded(error, [&] { s = new_session(gpus, nullptr); });
+  return s;
+}
+
+void* fake_open_rank(Coordinator& coord, int local_device, std::string& error) {
+  FakeSession* s = nullptr;
   guarded(error, [&] {
-    s = new FakeSession{gpus, 1e6 * static_cast<double>(env_int("MESHSIM_FAKE_MEMORY_MB", 141000, 1, 1 << 30))};
+    if (local_device < 0 || local_device >= env_int("MESHSIM_FAKE_GPUS", 1, 0, 64))
+      throw std::runtime_error("GPU " + std::to_string(local_device) + " is not visible");
+    s = new_session(coord.size(), &coord);
   });
   return s;
 }
@@ -153,7 +214,7 @@ void* fake_open(int gpus, std::string& error) {
 void fake_close(void* s) { delete static_cast<FakeSession*>(s); }
 
 bool fake_time(void* s, const std::vector<DeviceCall>& calls, const Repeat& repeat, std::vector<double>& samples,
-               std::string& error) {
+               std::string& error, bool& /*fatal: nothing is ever in flight*/) {
   return guarded(error, [&] { samples = time_calls(*static_cast<FakeSession*>(s), calls, repeat); });
 }
 
@@ -165,6 +226,7 @@ const meshsim::kernels::cuda::BackendApi* meshsim_cuda_backend() {
     meshsim::kernels::cuda::BackendApi a;
     a.probe = meshsim::kernels::cuda::fake_probe;
     a.open_session = meshsim::kernels::cuda::fake_open;
+    a.open_rank_session = meshsim::kernels::cuda::fake_open_rank;
     a.close_session = meshsim::kernels::cuda::fake_close;
     a.time = meshsim::kernels::cuda::fake_time;
     return a;

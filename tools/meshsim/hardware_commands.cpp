@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 
 #include "base/error.hpp"
 #include "calibrate/calibration.hpp"
@@ -13,6 +14,7 @@
 #include "replay/hardware.hpp"
 #include "replay/plan.hpp"
 #include "tools/meshsim/commands.hpp"
+#include "tools/meshsim/parallel.hpp"
 
 namespace meshsim::tool {
 
@@ -61,6 +63,41 @@ kernels::cuda::Repeat repeat_of(const Options& o) {
   return r;
 }
 
+// The tool's MPI ranks as the backend's coordinator (one GPU per process).
+class MpiCoordinator final : public kernels::cuda::Coordinator {
+ public:
+  explicit MpiCoordinator(const cli::Parallel& par) : par_(par) {}
+  int rank() const override { return par_.rank(); }
+  int size() const override { return par_.size(); }
+  void broadcast(std::string& bytes, int root) override { par_.broadcast(bytes, root); }
+  double max(double mine) override { return par_.max(mine); }
+  std::string first_error(const std::string& mine) override { return par_.first_error(mine); }
+
+ private:
+  const cli::Parallel& par_;
+};
+
+// Under mpirun: rank r drives GPU (local rank mod visible GPUs) of its node as
+// device r of the plan. What can differ between ranks (their GPUs) is agreed
+// on before anything runs, so all fail together and rank 0 alone says why.
+replay::Measurements replay_ranks(const workloads::Workload& w, const replay::Plan& plan,
+                                  const kernels::cuda::Repeat& repeat, const cli::Parallel& par) {
+  const kernels::cuda::Probe probe = kernels::cuda::probe();
+  std::string error = probe.gpus == 0 ? fmt::format("replay: rank {}: {}", par.rank(), probe.problem) : "";
+  error = par.first_error(error);
+  if (!error.empty()) throw Error(error);
+  MpiCoordinator coordinator(par);
+  std::optional<kernels::cuda::Session> session;
+  try {
+    session.emplace(coordinator, par.local_rank() % probe.gpus);
+  } catch (const Error& e) {
+    error = fmt::format("replay: rank {}: {}", par.rank(), e.what());
+  }
+  error = par.first_error(error);
+  if (!error.empty()) throw Error(error);
+  return replay::replay_on(w, plan, probe, repeat, &*session, par.size());
+}
+
 int run_replay(const Options& o) {
   const workloads::Workload w = workloads::load_workload(o.workload);
   const replay::Plan plan = replay::make_plan(w);
@@ -69,11 +106,23 @@ int run_replay(const Options& o) {
     std::fputs(replay::format_steps(w, replay::device_steps(w, plan, o.gpus), o.gpus).c_str(), stdout);
     return 0;
   }
-  const kernels::cuda::Probe probe = usable_gpus("replay");
-  const replay::Measurements m = replay::replay(w, plan, probe, repeat_of(o));
-  std::fputs(fmt::format("replayed {} on {} x {} ({} warm-ups, {} repetitions, {} L2; median [min, max] in us)\n",
-                         w.file, m.hardware.gpus, m.hardware.device, o.repeat.warmups, o.repeat.repetitions,
-                         o.warm_l2 ? "warm" : "cold")
+  const cli::Parallel par;  // joins MPI when mpirun started this process
+  replay::Measurements m;
+  if (par.size() > 1) {
+    try {
+      m = replay_ranks(w, plan, repeat_of(o), par);
+    } catch (const Error&) {
+      if (par.rank() != 0) return 1;  // every rank fails alike; rank 0 says why
+      throw;
+    }
+    if (par.rank() != 0) return 0;
+  } else {
+    m = replay::replay(w, plan, usable_gpus("replay"), repeat_of(o));
+  }
+  std::fputs(fmt::format("replayed {} on {} x {}{} ({} warm-ups, {} repetitions, {} L2; median [min, max] in us)\n",
+                         w.file, m.hardware.gpus, m.hardware.device,
+                         par.size() > 1 ? fmt::format(", one per MPI rank ({} ranks)", par.size()) : "",
+                         o.repeat.warmups, o.repeat.repetitions, o.warm_l2 ? "warm" : "cold")
                  .c_str(),
              stdout);
   for (const replay::OpMeasurement& op : m.ops) {

@@ -1,7 +1,8 @@
 #pragma once
-// Spreading a sweep over processes. With MPI (meshsim built where CMake found
-// MPI, and started by mpirun), every rank simulates its share of the points and
-// rank 0 gathers them; otherwise there is one process, rank 0 of 1.
+// Spreading work over processes. With MPI (meshsim built where CMake found MPI,
+// and started by mpirun), every rank of a sweep simulates its share of the
+// points and rank 0 gathers them, and a replay runs one GPU per rank; otherwise
+// there is one process, rank 0 of 1.
 #include <string>
 #include <vector>
 
@@ -21,6 +22,16 @@ class Parallel {
   // Every rank passes its own text; rank 0 gets all of them, by rank; the
   // others get an empty vector. A collective call: every rank must make it.
   std::vector<std::string> gather(const std::string& mine) const;
+  // Collective too: root's bytes on every rank.
+  void broadcast(std::string& bytes, int root) const;
+  // Collective: the largest of the ranks' values, on every rank.
+  double max(double mine) const;
+  // Collective: the first non-empty of the ranks' texts, by rank, on every rank
+  // ("" when all are empty). How ranks agree to fail together.
+  std::string first_error(const std::string& mine) const;
+  // This rank's index among the ranks on its node, as the MPI launcher says
+  // (OpenMPI, MPICH, Slurm); rank() when it says nothing.
+  int local_rank() const;
 
  private:
   int rank_ = 0;

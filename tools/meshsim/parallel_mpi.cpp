@@ -29,6 +29,12 @@ Parallel::Parallel() {
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
 }
 
+int Parallel::local_rank() const {
+  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"})
+    if (const char* v = std::getenv(var); v != nullptr && *v != '\0') return std::atoi(v);
+  return rank_;
+}
+
 Parallel::~Parallel() {
   if (mpi_) MPI_Finalize();
 }
@@ -63,6 +69,37 @@ std::vector<std::string> Parallel::gather(const std::string& mine) const {
   for (std::size_t r = 0; r < lengths.size(); ++r)
     out.push_back(all.substr(static_cast<std::size_t>(offsets[r]), static_cast<std::size_t>(lengths[r])));
   return out;
+}
+
+void Parallel::broadcast(std::string& bytes, int root) const {
+  if (!mpi_) return;
+  unsigned long long length = bytes.size();
+  MPI_Bcast(&length, 1, MPI_UNSIGNED_LONG_LONG, root, MPI_COMM_WORLD);
+  if (length > static_cast<unsigned long long>(std::numeric_limits<int>::max())) {
+    std::fputs("meshsim: error: an MPI broadcast exceeds 2 GB\n", stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  bytes.resize(static_cast<std::size_t>(length));
+  MPI_Bcast(bytes.data(), static_cast<int>(length), MPI_CHAR, root, MPI_COMM_WORLD);
+}
+
+double Parallel::max(double mine) const {
+  if (!mpi_) return mine;
+  double all = 0;
+  MPI_Allreduce(&mine, &all, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return all;
+}
+
+std::string Parallel::first_error(const std::string& mine) const {
+  if (!mpi_) return mine;
+  std::string first;
+  for (const std::string& e : gather(mine))
+    if (!e.empty()) {
+      first = e;
+      break;
+    }
+  broadcast(first, 0);
+  return first;
 }
 
 bool mpi_built() { return true; }

@@ -1,0 +1,76 @@
+# `mpirun -n 4 meshsim replay` (one GPU per rank) on the fake GPU gives the same
+# measurements file as one process driving 4 GPUs; a failure on one rank alone
+# skips the op on all of them, as in one process; no GPU anywhere is one line.
+#
+#   cmake -DMESHSIM=<binary> -DMPIEXEC=<mpirun> -DFAKE_GPU=<module> -DSOURCE_DIR=<root> -DWORK_DIR=<scratch>
+#         -P tests/cli/replay_mpi.cmake
+cmake_minimum_required(VERSION 3.25)
+foreach(var MESHSIM MPIEXEC FAKE_GPU SOURCE_DIR WORK_DIR)
+  if(NOT DEFINED ${var} OR "${${var}}" STREQUAL "")
+    message(FATAL_ERROR "replay_mpi.cmake: -D${var}=... is required")
+  endif()
+endforeach()
+file(REMOVE_RECURSE "${WORK_DIR}")
+file(MAKE_DIRECTORY "${WORK_DIR}")
+set(failures "")
+set(ENV{MESHSIM_CUDA_BACKEND} "${FAKE_GPU}")
+set(workload examples/mlp_2x2_v5e.json)
+
+# replay(<name> <fake GPUs per process> <ranks: 0 = no mpirun>): out_<name>, err_<name>, rc_<name>
+function(replay name gpus ranks)
+  set(ENV{MESHSIM_FAKE_GPUS} ${gpus})
+  set(command "${MESHSIM}" replay ${workload} --out "${WORK_DIR}/${name}.json")
+  if(ranks GREATER 0)
+    set(command "${MPIEXEC}" --allow-run-as-root --oversubscribe -n ${ranks} ${command})
+  endif()
+  execute_process(COMMAND ${command} WORKING_DIRECTORY "${SOURCE_DIR}" RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                  ERROR_VARIABLE err TIMEOUT 120)
+  set(out_${name} "${out}" PARENT_SCOPE)
+  set(err_${name} "${err}" PARENT_SCOPE)
+  set(rc_${name} "${rc}" PARENT_SCOPE)
+endfunction()
+
+replay(one 4 0)
+replay(ranks 1 4)
+if(NOT rc_one STREQUAL "0" OR NOT rc_ranks STREQUAL "0")
+  string(APPEND failures "replays failed: one process ${rc_one} [${err_one}], mpirun ${rc_ranks} [${err_ranks}]\n")
+else()
+  file(READ "${WORK_DIR}/one.json" one)
+  file(READ "${WORK_DIR}/ranks.json" ranks)
+  if(NOT one STREQUAL ranks)
+    string(APPEND failures "mpirun -n 4 wrote other measurements than one process with 4 GPUs:\n${one}\n${ranks}\n")
+  endif()
+  if(NOT out_ranks MATCHES "one per MPI rank \\(4 ranks\\)" OR NOT out_ranks MATCHES "all_reduce\\): [0-9.]+ \\[[0-9., ]+\\] on 4 of 4 ranks")
+    string(APPEND failures "mpirun -n 4: expected every op on 4 of 4 ranks, one per MPI rank:\n${out_ranks}\n")
+  endif()
+endif()
+
+set(ENV{MESHSIM_FAKE_FAIL_GEMM_ON} 2)
+replay(fail_one 4 0)
+replay(fail_ranks 1 4)
+unset(ENV{MESHSIM_FAKE_FAIL_GEMM_ON})
+set(want "skipped: op 0 mlp.up.matmul: everything: fake GPU 2: GEMM failure (MESHSIM_FAKE_FAIL_GEMM_ON)\n")
+foreach(name fail_one fail_ranks)
+  string(FIND "${out_${name}}" "${want}" at)
+  if(NOT rc_${name} STREQUAL "0" OR at EQUAL -1)
+    string(APPEND failures "${name}: a GEMM failing on device 2 only: expected exit 0 and [${want}]; got ${rc_${name}}, [${out_${name}}], [${err_${name}}]\n")
+  endif()
+endforeach()
+file(READ "${WORK_DIR}/fail_one.json" one)
+file(READ "${WORK_DIR}/fail_ranks.json" ranks)
+if(NOT one STREQUAL ranks)
+  string(APPEND failures "a GEMM failing on rank 2: mpirun wrote other measurements than one process\n")
+endif()
+
+replay(none 0 4)
+string(REGEX MATCHALL "meshsim: error: [^\n]*\n" lines "${err_none}")
+list(LENGTH lines count)
+if(rc_none STREQUAL "0" OR NOT count EQUAL 1 OR NOT lines STREQUAL "meshsim: error: replay: rank 0: no GPU is visible\n"
+   OR NOT out_none STREQUAL "")
+  string(APPEND failures "no GPU on any rank: expected a failure and one line from rank 0; got ${rc_none}, [${out_none}], [${err_none}]\n")
+endif()
+
+file(REMOVE_RECURSE "${WORK_DIR}")
+if(NOT failures STREQUAL "")
+  message(FATAL_ERROR "replay_mpi.cmake:\n${failures}")
+endif()
