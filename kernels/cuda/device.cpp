@@ -3,6 +3,7 @@
 // Host code only (the CUDA runtime, cuBLAS and NCCL are host APIs): no nvcc, no
 // kernels of our own. Nothing here links meshsim's own libraries: a failure is
 // thrown as Failure inside the module and returned as one line at its boundary.
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <fmt/format.h>
@@ -133,9 +134,59 @@ void CUDART_CB wait_at_gate(void* arg) {
   }
 }
 
+// An fp8 GEMM through cuBLASLt (cublasGemmEx has no fp8): e4m3 inputs, bf16
+// output, fp32 accumulation, unit scales. cuBLASLt's fp8 kernels take A
+// transposed and B not ("TN"): A is stored as the k x m column-major matrix
+// whose transpose is the m x k operand, the same bytes as a row-major A[m,k].
+// Its leading dimensions must be multiples of 16 bytes.
+constexpr std::uint64_t kLtWorkspace = std::uint64_t{32} << 20;
+
+struct LtGemm {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  LtGemm(cublasLtHandle_t lt, const DeviceCall& call) {
+    if (call.k % 16 || call.m % 8)
+      throw Failure(fmt::format("fp8 GEMM M={} N={} K={}: cuBLASLt's fp8 kernels need K a multiple of 16 and M of 8",
+                                call.m, call.n, call.k));
+    const auto m = call.m, n = call.n, k = call.k;
+    check(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
+    const cublasOperation_t transpose = CUBLAS_OP_T, none = CUBLAS_OP_N;
+    check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &transpose, sizeof transpose),
+          "cublasLtMatmulDescSetAttribute (TRANSA)");
+    check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &none, sizeof none),
+          "cublasLtMatmulDescSetAttribute (TRANSB)");
+    check(cublasLtMatrixLayoutCreate(&a, CUDA_R_8F_E4M3, k, m, static_cast<std::int64_t>(k)), "cublasLtMatrixLayoutCreate");
+    check(cublasLtMatrixLayoutCreate(&b, CUDA_R_8F_E4M3, k, n, static_cast<std::int64_t>(k)), "cublasLtMatrixLayoutCreate");
+    check(cublasLtMatrixLayoutCreate(&c, CUDA_R_16BF, m, n, static_cast<std::int64_t>(m)), "cublasLtMatrixLayoutCreate");
+    cublasLtMatmulPreference_t pref = nullptr;
+    check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
+    const std::uint64_t workspace = kLtWorkspace;
+    cublasLtMatmulHeuristicResult_t best{};
+    int found = 0;
+    cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+                                                             sizeof workspace);
+    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulAlgoGetHeuristic(lt, desc, a, b, c, c, pref, 1, &best, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    check(st, "cublasLtMatmulAlgoGetHeuristic (fp8)");
+    if (found == 0)
+      throw Failure(fmt::format("fp8 GEMM M={} N={} K={}: cuBLASLt has no fp8 kernel for it on this GPU", m, n, k));
+    algo = best.algo;
+  }
+  ~LtGemm() {
+    if (c) cublasLtMatrixLayoutDestroy(c);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (desc) cublasLtMatmulDescDestroy(desc);
+  }
+  LtGemm(const LtGemm&) = delete;
+  LtGemm& operator=(const LtGemm&) = delete;
+};
+
 struct Prepared {
   const DeviceCall* call = nullptr;
   std::unique_ptr<Buffer> a, b, c;
+  std::unique_ptr<LtGemm> lt;  // fp8 GEMMs
 };
 
 void launch_gemm(cublasHandle_t h, const DeviceCall& call, const Prepared& p) {
@@ -185,6 +236,8 @@ class CudaSession {
     int cuda = -1;  // the CUDA device; -1: another process drives it
     cudaStream_t stream = nullptr;
     cublasHandle_t blas = nullptr;
+    cublasLtHandle_t lt = nullptr;
+    std::unique_ptr<Buffer> lt_workspace;  // for fp8 GEMMs, on first use
     cudaEvent_t start = nullptr, stop = nullptr;
     std::unique_ptr<Buffer> scratch;  // overwritten before each repetition when Repeat::cold_l2
     std::uint64_t scratch_bytes = 0;
@@ -215,6 +268,7 @@ void CudaSession::open_device(std::size_t index, int cuda) {
   check(cudaStreamCreateWithFlags(&pd.stream, cudaStreamNonBlocking), "cudaStreamCreate");
   check(cublasCreate(&pd.blas), "cublasCreate");
   check(cublasSetStream(pd.blas, pd.stream), "cublasSetStream");
+  check(cublasLtCreate(&pd.lt), "cublasLtCreate");
   check(cudaEventCreate(&pd.start), "cudaEventCreate");
   check(cudaEventCreate(&pd.stop), "cudaEventCreate");
   int l2 = 0;
@@ -253,6 +307,8 @@ CudaSession::~CudaSession() {
     if (pd.cuda < 0) continue;
     cudaSetDevice(pd.cuda);
     pd.scratch.reset();
+    pd.lt_workspace.reset();
+    if (pd.lt) cublasLtDestroy(pd.lt);
     if (pd.blas) cublasDestroy(pd.blas);
     if (pd.start) cudaEventDestroy(pd.start);
     if (pd.stop) cudaEventDestroy(pd.stop);
@@ -337,11 +393,17 @@ std::vector<Prepared> CudaSession::prepare(const std::vector<DeviceCall>& calls,
     Prepared p;
     p.call = &call;
     if (call.kind == CallKind::Gemm) {
-      if (call.dtype == "fp8") throw Failure("fp8 GEMMs need cuBLASLt, which the replay does not use yet");
       if (call.m > INT_MAX || call.n > INT_MAX || call.k > INT_MAX)
         throw Failure(fmt::format("GEMM M={} N={} K={} exceeds cuBLAS's 32-bit sizes", call.m, call.n, call.k));
-      const std::uint64_t e = call.dtype == "fp32" ? 4 : call.dtype == "int8" ? 1 : 2;
-      const std::uint64_t ce = call.dtype == "int8" ? 4 : e;
+      const bool fp8 = call.dtype == "fp8";
+      const std::uint64_t e = call.dtype == "fp32" ? 4 : call.dtype == "int8" || fp8 ? 1 : 2;
+      const std::uint64_t ce = call.dtype == "int8" ? 4 : fp8 ? 2 : e;
+      if (fp8) {
+        PerDevice& pd = device(call.device);
+        check(cudaSetDevice(cuda), "cudaSetDevice");
+        p.lt = std::make_unique<LtGemm>(pd.lt, call);
+        if (!pd.lt_workspace) pd.lt_workspace = std::make_unique<Buffer>(cuda, kLtWorkspace);
+      }
       p.a = std::make_unique<Buffer>(cuda, call.m * call.k * e);
       p.b = std::make_unique<Buffer>(cuda, call.k * call.n * e);
       p.c = std::make_unique<Buffer>(cuda, call.m * call.n * ce);
@@ -371,13 +433,19 @@ void CudaSession::issue(const std::vector<Prepared>& prepared) {
     const DeviceCall& c = *p.call;
     PerDevice& pd = device(c.device);
     check(cudaSetDevice(pd.cuda), "cudaSetDevice");
-    if (c.kind == CallKind::Gemm)
+    if (c.kind == CallKind::Gemm && p.lt) {
+      const float alpha = 1.0f, beta = 0.0f;
+      check(cublasLtMatmul(pd.lt, p.lt->desc, &alpha, p.a->ptr, p.lt->a, p.b->ptr, p.lt->b, &beta, p.c->ptr, p.lt->c,
+                           p.c->ptr, p.lt->c, &p.lt->algo, pd.lt_workspace->ptr, kLtWorkspace, pd.stream),
+            "cublasLtMatmul (fp8)");
+    } else if (c.kind == CallKind::Gemm) {
       launch_gemm(pd.blas, c, p);
-    else if (c.kind == CallKind::Copy)
+    } else if (c.kind == CallKind::Copy) {
       check(cudaMemcpyAsync(p.b->ptr, p.a->ptr, c.send_bytes, cudaMemcpyDeviceToDevice, pd.stream),
             "cudaMemcpyAsync");
-    else
+    } else {
       nccl = true;
+    }
   }
   if (!nccl) return;
   check(ncclGroupStart(), "ncclGroupStart");

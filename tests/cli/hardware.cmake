@@ -105,6 +105,9 @@ if(DEFINED FAKE_GPU AND NOT "${FAKE_GPU}" STREQUAL "")
   if(NOT held OR CMAKE_MATCH_1 GREATER_EQUAL 10)
     report("fake GPU: held-out GEMMs not within 10 % after calibration: [${held}]")
   endif()
+  # fp8 GEMMs (cuBLASLt on a real GPU) fit and make a valid calibration.
+  expect_output("measured fp8 GEMMs: 27 grid shapes, 10 held out\n" calibrate --quick --dtypes fp8 --out ${WORK_DIR}/cal8.json)
+  expect_output("hardware  tpu-v5e" run examples/mlp_2x2_v5e.json --calibration ${WORK_DIR}/cal8.json)
   # A replay on one GPU: rank 0's GEMMs; every collective group needs more GPUs.
   expect_output("  op 0 mlp.up.matmul (matmul): " replay examples/mlp_2x2_v5e.json --warm-l2 --repetitions 3
                 --out ${WORK_DIR}/m1.json --trace ${WORK_DIR}/m1.trace.json)

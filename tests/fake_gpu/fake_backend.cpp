@@ -47,7 +47,7 @@ long env_int(const char* name, long fallback, long lo, long hi) {
 
 double peak(const std::string& dtype) {
   if (dtype == "fp32") return 60e12;
-  if (dtype == "int8") return 1600e12;
+  if (dtype == "int8" || dtype == "fp8") return 1600e12;
   return 800e12;
 }
 
@@ -96,9 +96,12 @@ double call_time(const FakeSession& s, const DeviceCall& c) {
   double bytes = 0;
   double t = 0;
   if (c.kind == CallKind::Gemm) {
-    if (c.dtype == "fp8") throw std::runtime_error("fp8 GEMMs need cuBLASLt, which the replay does not use yet");
+    if (c.dtype == "fp8" && (c.k % 16 || c.m % 8))
+      throw std::runtime_error("fp8 GEMM M=" + std::to_string(c.m) + " N=" + std::to_string(c.n) + " K=" +
+                               std::to_string(c.k) + ": cuBLASLt's fp8 kernels need K a multiple of 16 and M of 8");
     const double e = static_cast<double>(element_bytes(c.dtype));
-    bytes = static_cast<double>(c.m * c.k + c.k * c.n) * e + static_cast<double>(c.m * c.n) * (c.dtype == "int8" ? 4 : e);
+    const double out = c.dtype == "int8" ? 4 : c.dtype == "fp8" ? 2 : e;  // int32 and bf16 results
+    bytes = static_cast<double>(c.m * c.k + c.k * c.n) * e + static_cast<double>(c.m * c.n) * out;
     t = gemm_time(c);
   } else if (c.kind == CallKind::Copy) {
     bytes = 2.0 * static_cast<double>(c.send_bytes);

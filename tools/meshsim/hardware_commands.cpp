@@ -203,7 +203,7 @@ std::function<std::optional<int>()> add_hardware_commands(CLI::App& app) {
       ->option_text("FILE");
   o->calibrate->add_option("--dtypes", o->dtypes, "GEMM dtypes to measure (default bf16,fp32)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"bf16", "fp16", "fp32", "int8"}));
+      ->check(CLI::IsMember({"bf16", "fp16", "fp32", "int8", "fp8"}));
   o->calibrate->add_flag("--quick", o->quick, "A smaller GEMM grid");
   add_repeat(o->calibrate, *o);
 
