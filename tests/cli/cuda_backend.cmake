@@ -8,17 +8,9 @@
 #   cmake -DMESHSIM=<binary> -DBACKEND=<module or empty> -DREADELF=<readelf>
 #         -DFOREIGN_LIBRARY=<some other .so> -DWORK_DIR=<scratch> -P tests/cli/cuda_backend.cmake
 cmake_minimum_required(VERSION 3.25)
-foreach(var MESHSIM READELF FOREIGN_LIBRARY WORK_DIR)
-  if(NOT DEFINED ${var} OR "${${var}}" STREQUAL "")
-    message(FATAL_ERROR "cuda_backend.cmake: -D${var}=... is required")
-  endif()
-endforeach()
-file(REMOVE_RECURSE "${WORK_DIR}")
-file(MAKE_DIRECTORY "${WORK_DIR}")
-set(failures "")
-function(report what)
-  set(failures "${failures}${what}\n" PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/common.cmake)
+require(cuda_backend.cmake MESHSIM READELF FOREIGN_LIBRARY WORK_DIR)
+fresh_dir("${WORK_DIR}")
 
 # needed(<file> <out-var>): the DT_NEEDED entries of an ELF file.
 function(needed file out)
@@ -66,6 +58,4 @@ else()
 endif()
 
 file(REMOVE_RECURSE "${WORK_DIR}")
-if(NOT "${failures}" STREQUAL "")
-  message(FATAL_ERROR "cuda_backend.cmake: ${MESHSIM}\n${failures}")
-endif()
+finish("cuda_backend.cmake: ${MESHSIM}")

@@ -11,17 +11,9 @@
 #   cmake -DMESHSIM=<binary> -DSOURCE_DIR=<project root> -DWORK_DIR=<scratch> [-DFAKE_GPU=<module>]
 #         -P tests/cli/hardware.cmake
 cmake_minimum_required(VERSION 3.25)
-foreach(var MESHSIM SOURCE_DIR WORK_DIR)
-  if(NOT DEFINED ${var} OR "${${var}}" STREQUAL "")
-    message(FATAL_ERROR "hardware.cmake: -D${var}=... is required")
-  endif()
-endforeach()
-file(REMOVE_RECURSE "${WORK_DIR}")
-file(MAKE_DIRECTORY "${WORK_DIR}")
-set(failures "")
-function(report what)
-  set(failures "${failures}${what}\n" PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/common.cmake)
+require(hardware.cmake MESHSIM SOURCE_DIR WORK_DIR)
+fresh_dir("${WORK_DIR}")
 macro(run_meshsim)
   execute_process(COMMAND "${MESHSIM}" ${ARGN} WORKING_DIRECTORY "${SOURCE_DIR}" RESULT_VARIABLE rc
                   OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 120)
@@ -138,6 +130,4 @@ if(DEFINED FAKE_GPU AND NOT "${FAKE_GPU}" STREQUAL "")
 endif()
 
 file(REMOVE_RECURSE "${WORK_DIR}")
-if(NOT "${failures}" STREQUAL "")
-  message(FATAL_ERROR "hardware.cmake: ${MESHSIM}\n${failures}")
-endif()
+finish("hardware.cmake: ${MESHSIM}")

@@ -1,0 +1,26 @@
+# Shared by the command-line test scripts (include()d after cmake_minimum_required):
+#   require(<script name> <VAR>...)  every -DVAR=... given and non-empty, else a fatal error
+#   fresh_dir(<dir>)                  an empty scratch folder
+#   report(<text>)                    records a failure; finish(<script name>) fails with them all
+function(require script)
+  foreach(var ${ARGN})
+    if(NOT DEFINED ${var} OR "${${var}}" STREQUAL "")
+      message(FATAL_ERROR "${script}: -D${var}=... is required")
+    endif()
+  endforeach()
+endfunction()
+function(fresh_dir dir)
+  file(REMOVE_RECURSE "${dir}")
+  file(MAKE_DIRECTORY "${dir}")
+endfunction()
+# (A global property, so that report() works from inside functions too.)
+set_property(GLOBAL PROPERTY meshsim_test_failures "")
+function(report what)
+  set_property(GLOBAL APPEND_STRING PROPERTY meshsim_test_failures "${what}\n")
+endfunction()
+function(finish script)
+  get_property(failures GLOBAL PROPERTY meshsim_test_failures)
+  if(NOT "${failures}" STREQUAL "")
+    message(FATAL_ERROR "${script}:\n${failures}")
+  endif()
+endfunction()
