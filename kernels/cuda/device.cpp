@@ -122,6 +122,13 @@ struct Gate {
   std::atomic<bool> gave_up{false};
 };
 
+// Opens a gate when it goes out of scope, so that an exception between
+// enqueueing the gate and opening it never leaves a stream waiting for 2 s.
+struct OpenOnExit {
+  Gate& gate;
+  ~OpenOnExit() { gate.open.store(true, std::memory_order_release); }
+};
+
 void CUDART_CB wait_at_gate(void* arg) {
   Gate& g = *static_cast<Gate*>(arg);
   const auto deadline = std::chrono::steady_clock::now() + kGateLimit;
@@ -247,6 +254,10 @@ class CudaSession {
   std::map<std::vector<int>, std::vector<ncclComm_t>> comms_;  // by member devices; null: not ours
   std::vector<unsigned char> pattern_;  // host bytes copied into every buffer
   bool gates_ = true;                   // off once a gate had to give up
+  // Gates a stream may still read: freed only once their streams are synchronised.
+  std::vector<std::unique_ptr<Gate>> unsynced_gates_;
+
+  Gate& new_gate() { return *unsynced_gates_.emplace_back(std::make_unique<Gate>()); }
 
   void open_device(std::size_t index, int cuda);
   PerDevice& device(int index) { return dev_[static_cast<std::size_t>(index)]; }
@@ -300,6 +311,9 @@ CudaSession::CudaSession(Coordinator& coordinator, int local)
 }
 
 CudaSession::~CudaSession() {
+  // A gate whose stream was never synchronised (an op failed half-way) may still
+  // be read by a host function CUDA has not run yet: it is left allocated.
+  for (std::unique_ptr<Gate>& g : unsynced_gates_) (void)g.release();
   for (auto& [devices, list] : comms_)
     for (ncclComm_t c : list)
       if (c) ncclCommDestroy(c);
@@ -542,13 +556,17 @@ std::vector<double> CudaSession::time(const std::vector<DeviceCall>& calls, cons
   }
   std::vector<double> samples;
   for (int i = 0; i < repeat.repetitions; ++i) {
-    Gate gate;
-    enqueue_timed(devices, repeat, i, gates_ ? &gate : nullptr);
-    issue(prepared);
-    stop();
-    gate.open.store(true, std::memory_order_release);
-    sync(devices);  // the gate outlives every host function that reads it
-    if (gate.gave_up.load(std::memory_order_acquire)) {
+    Gate& gate = new_gate();
+    {
+      const OpenOnExit opener{gate};
+      enqueue_timed(devices, repeat, i, gates_ ? &gate : nullptr);
+      issue(prepared);
+      stop();
+    }
+    sync(devices);
+    const bool gave_up = gate.gave_up.load(std::memory_order_acquire);
+    unsynced_gates_.clear();  // no host function reads them any more
+    if (gave_up) {
       gates_ = false;  // this repetition again, without gates, and every later one
       --i;
       continue;
@@ -598,24 +616,23 @@ std::vector<double> CudaSession::time_ranks(const std::vector<DeviceCall>& calls
   }
   std::vector<double> samples;
   for (int i = 0; i < repeat.repetitions; ++i) {
-    Gate gate;
-    try {
+    Gate& gate = new_gate();
+    {
+      const OpenOnExit opener{gate};
       agree([&] {  // also the barrier: every process has issued before any gate opens
         enqueue_timed(devices, repeat, i, gates_ ? &gate : nullptr);
         issue(prepared);
         stop();
       });
-    } catch (...) {
-      gate.open.store(true, std::memory_order_release);
-      throw;
     }
-    gate.open.store(true, std::memory_order_release);
     double mine = 0;
     agree([&] {
       sync(devices);
       mine = longest(devices);
     });
-    const bool gave_up = coord_->max(gate.gave_up.load(std::memory_order_acquire) ? 1 : 0) > 0;
+    const bool gave_up_here = gate.gave_up.load(std::memory_order_acquire);
+    unsynced_gates_.clear();  // every stream of this process is synchronised
+    const bool gave_up = coord_->max(gave_up_here ? 1 : 0) > 0;
     const double t = coord_->max(mine);
     if (gave_up) {
       gates_ = false;
