@@ -146,7 +146,7 @@ void CUDART_CB wait_at_gate(void* arg) {
 // transposed and B not ("TN"): A is stored as the k x m column-major matrix
 // whose transpose is the m x k operand, the same bytes as a row-major A[m,k].
 // Its leading dimensions must be multiples of 16 bytes.
-constexpr std::uint64_t kLtWorkspace = std::uint64_t{32} << 20;
+constexpr std::uint64_t kWorkspaceBytes = std::uint64_t{32} << 20;
 
 struct LtGemm {
   cublasLtMatmulDesc_t desc = nullptr;
@@ -168,7 +168,7 @@ struct LtGemm {
     check(cublasLtMatrixLayoutCreate(&c, CUDA_R_16BF, m, n, static_cast<std::int64_t>(m)), "cublasLtMatrixLayoutCreate");
     cublasLtMatmulPreference_t pref = nullptr;
     check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
-    const std::uint64_t workspace = kLtWorkspace;
+    const std::uint64_t workspace = kWorkspaceBytes;
     cublasLtMatmulHeuristicResult_t best{};
     int found = 0;
     cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
@@ -244,7 +244,8 @@ class CudaSession {
     cudaStream_t stream = nullptr;
     cublasHandle_t blas = nullptr;
     cublasLtHandle_t lt = nullptr;
-    std::unique_ptr<Buffer> lt_workspace;  // for fp8 GEMMs, on first use
+    std::unique_ptr<Buffer> lt_workspace;    // for fp8 GEMMs, on first use
+    std::unique_ptr<Buffer> blas_workspace;  // cuBLAS's
     cudaEvent_t start = nullptr, stop = nullptr;
     std::unique_ptr<Buffer> scratch;  // overwritten before each repetition when Repeat::cold_l2
     std::uint64_t scratch_bytes = 0;
@@ -263,7 +264,7 @@ class CudaSession {
   PerDevice& device(int index) { return dev_[static_cast<std::size_t>(index)]; }
   ncclComm_t comm(const std::vector<int>& devices, int rank);
   void create_rank_comms(const std::vector<DeviceCall>& calls);
-  std::vector<Prepared> prepare(const std::vector<DeviceCall>& calls, std::vector<int>& devices);
+  std::vector<Prepared> prepare(const std::vector<DeviceCall>& calls, const Repeat& repeat, std::vector<int>& devices);
   void fill(const Buffer& b, std::uint64_t bytes);
   void issue(const std::vector<Prepared>& prepared);
   void enqueue_timed(const std::vector<int>& devices, const Repeat& repeat, int repetition, Gate* gate);
@@ -279,6 +280,10 @@ void CudaSession::open_device(std::size_t index, int cuda) {
   check(cudaStreamCreateWithFlags(&pd.stream, cudaStreamNonBlocking), "cudaStreamCreate");
   check(cublasCreate(&pd.blas), "cublasCreate");
   check(cublasSetStream(pd.blas, pd.stream), "cublasSetStream");
+  // cuBLAS's workspace given up front (32 MiB, what NVIDIA advises for Hopper), so
+  // that no GEMM allocates one on the fly, behind a gate.
+  pd.blas_workspace = std::make_unique<Buffer>(cuda, kWorkspaceBytes);
+  check(cublasSetWorkspace(pd.blas, pd.blas_workspace->ptr, kWorkspaceBytes), "cublasSetWorkspace");
   check(cublasLtCreate(&pd.lt), "cublasLtCreate");
   check(cudaEventCreate(&pd.start), "cudaEventCreate");
   check(cudaEventCreate(&pd.stop), "cudaEventCreate");
@@ -324,6 +329,7 @@ CudaSession::~CudaSession() {
     pd.lt_workspace.reset();
     if (pd.lt) cublasLtDestroy(pd.lt);
     if (pd.blas) cublasDestroy(pd.blas);
+    pd.blas_workspace.reset();
     if (pd.start) cudaEventDestroy(pd.start);
     if (pd.stop) cudaEventDestroy(pd.stop);
     if (pd.stream) cudaStreamDestroy(pd.stream);
@@ -396,7 +402,8 @@ void CudaSession::fill(const Buffer& b, std::uint64_t bytes) {
 
 // The buffers of this process's calls (all of them in a single process); the
 // devices they run on, in order of first appearance.
-std::vector<Prepared> CudaSession::prepare(const std::vector<DeviceCall>& calls, std::vector<int>& devices) {
+std::vector<Prepared> CudaSession::prepare(const std::vector<DeviceCall>& calls, const Repeat& repeat,
+                                           std::vector<int>& devices) {
   std::vector<Prepared> prepared;
   for (const DeviceCall& call : calls) {
     if (call.device < 0 || static_cast<std::size_t>(call.device) >= dev_.size())
@@ -416,7 +423,7 @@ std::vector<Prepared> CudaSession::prepare(const std::vector<DeviceCall>& calls,
         PerDevice& pd = device(call.device);
         check(cudaSetDevice(cuda), "cudaSetDevice");
         p.lt = std::make_unique<LtGemm>(pd.lt, call);
-        if (!pd.lt_workspace) pd.lt_workspace = std::make_unique<Buffer>(cuda, kLtWorkspace);
+        if (!pd.lt_workspace) pd.lt_workspace = std::make_unique<Buffer>(cuda, kWorkspaceBytes);
       }
       p.a = std::make_unique<Buffer>(cuda, call.m * call.k * e);
       p.b = std::make_unique<Buffer>(cuda, call.k * call.n * e);
@@ -436,6 +443,13 @@ std::vector<Prepared> CudaSession::prepare(const std::vector<DeviceCall>& calls,
     }
     prepared.push_back(std::move(p));
   }
+  // The L2 flush's scratch buffers, now: a cudaMalloc may wait for the device,
+  // which must never happen behind a gate.
+  if (repeat.cold_l2)
+    for (int d : devices) {
+      PerDevice& pd = device(d);
+      if (!pd.scratch) pd.scratch = std::make_unique<Buffer>(pd.cuda, pd.scratch_bytes);
+    }
   return prepared;
 }
 
@@ -450,7 +464,7 @@ void CudaSession::issue(const std::vector<Prepared>& prepared) {
     if (c.kind == CallKind::Gemm && p.lt) {
       const float alpha = 1.0f, beta = 0.0f;
       check(cublasLtMatmul(pd.lt, p.lt->desc, &alpha, p.a->ptr, p.lt->a, p.b->ptr, p.lt->b, &beta, p.c->ptr, p.lt->c,
-                           p.c->ptr, p.lt->c, &p.lt->algo, pd.lt_workspace->ptr, kLtWorkspace, pd.stream),
+                           p.c->ptr, p.lt->c, &p.lt->algo, pd.lt_workspace->ptr, kWorkspaceBytes, pd.stream),
             "cublasLtMatmul (fp8)");
     } else if (c.kind == CallKind::Gemm) {
       launch_gemm(pd.blas, c, p);
@@ -512,7 +526,6 @@ void CudaSession::enqueue_timed(const std::vector<int>& devices, const Repeat& r
     PerDevice& pd = device(d);
     check(cudaSetDevice(pd.cuda), "cudaSetDevice");
     if (repeat.cold_l2) {
-      if (!pd.scratch) pd.scratch = std::make_unique<Buffer>(pd.cuda, pd.scratch_bytes);
       check(cudaMemsetAsync(pd.scratch->ptr, repetition & 0xff, pd.scratch_bytes, pd.stream),
             "cudaMemsetAsync (L2 flush)");
     }
@@ -542,7 +555,7 @@ double CudaSession::longest(const std::vector<int>& devices) {
 std::vector<double> CudaSession::time(const std::vector<DeviceCall>& calls, const Repeat& repeat) {
   if (coord_) return time_ranks(calls, repeat);
   std::vector<int> devices;
-  const std::vector<Prepared> prepared = prepare(calls, devices);
+  const std::vector<Prepared> prepared = prepare(calls, repeat, devices);
   auto stop = [&] {
     for (int d : devices) {
       check(cudaSetDevice(device(d).cuda), "cudaSetDevice");
@@ -586,7 +599,7 @@ std::vector<double> CudaSession::time_ranks(const std::vector<DeviceCall>& calls
   std::vector<Prepared> prepared;
   std::string error;
   try {
-    prepared = prepare(calls, devices);
+    prepared = prepare(calls, repeat, devices);
   } catch (const std::exception& e) {
     error = e.what();
   }
