@@ -183,7 +183,7 @@ std::function<std::optional<int>()> add_hardware_commands(CLI::App& app) {
   auto o = std::make_shared<Options>();
   o->replay = app.add_subcommand(
       "replay", "Replay a workload on the visible GPUs: every local matmul a cuBLAS GEMM, every collective the NCCL "
-                "call it lowers to, timed per op (docs/HARDWARE.md)");
+                "call it lowers to, timed per op; under mpirun one GPU per rank (docs/HARDWARE.md)");
   o->replay->add_option("WORKLOAD", o->workload, "Workload JSON file (format: docs/WORKLOAD.md)")->required();
   o->replay->add_flag("--dry-run", o->dry_run,
                       "Print the plan (every rank's GEMMs and NCCL calls, the communicators) and what --gpus GPUs "
