@@ -1,6 +1,7 @@
 # `mpirun -n 4 meshsim replay` (one GPU per rank) on the fake GPU gives the same
 # measurements file as one process driving 4 GPUs; a failure on one rank alone
-# skips the op on all of them, as in one process; no GPU anywhere is one line.
+# skips the op on all of them, as in one process; no GPU anywhere is one line;
+# calibrate refuses to run under mpirun.
 #
 #   cmake -DMESHSIM=<binary> -DMPIEXEC=<mpirun> -DFAKE_GPU=<module> -DSOURCE_DIR=<root> -DWORK_DIR=<scratch>
 #         -P tests/cli/replay_mpi.cmake
@@ -63,6 +64,14 @@ list(LENGTH lines count)
 if(rc_none STREQUAL "0" OR NOT count EQUAL 1 OR NOT lines STREQUAL "meshsim: error: replay: rank 0: no GPU is visible\n"
    OR NOT out_none STREQUAL "")
   report("no GPU on any rank: expected a failure and one line from rank 0; got ${rc_none}, [${out_none}], [${err_none}]")
+endif()
+
+# calibrate is one process: under mpirun it refuses, in one line.
+execute_process(COMMAND "${MPIEXEC}" --allow-run-as-root --oversubscribe -n 2 "${MESHSIM}" calibrate --out
+                        "${WORK_DIR}/cal.json" RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
+string(REGEX MATCHALL "meshsim: error: [^\n]*\n" lines "${err}")
+if(rc STREQUAL "0" OR NOT lines STREQUAL "meshsim: error: calibrate: runs in one process on the GPUs it sees (one node); start it without mpirun\n")
+  report("mpirun meshsim calibrate: expected one refusal from rank 0; got ${rc}, [${out}], [${err}]")
 endif()
 
 file(REMOVE_RECURSE "${WORK_DIR}")

@@ -141,6 +141,13 @@ int run_replay(const Options& o) {
 }
 
 int run_calibrate(const Options& o) {
+  {
+    const cli::Parallel par;
+    if (par.size() > 1) {
+      if (par.rank() != 0) return 1;  // rank 0 says why
+      throw Error("calibrate: runs in one process on the GPUs it sees (one node); start it without mpirun");
+    }
+  }
   const kernels::cuda::Probe probe = usable_gpus("calibrate");
   replay::SuiteOptions suite;
   suite.dtypes = o.dtypes;
