@@ -40,8 +40,12 @@ void check(cublasStatus_t s, const char* what) {
     throw Failure(fmt::format("cuBLAS: {} failed: {}", what, cublasGetStatusString(s)));
 }
 
-void check(ncclResult_t r, const char* what) {
-  if (r != ncclSuccess) throw Failure(fmt::format("NCCL: {} failed: {}", what, ncclGetErrorString(r)));
+void check(ncclResult_t r, const char* what, ncclComm_t comm = nullptr) {
+  if (r == ncclSuccess) return;
+  // ncclGetLastError says what went wrong; ncclGetErrorString only names the class.
+  const char* last = ncclGetLastError(comm);
+  throw Failure(last && *last ? fmt::format("NCCL: {} failed: {} ({})", what, ncclGetErrorString(r), last)
+                              : fmt::format("NCCL: {} failed: {}", what, ncclGetErrorString(r)));
 }
 
 ncclDataType_t nccl_type(const std::string& dtype) {
@@ -56,6 +60,20 @@ std::uint64_t nccl_type_bytes(const std::string& dtype) {
   if (dtype == "bf16" || dtype == "fp16") return 2;
   if (dtype == "fp32" || dtype == "int32") return 4;
   return 1;
+}
+
+// A GEMM's input and output element sizes (bytes) by dtype; 0: no cuBLAS GEMM for it.
+// int8 accumulates into int32, fp8 (e4m3) writes bf16.
+std::uint64_t gemm_input_bytes(const std::string& dtype) {
+  if (dtype == "bf16" || dtype == "fp16") return 2;
+  if (dtype == "fp32") return 4;
+  if (dtype == "int8" || dtype == "fp8") return 1;
+  return 0;
+}
+
+std::uint64_t gemm_output_bytes(const std::string& dtype) {
+  if (dtype == "int8" || dtype == "fp32") return 4;
+  return 2;
 }
 
 // Device memory, freed on scope exit.
@@ -117,6 +135,11 @@ void probe_into(Probe& p) {
 // run again without gates (Session::time).
 constexpr auto kGateLimit = std::chrono::seconds(2);
 
+// The longest wait for an op's streams to drain. Far above any op meshsim replays
+// (an 8192^3 fp32 GEMM takes 16 ms on an H100): a stream still busy after it waits
+// on something that will not come, such as an NCCL peer that failed.
+constexpr auto kSyncLimit = std::chrono::seconds(60);
+
 struct Gate {
   std::atomic<bool> open{false};
   std::atomic<bool> gave_up{false};
@@ -153,6 +176,19 @@ struct LtGemm {
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo{};
   LtGemm(cublasLtHandle_t lt, const DeviceCall& call) {
+    try {
+      create(lt, call);
+    } catch (...) {
+      release();  // the destructor does not run for a constructor that throws
+      throw;
+    }
+  }
+  ~LtGemm() { release(); }
+  LtGemm(const LtGemm&) = delete;
+  LtGemm& operator=(const LtGemm&) = delete;
+
+ private:
+  void create(cublasLtHandle_t lt, const DeviceCall& call) {
     if (call.k % 16 || call.m % 8)
       throw Failure(fmt::format("fp8 GEMM M={} N={} K={}: cuBLASLt's fp8 kernels need K a multiple of 16 and M of 8",
                                 call.m, call.n, call.k));
@@ -180,14 +216,14 @@ struct LtGemm {
       throw Failure(fmt::format("fp8 GEMM M={} N={} K={}: cuBLASLt has no fp8 kernel for it on this GPU", m, n, k));
     algo = best.algo;
   }
-  ~LtGemm() {
+  void release() noexcept {
     if (c) cublasLtMatrixLayoutDestroy(c);
     if (b) cublasLtMatrixLayoutDestroy(b);
     if (a) cublasLtMatrixLayoutDestroy(a);
     if (desc) cublasLtMatmulDescDestroy(desc);
+    c = b = a = nullptr;
+    desc = nullptr;
   }
-  LtGemm(const LtGemm&) = delete;
-  LtGemm& operator=(const LtGemm&) = delete;
 };
 
 struct Prepared {
@@ -198,14 +234,17 @@ struct Prepared {
 
 void launch_gemm(cublasHandle_t h, const DeviceCall& call, const Prepared& p) {
   const int m = static_cast<int>(call.m), n = static_cast<int>(call.n), k = static_cast<int>(call.k);
-  // Column-major C[m,n] = A[m,k] . B[k,n]: lda = m, ldb = k, ldc = m.
   if (call.dtype == "int8") {
+    // The integer tensor-core (IMMA) kernels take A transposed and B not ("TN", as
+    // for fp8): A is the k x m column-major matrix (the bytes of a row-major
+    // A[m,k]), lda = ldb = k, and M and K are multiples of 4 (checked in prepare).
     const std::int32_t alpha = 1, beta = 0;
-    check(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &alpha, p.a->ptr, CUDA_R_8I, m, p.b->ptr, CUDA_R_8I, k,
+    check(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, p.a->ptr, CUDA_R_8I, k, p.b->ptr, CUDA_R_8I, k,
                        &beta, p.c->ptr, CUDA_R_32I, m, CUBLAS_COMPUTE_32I, CUBLAS_GEMM_DEFAULT),
           "cublasGemmEx (int8)");
     return;
   }
+  // Column-major C[m,n] = A[m,k] . B[k,n]: lda = m, ldb = k, ldc = m.
   const float alpha = 1.0f, beta = 0.0f;
   const cudaDataType_t t = call.dtype == "fp16" ? CUDA_R_16F : call.dtype == "fp32" ? CUDA_R_32F : CUDA_R_16BF;
   check(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &alpha, p.a->ptr, t, m, p.b->ptr, t, k, &beta, p.c->ptr, t,
@@ -255,12 +294,16 @@ class CudaSession {
   std::map<std::vector<int>, std::vector<ncclComm_t>> comms_;  // by member devices; null: not ours
   std::vector<unsigned char> pattern_;  // host bytes copied into every buffer
   bool gates_ = true;                   // off once a gate had to give up
+  std::string broken_;                  // why the session was ended (Fatal), if it was
   // Gates a stream may still read: freed only once their streams are synchronised.
   std::vector<std::unique_ptr<Gate>> unsynced_gates_;
 
   Gate& new_gate() { return *unsynced_gates_.emplace_back(std::make_unique<Gate>()); }
 
   void open_device(std::size_t index, int cuda);
+  void release() noexcept;
+  void abort_comms() noexcept;
+  [[noreturn]] void fatal(const std::string& why);
   PerDevice& device(int index) { return dev_[static_cast<std::size_t>(index)]; }
   ncclComm_t comm(const std::vector<int>& devices, int rank);
   void create_rank_comms(const std::vector<DeviceCall>& calls);
@@ -269,7 +312,10 @@ class CudaSession {
   void issue(const std::vector<Prepared>& prepared);
   void enqueue_timed(const std::vector<int>& devices, const Repeat& repeat, int repetition, Gate* gate);
   void sync(const std::vector<int>& devices);
+  bool healthy(const std::vector<int>& devices) noexcept;
   double longest(const std::vector<int>& devices);
+  std::vector<double> time_issued(const std::vector<Prepared>& prepared, const std::vector<int>& devices,
+                                  const Repeat& repeat);
   std::vector<double> time_ranks(const std::vector<DeviceCall>& calls, const Repeat& repeat);
 };
 
@@ -307,21 +353,57 @@ std::vector<unsigned char> make_pattern() {
 }
 
 CudaSession::CudaSession(int gpus) : dev_(static_cast<std::size_t>(gpus)), pattern_(make_pattern()) {
-  for (int d = 0; d < gpus; ++d) open_device(static_cast<std::size_t>(d), d);
+  try {
+    for (int d = 0; d < gpus; ++d) open_device(static_cast<std::size_t>(d), d);
+  } catch (...) {
+    release();  // the devices opened before the one that failed
+    throw;
+  }
 }
 
 CudaSession::CudaSession(Coordinator& coordinator, int local)
     : dev_(static_cast<std::size_t>(coordinator.size())), coord_(&coordinator), pattern_(make_pattern()) {
-  open_device(static_cast<std::size_t>(coordinator.rank()), local);
+  try {
+    open_device(static_cast<std::size_t>(coordinator.rank()), local);
+  } catch (...) {
+    release();
+    throw;
+  }
 }
 
-CudaSession::~CudaSession() {
+CudaSession::~CudaSession() { release(); }
+
+// Ends every communicator at once, whatever is in flight on it: after a failure
+// a peer's kernel may wait for this process for ever, and ncclCommDestroy (which
+// flushes outstanding work) or freeing a buffer would wait with it.
+void CudaSession::abort_comms() noexcept {
+  for (auto& [devices, list] : comms_)
+    for (ncclComm_t& c : list)
+      if (c) {
+        ncclCommAbort(c);
+        c = nullptr;
+      }
+}
+
+// A failure once calls may be in flight: the communicators are aborted and the
+// session refuses every later op.
+void CudaSession::fatal(const std::string& why) {
+  abort_comms();
+  broken_ = why;
+  throw Fatal(why);
+}
+
+void CudaSession::release() noexcept {
   // A gate whose stream was never synchronised (an op failed half-way) may still
   // be read by a host function CUDA has not run yet: it is left allocated.
   for (std::unique_ptr<Gate>& g : unsynced_gates_) (void)g.release();
+  unsynced_gates_.clear();
   for (auto& [devices, list] : comms_)
-    for (ncclComm_t c : list)
-      if (c) ncclCommDestroy(c);
+    for (ncclComm_t& c : list)
+      if (c) {
+        ncclCommDestroy(c);
+        c = nullptr;
+      }
   for (PerDevice& pd : dev_) {
     if (pd.cuda < 0) continue;
     cudaSetDevice(pd.cuda);
@@ -333,6 +415,7 @@ CudaSession::~CudaSession() {
     if (pd.start) cudaEventDestroy(pd.start);
     if (pd.stop) cudaEventDestroy(pd.stop);
     if (pd.stream) cudaStreamDestroy(pd.stream);
+    pd = PerDevice{};
   }
 }
 
@@ -351,11 +434,12 @@ ncclComm_t CudaSession::comm(const std::vector<int>& devices, int rank) {
 
 // Several processes: every communicator the op's calls name, in the order they
 // name them, on every process (the id broadcast is collective; the members then
-// join with ncclCommInitRank). A failure is recorded, never thrown half-way, so
-// that every process makes the same broadcasts; all then agree on the first.
+// join with ncclCommInitRank, which waits for all of them). All processes agree
+// after each communicator, so that none goes on to the next one (and waits there
+// for a member that gave up) once one has failed.
 void CudaSession::create_rank_comms(const std::vector<DeviceCall>& calls) {
-  std::string error;
   for (const DeviceCall& call : calls) {
+    std::string error;
     if (call.kind == CallKind::Gemm || call.kind == CallKind::Copy || comms_.count(call.comm_devices)) continue;
     const std::vector<int>& members = call.comm_devices;
     std::string id;
@@ -367,7 +451,7 @@ void CudaSession::create_rank_comms(const std::vector<DeviceCall>& calls) {
     coord_->broadcast(id, members.front());
     std::vector<ncclComm_t> list(members.size(), nullptr);
     const auto me = std::find(members.begin(), members.end(), coord_->rank());
-    if (me != members.end() && error.empty()) {
+    if (me != members.end()) {
       if (id.size() != sizeof(ncclUniqueId)) {
         error = fmt::format("NCCL: ncclGetUniqueId failed on process {}", members.front());
       } else {
@@ -384,9 +468,9 @@ void CudaSession::create_rank_comms(const std::vector<DeviceCall>& calls) {
       }
     }
     comms_.emplace(members, std::move(list));
+    error = coord_->first_error(error);
+    if (!error.empty()) fatal(error);
   }
-  error = coord_->first_error(error);
-  if (!error.empty()) throw Fatal(error);
 }
 
 // Fills a buffer with pseudo-random values in [-1, 1) of its type, so that
@@ -417,8 +501,13 @@ std::vector<Prepared> CudaSession::prepare(const std::vector<DeviceCall>& calls,
       if (call.m > INT_MAX || call.n > INT_MAX || call.k > INT_MAX)
         throw Failure(fmt::format("GEMM M={} N={} K={} exceeds cuBLAS's 32-bit sizes", call.m, call.n, call.k));
       const bool fp8 = call.dtype == "fp8";
-      const std::uint64_t e = call.dtype == "fp32" ? 4 : call.dtype == "int8" || fp8 ? 1 : 2;
-      const std::uint64_t ce = call.dtype == "int8" ? 4 : fp8 ? 2 : e;
+      const std::uint64_t e = gemm_input_bytes(call.dtype), ce = gemm_output_bytes(call.dtype);
+      if (e == 0)
+        throw Failure(fmt::format("GEMM in {}: the CUDA backend runs GEMMs in bf16, fp16, fp32, int8 and fp8 only",
+                                  call.dtype));
+      if (call.dtype == "int8" && (call.m % 4 || call.k % 4))
+        throw Failure(fmt::format("int8 GEMM M={} N={} K={}: cuBLAS's int8 kernels need M and K multiples of 4",
+                                  call.m, call.n, call.k));
       if (fp8) {
         PerDevice& pd = device(call.device);
         check(cudaSetDevice(cuda), "cudaSetDevice");
@@ -477,6 +566,14 @@ void CudaSession::issue(const std::vector<Prepared>& prepared) {
   }
   if (!nccl) return;
   check(ncclGroupStart(), "ncclGroupStart");
+  // A call failing inside the group must still end it: NCCL holds back every later
+  // call of this thread until the group ends (ncclGroupEnd then drops the group).
+  struct EndGroup {
+    bool open = true;
+    ~EndGroup() {
+      if (open) ncclGroupEnd();
+    }
+  } group;
   for (const Prepared& p : prepared) {
     const DeviceCall& c = *p.call;
     if (c.kind == CallKind::Gemm || c.kind == CallKind::Copy) continue;
@@ -516,6 +613,7 @@ void CudaSession::issue(const std::vector<Prepared>& prepared) {
         break;
     }
   }
+  group.open = false;
   check(ncclGroupEnd(), "ncclGroupEnd");
 }
 
@@ -534,10 +632,42 @@ void CudaSession::enqueue_timed(const std::vector<int>& devices, const Repeat& r
   }
 }
 
+// Waits for the devices' streams, watching the communicators for NCCL's
+// asynchronous errors (a stream stuck behind a failed collective never drains)
+// and giving up after kSyncLimit.
 void CudaSession::sync(const std::vector<int>& devices) {
+  const auto deadline = std::chrono::steady_clock::now() + kSyncLimit;
   for (int d : devices) {
     check(cudaSetDevice(device(d).cuda), "cudaSetDevice");
-    check(cudaStreamSynchronize(device(d).stream), "cudaStreamSynchronize");
+    for (;;) {
+      const cudaError_t e = cudaStreamQuery(device(d).stream);
+      if (e == cudaSuccess) break;
+      if (e != cudaErrorNotReady) check(e, "cudaStreamSynchronize");
+      for (const auto& [members, list] : comms_)
+        for (ncclComm_t c : list) {
+          if (!c) continue;
+          ncclResult_t state = ncclSuccess;
+          check(ncclCommGetAsyncError(c, &state), "ncclCommGetAsyncError", c);
+          if (state != ncclSuccess && state != ncclInProgress) check(state, "a collective", c);
+        }
+      if (std::chrono::steady_clock::now() > deadline)
+        throw Failure(fmt::format("GPU {} was still busy after {} s (a collective waiting for a peer that failed?)",
+                                  device(d).cuda,
+                                  std::chrono::duration_cast<std::chrono::seconds>(kSyncLimit).count()));
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
+}
+
+// Whether the devices still work after a failed op: a sticky CUDA error (an
+// illegal address, say) fails every later call, so the streams are drained.
+bool CudaSession::healthy(const std::vector<int>& devices) noexcept {
+  try {
+    sync(devices);
+    unsynced_gates_.clear();  // no host function reads them any more
+    return true;
+  } catch (...) {
+    return false;
   }
 }
 
@@ -553,9 +683,30 @@ double CudaSession::longest(const std::vector<int>& devices) {
 }
 
 std::vector<double> CudaSession::time(const std::vector<DeviceCall>& calls, const Repeat& repeat) {
+  if (!broken_.empty()) throw Fatal(fmt::format("the GPU session ended after an earlier failure: {}", broken_));
   if (coord_) return time_ranks(calls, repeat);
   std::vector<int> devices;
+  // A failure here (a GEMM cuBLAS refuses, a buffer too large) skips the op:
+  // nothing was issued yet.
   const std::vector<Prepared> prepared = prepare(calls, repeat, devices);
+  // From here on calls are in flight. A failing GEMM or copy skips the op if the
+  // devices still work; a failure in an op with NCCL calls, or one that leaves a
+  // device broken, ends the session (the communicators are aborted first, while
+  // the op's buffers still exist: freeing them waits for the device).
+  const bool collective = std::any_of(calls.begin(), calls.end(), [](const DeviceCall& c) {
+    return c.kind != CallKind::Gemm && c.kind != CallKind::Copy;
+  });
+  try {
+    return time_issued(prepared, devices, repeat);
+  } catch (...) {
+    const std::string why = what_of(std::current_exception());
+    if (collective || !healthy(devices)) fatal(why);
+    throw;
+  }
+}
+
+std::vector<double> CudaSession::time_issued(const std::vector<Prepared>& prepared, const std::vector<int>& devices,
+                                             const Repeat& repeat) {
   auto stop = [&] {
     for (int d : devices) {
       check(cudaSetDevice(device(d).cuda), "cudaSetDevice");
@@ -614,7 +765,7 @@ std::vector<double> CudaSession::time_ranks(const std::vector<DeviceCall>& calls
       mine = what_of(std::current_exception());
     }
     const std::string first = coord_->first_error(mine);
-    if (!first.empty()) throw Fatal(first);
+    if (!first.empty()) fatal(first);  // aborts the communicators first
   };
   auto stop = [&] {
     for (int d : devices) {
