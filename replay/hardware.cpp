@@ -244,13 +244,22 @@ Measurements replay_on(const workloads::Workload& w, const Plan& plan, const cu:
   m.repeat = repeat;
   gpus = std::min<int>(gpus, static_cast<int>(plan.ranks));
   m.hardware = hardware_info(probe, gpus);
+  std::string stopped_at;  // after a DeviceFatal: the op that ended the replay
   for (const OpStep& s : device_steps(w, plan, gpus)) {
     OpMeasurement o = measurement_of(w, s);
-    if (!s.calls.empty()) {
+    if (!stopped_at.empty() && !s.calls.empty()) {
+      o.ranks_replayed = 0;
+      o.skipped = fmt::format("everything: not run after the GPU failure at {}", stopped_at);
+    } else if (!s.calls.empty()) {
       try {
         o.time = spread_of(session->time(s.calls, repeat));
-      } catch (const cu::DeviceFatal&) {
-        throw;
+      } catch (const cu::DeviceFatal& e) {
+        // The session is over (its communicators aborted): the ops measured so
+        // far are kept, the rest are named as not run.
+        o.ranks_replayed = 0;
+        o.skipped = fmt::format("everything: a GPU failure ended the replay here: {}", e.what());
+        stopped_at = fmt::format("op {} {}", o.op, o.name);
+        m.stopped = true;
       } catch (const Error& e) {
         // A GEMM cuBLAS refuses or an op too large for the GPU: said and skipped;
         // the next op runs on a clean slate (buffers are freed on unwinding).
@@ -339,7 +348,23 @@ Measurements run_suite(const cu::Probe& probe, const cu::Repeat& repeat, const S
   m.repeat = repeat;
   m.hardware = hardware_info(probe, probe.gpus);
   cu::Session session(std::max(probe.gpus, 1));
-  auto once = [&](const cu::DeviceCall& call) { return spread_of(session.time({call}, repeat)); };
+  // One point of the suite. A point the GPU refuses (a shape cuBLAS has no kernel
+  // for, say) is skipped and named; after a failure that ends the session
+  // (DeviceFatal) nothing more is measured, and what was measured is kept.
+  std::string stopped;
+  auto measure = [&](const std::string& what, const std::vector<cu::DeviceCall>& calls) -> std::optional<Spread> {
+    if (!stopped.empty()) return std::nullopt;
+    try {
+      return spread_of(session.time(calls, repeat));
+    } catch (const cu::DeviceFatal& e) {
+      stopped = e.what();
+      m.skipped.push_back(fmt::format("{} and everything after it: {}", what, e.what()));
+      m.stopped = true;
+    } catch (const Error& e) {
+      m.skipped.push_back(fmt::format("{}: {}", what, e.what()));
+    }
+    return std::nullopt;
+  };
   // GEMMs: a grid of powers of two (the fit) and shapes between them (held out).
   const std::vector<std::uint64_t> grid =
       options.quick ? std::vector<std::uint64_t>{256, 2048, 8192} : std::vector<std::uint64_t>{128, 512, 2048, 4096, 8192};
@@ -355,23 +380,29 @@ Measurements run_suite(const cu::Probe& probe, const cu::Repeat& repeat, const S
           c.kind = cu::CallKind::Gemm;
           c.dtype = dtype;
           c.m = mm, c.n = nn, c.k = kk;
-          m.gemm.push_back({dtype, mm, nn, kk, false, once(c)});
-          ++done;
+          if (auto t = measure(fmt::format("{} GEMM M={} N={} K={}", dtype, mm, nn, kk), {c})) {
+            m.gemm.push_back({dtype, mm, nn, kk, false, *t});
+            ++done;
+          }
         }
+    std::size_t held = 0;
     for (const auto& [mm, nn, kk] : holdout) {
       cu::DeviceCall c;
       c.kind = cu::CallKind::Gemm;
       c.dtype = dtype;
       c.m = mm, c.n = nn, c.k = kk;
-      m.gemm.push_back({dtype, mm, nn, kk, true, once(c)});
+      if (auto t = measure(fmt::format("{} GEMM M={} N={} K={} (held out)", dtype, mm, nn, kk), {c})) {
+        m.gemm.push_back({dtype, mm, nn, kk, true, *t});
+        ++held;
+      }
     }
-    log.push_back(fmt::format("{} GEMMs: {} grid shapes, {} held out", dtype, done, holdout.size()));
+    log.push_back(fmt::format("{} GEMMs: {} grid shapes, {} held out", dtype, done, held));
   }
   for (std::uint64_t bytes : geometric(4096, std::uint64_t{1} << 30, 4)) {
     cu::DeviceCall c;
     c.kind = cu::CallKind::Copy;
     c.send_bytes = bytes;
-    m.copy.push_back({bytes, once(c)});
+    if (auto t = measure(fmt::format("HBM copy of {} bytes", bytes), {c})) m.copy.push_back({bytes, *t});
   }
   log.push_back(fmt::format("HBM copies: {} sizes, 4 KiB to 1 GiB", m.copy.size()));
   if (probe.gpus < 2) {
@@ -400,45 +431,59 @@ Measurements run_suite(const cu::Probe& probe, const cu::Repeat& repeat, const S
         }
         calls.push_back(c);
       }
-      m.collectives.push_back({kind, probe.gpus, v, spread_of(session.time(calls, repeat))});
+      if (auto t = measure(fmt::format("{} of {} bytes over {} GPUs", kind_name(kind), v, probe.gpus), calls))
+        m.collectives.push_back({kind, probe.gpus, v, *t});
     }
   }
   log.push_back(fmt::format("collectives: {} points over {} GPUs", m.collectives.size(), probe.gpus));
   return m;
 }
 
-calibrate::Calibration fit_suite(const Measurements& m) {
+calibrate::Calibration fit_suite(const Measurements& m, std::vector<std::string>& not_fitted) {
   calibrate::Calibration cal;
   cal.file = m.file;
   cal.hardware = m.hardware;
+  // Each fit on its own: one that the points cannot determine (a dtype whose
+  // GEMMs were mostly refused, say) is named and left out; the others stand.
+  auto fit = [&](const std::string& what, const auto& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      not_fitted.push_back(fmt::format("{}: {}", what, e.what()));
+    }
+  };
   std::vector<std::string> dtypes;
   for (const GemmMeasurement& g : m.gemm)
     if (std::find(dtypes.begin(), dtypes.end(), g.dtype) == dtypes.end()) dtypes.push_back(g.dtype);
-  for (const std::string& dtype : dtypes) {
-    std::vector<calibrate::MatmulPoint> points;
-    for (const GemmMeasurement& g : m.gemm)
-      if (g.dtype == dtype && !g.holdout)
-        points.push_back({g.m, g.k, g.n, dtype == "fp32" ? 4u : dtype == "int8" || dtype == "fp8" ? 1u : 2u,
-                          g.time.median_s});
-    cal.matmul.push_back(calibrate::fit_matmul(dtype, points, m.hardware.sms));
-  }
-  if (!m.copy.empty()) {
-    std::vector<calibrate::CopyPoint> points;
-    for (const CopyMeasurement& c : m.copy) points.push_back({c.bytes, c.time.median_s});
-    cal.hbm = calibrate::fit_hbm(points);
-  }
+  for (const std::string& dtype : dtypes)
+    fit(dtype + " GEMMs", [&] {
+      std::vector<calibrate::MatmulPoint> points;
+      for (const GemmMeasurement& g : m.gemm)
+        if (g.dtype == dtype && !g.holdout)
+          points.push_back({g.m, g.k, g.n, dtype == "fp32" ? 4u : dtype == "int8" || dtype == "fp8" ? 1u : 2u,
+                            g.time.median_s});
+      cal.matmul.push_back(calibrate::fit_matmul(dtype, points, m.hardware.sms));
+    });
+  if (!m.copy.empty())
+    fit("HBM copies", [&] {
+      std::vector<calibrate::CopyPoint> points;
+      for (const CopyMeasurement& c : m.copy) points.push_back({c.bytes, c.time.median_s});
+      cal.hbm = calibrate::fit_hbm(points);
+    });
   if (!m.collectives.empty()) {
     std::vector<calibrate::CollectivePoint> points;
     // One node's GPUs: the NVLink level (a multi-node suite is not written yet).
     for (const CollectiveMeasurement& c : m.collectives)
       points.push_back({c.kind, calibrate::Level::Nvlink, c.ranks, c.bytes, c.time.median_s});
-    cal.links.push_back(calibrate::fit_link(calibrate::Level::Nvlink, points));
+    fit("NVLink link", [&] { cal.links.push_back(calibrate::fit_link(calibrate::Level::Nvlink, points)); });
     for (OpKind kind : {OpKind::AllGather, OpKind::ReduceScatter, OpKind::AllReduce, OpKind::AllToAll}) {
       bool any = false;
       for (const CollectiveMeasurement& c : m.collectives) any = any || c.kind == kind;
       if (any)
-        cal.collectives.push_back(
-            calibrate::fit_collective(kind, calibrate::Level::Nvlink, m.collectives.front().ranks, points));
+        fit(std::string(kind_name(kind)), [&] {
+          cal.collectives.push_back(
+              calibrate::fit_collective(kind, calibrate::Level::Nvlink, m.collectives.front().ranks, points));
+        });
     }
   }
   return cal;

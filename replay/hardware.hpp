@@ -61,6 +61,9 @@ struct Measurements {
   std::vector<CopyMeasurement> copy;
   std::vector<CollectiveMeasurement> collectives;
   std::vector<std::string> skipped;
+  // Not in the file: a DeviceFatal ended the suite or the replay early (what was
+  // measured before it is kept; `skipped` says what ended it).
+  bool stopped = false;
 };
 
 std::string format_measurements(const Measurements& m);
@@ -74,7 +77,8 @@ Measurements replay(const workloads::Workload& w, const Plan& plan, const kernel
                     const kernels::cuda::Repeat& repeat);
 // The same on `session`, whose devices are ranks 0 .. gpus-1 of the plan (one
 // process's GPUs, or one GPU per process under MPI). An op that fails before it
-// ran is skipped with the reason; a DeviceFatal ends the replay.
+// ran is skipped with the reason; a DeviceFatal ends the replay: the ops after it
+// are named as not run, and `stopped` is set.
 Measurements replay_on(const workloads::Workload& w, const Plan& plan, const kernels::cuda::Probe& probe,
                        const kernels::cuda::Repeat& repeat, kernels::cuda::Session* session, int gpus);
 // A Chrome JSON trace of a replay in the simulator's layout: one process per
@@ -93,7 +97,8 @@ struct SuiteOptions {
 Measurements run_suite(const kernels::cuda::Probe& probe, const kernels::cuda::Repeat& repeat,
                        const SuiteOptions& options, std::vector<std::string>& log);
 // Fits the model to the training points of a suite (held-out GEMMs left out).
-calibrate::Calibration fit_suite(const Measurements& m);
+// A fit the points cannot determine is left out and named in `not_fitted`.
+calibrate::Calibration fit_suite(const Measurements& m, std::vector<std::string>& not_fitted);
 
 // The comparison table: per op (replay) or per point (suite), measured,
 // simulated before and after calibration, errors in percent, median absolute

@@ -122,6 +122,29 @@ if(DEFINED FAKE_GPU AND NOT "${FAKE_GPU}" STREQUAL "")
   set(ENV{MESHSIM_FAKE_MEMORY_MB} 16)
   expect_output("skipped: op 0 mm.matmul: everything: cannot allocate" replay examples/matmul_case3_v5e.json)
   unset(ENV{MESHSIM_FAKE_MEMORY_MB})
+  # Suite points the GPU refuses are skipped and named; the rest is fitted.
+  set(ENV{MESHSIM_FAKE_GPUS} 1)
+  set(ENV{MESHSIM_FAKE_FAIL_GEMM_ON} 0)
+  expect_output("skipped: bf16 GEMM M=256 N=256 K=256: fake GPU 0: GEMM failure (MESHSIM_FAKE_FAIL_GEMM_ON)\n"
+                calibrate --quick --dtypes bf16 --out ${WORK_DIR}/cal_refused.json)
+  if(NOT out MATCHES "measured bf16 GEMMs: 0 grid shapes, 0 held out\nmeasured HBM copies: 10 sizes")
+    report("calibrate with every GEMM refused: expected the copies measured and no GEMM; got:\n${out}")
+  endif()
+  unset(ENV{MESHSIM_FAKE_FAIL_GEMM_ON})
+  # A failure that ends the GPU session (a broken NCCL) in the collective sweeps:
+  # what was measured before it is written and fitted, and calibrate fails in one line.
+  set(ENV{MESHSIM_FAKE_GPUS} 2)
+  set(ENV{MESHSIM_FAKE_FATAL_ON_COLLECTIVE} 3)
+  run_meshsim(calibrate --quick --dtypes bf16 --out ${WORK_DIR}/cal_fatal.json --measurements ${WORK_DIR}/suite_fatal.json)
+  unset(ENV{MESHSIM_FAKE_FATAL_ON_COLLECTIVE})
+  if(NOT rc STREQUAL "1"
+     OR NOT err STREQUAL "meshsim: error: calibrate: a GPU failure ended the suite early (see 'skipped:' above); the 49 points measured before it are fitted into ${WORK_DIR}/cal_fatal.json\n"
+     OR NOT out MATCHES "\nskipped: all_gather of 16384 bytes over 2 GPUs and everything after it: fake NCCL: unhandled system error \\(MESHSIM_FAKE_FATAL_ON_COLLECTIVE\\)\n"
+     OR NOT EXISTS ${WORK_DIR}/suite_fatal.json)
+    report("calibrate stopped by a fatal failure: got ${rc}, [${out}], [${err}]")
+  else()
+    expect_output("gemm bf16 M=3072 N=3072 K=3072" compare ${WORK_DIR}/suite_fatal.json --calibration ${WORK_DIR}/cal_fatal.json)
+  endif()
   # A fake GPU that is not there: the probe's one line.
   set(ENV{MESHSIM_FAKE_GPUS} 0)
   expect_error("meshsim: error: replay: no GPU is visible" replay examples/mlp_2x2_v5e.json)

@@ -1,6 +1,7 @@
 # `mpirun -n 4 meshsim replay` (one GPU per rank) on the fake GPU gives the same
 # measurements file as one process driving 4 GPUs; a failure on one rank alone
-# skips the op on all of them, as in one process; no GPU anywhere is one line;
+# skips the op on all of them, as in one process; a failure that ends the session
+# keeps what was measured and fails alike; no GPU anywhere is one line;
 # calibrate refuses to run under mpirun.
 #
 #   cmake -DMESHSIM=<binary> -DMPIEXEC=<mpirun> -DFAKE_GPU=<module> -DSOURCE_DIR=<root> -DWORK_DIR=<scratch>
@@ -56,6 +57,26 @@ file(READ "${WORK_DIR}/fail_one.json" one)
 file(READ "${WORK_DIR}/fail_ranks.json" ranks)
 if(NOT one STREQUAL ranks)
   report("a GEMM failing on rank 2: mpirun wrote other measurements than one process")
+endif()
+
+# A failure that ends the session (a broken NCCL, say) at the first collective:
+# both stop there, keep the ops measured before it, and fail with one line.
+set(ENV{MESHSIM_FAKE_FATAL_ON_COLLECTIVE} 1)
+replay(fatal_one 4 0)
+replay(fatal_ranks 1 4)
+unset(ENV{MESHSIM_FAKE_FATAL_ON_COLLECTIVE})
+foreach(name fatal_one fatal_ranks)
+  string(REGEX MATCHALL "meshsim: error: [^\n]*\n" lines "${err_${name}}")
+  if(rc_${name} STREQUAL "0" OR NOT out_${name} MATCHES "mlp.down.matmul \\(matmul\\): [0-9.]+ "
+     OR NOT out_${name} MATCHES "skipped: op 2 mlp.down.all_reduce: everything: a GPU failure ended the replay here: fake NCCL"
+     OR NOT lines STREQUAL "meshsim: error: replay: a GPU failure ended the replay early (see 'skipped:' above); the ops measured before it are in ${WORK_DIR}/${name}.json\n")
+    report("${name}: a fatal failure at the first collective: expected the matmuls measured, the all-reduce skipped and one error line; got ${rc_${name}}, [${out_${name}}], [${err_${name}}]")
+  endif()
+endforeach()
+file(READ "${WORK_DIR}/fatal_one.json" one)
+file(READ "${WORK_DIR}/fatal_ranks.json" ranks)
+if(NOT one STREQUAL ranks)
+  report("a fatal failure: mpirun wrote other measurements than one process")
 endif()
 
 replay(none 0 4)

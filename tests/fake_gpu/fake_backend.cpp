@@ -19,7 +19,9 @@
 // Environment: MESHSIM_FAKE_GPUS (default 1) GPUs of MESHSIM_FAKE_MEMORY_MB
 // (default 141000) each, named MESHSIM_FAKE_DEVICE (default names an H200, so that
 // `compare` picks the h200-dgx preset); MESHSIM_FAKE_FAIL_GEMM_ON=d fails every
-// GEMM of device d (under mpirun: on that rank alone).
+// GEMM of device d (under mpirun: on that rank alone); MESHSIM_FAKE_FATAL_ON_COLLECTIVE=n
+// makes the session's n-th op with collectives fail as a broken NCCL would (fatal:
+// the session refuses every later op).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -85,6 +87,8 @@ struct FakeSession {
   double memory = 0;
   Coordinator* coord = nullptr;  // several processes: this one is device coord->rank()
   std::set<std::vector<int>> comms;
+  long collective_ops = 0;  // timed so far
+  std::string broken;       // why a fatal failure ended the session
 };
 
 // One call's time; throws what the real backend would (a device out of range,
@@ -96,6 +100,12 @@ double call_time(const FakeSession& s, const DeviceCall& c) {
   double bytes = 0;
   double t = 0;
   if (c.kind == CallKind::Gemm) {
+    if (c.dtype != "bf16" && c.dtype != "fp16" && c.dtype != "fp32" && c.dtype != "int8" && c.dtype != "fp8")
+      throw std::runtime_error("GEMM in " + c.dtype +
+                               ": the CUDA backend runs GEMMs in bf16, fp16, fp32, int8 and fp8 only");
+    if (c.dtype == "int8" && (c.m % 4 || c.k % 4))
+      throw std::runtime_error("int8 GEMM M=" + std::to_string(c.m) + " N=" + std::to_string(c.n) + " K=" +
+                               std::to_string(c.k) + ": cuBLAS's int8 kernels need M and K multiples of 4");
     if (c.dtype == "fp8" && (c.k % 16 || c.m % 8))
       throw std::runtime_error("fp8 GEMM M=" + std::to_string(c.m) + " N=" + std::to_string(c.n) + " K=" +
                                std::to_string(c.k) + ": cuBLASLt's fp8 kernels need K a multiple of 16 and M of 8");
@@ -177,7 +187,7 @@ bool guarded(std::string& error, F&& f) {
 
 FakeSession* new_session(int gpus, Coordinator* coord) {
   return new FakeSession{gpus, 1e6 * static_cast<double>(env_int("MESHSIM_FAKE_MEMORY_MB", 141000, 1, 1 << 30)),
-                         coord, {}};
+                         coord, {}, 0, {}};
 }
 
 void fake_probe(Probe& p) {
@@ -216,9 +226,28 @@ void* fake_open_rank(Coordinator& coord, int local_device, std::string& error) {
 
 void fake_close(void* s) { delete static_cast<FakeSession*>(s); }
 
-bool fake_time(void* s, const std::vector<DeviceCall>& calls, const Repeat& repeat, std::vector<double>& samples,
-               std::string& error, bool& /*fatal: nothing is ever in flight*/) {
-  return guarded(error, [&] { samples = time_calls(*static_cast<FakeSession*>(s), calls, repeat); });
+bool fake_time(void* session, const std::vector<DeviceCall>& calls, const Repeat& repeat, std::vector<double>& samples,
+               std::string& error, bool& fatal) {
+  FakeSession& s = *static_cast<FakeSession*>(session);
+  if (!s.broken.empty()) {
+    error = "the GPU session ended after an earlier failure: " + s.broken;
+    fatal = true;
+    return false;
+  }
+  const bool collective = std::any_of(calls.begin(), calls.end(), [](const DeviceCall& c) {
+    return c.kind != CallKind::Gemm && c.kind != CallKind::Copy;
+  });
+  if (collective) {
+    long fail_on = 0;
+    if (!guarded(error, [&] { fail_on = env_int("MESHSIM_FAKE_FATAL_ON_COLLECTIVE", 0, 0, 1 << 30); })) return false;
+    if (++s.collective_ops == fail_on) {
+      s.broken = "fake NCCL: unhandled system error (MESHSIM_FAKE_FATAL_ON_COLLECTIVE)";
+      error = s.broken;
+      fatal = true;
+      return false;
+    }
+  }
+  return guarded(error, [&] { samples = time_calls(s, calls, repeat); });
 }
 
 }  // namespace

@@ -115,7 +115,7 @@ int run_replay(const Options& o) {
       if (par.rank() != 0) return 1;  // every rank fails alike; rank 0 says why
       throw;
     }
-    if (par.rank() != 0) return 0;
+    if (par.rank() != 0) return m.stopped ? 1 : 0;  // rank 0 reports
   } else {
     m = replay::replay(w, plan, usable_gpus("replay"), repeat_of(o));
   }
@@ -137,6 +137,9 @@ int run_replay(const Options& o) {
   for (const std::string& s : m.skipped) std::fputs(("skipped: " + s + "\n").c_str(), stdout);
   if (!o.out.empty()) write_output(o.out, replay::format_measurements(m));
   if (!o.trace.empty()) write_output(o.trace, replay::format_replay_trace(w, m));
+  if (m.stopped)
+    throw Error(fmt::format("replay: a GPU failure ended the replay early (see 'skipped:' above){}",
+                            o.out.empty() ? "" : fmt::format("; the ops measured before it are in {}", o.out)));
   return 0;
 }
 
@@ -158,10 +161,18 @@ int run_calibrate(const Options& o) {
   for (const std::string& l : log) std::fputs(("measured " + l + "\n").c_str(), stdout);
   for (const std::string& s : m.skipped) std::fputs(("skipped: " + s + "\n").c_str(), stdout);
   if (!o.measurements.empty()) write_output(o.measurements, replay::format_measurements(m));
-  calibrate::Calibration cal = replay::fit_suite(m);
+  std::vector<std::string> not_fitted;
+  calibrate::Calibration cal = replay::fit_suite(m, not_fitted);
   cal.file = o.out;
+  for (const std::string& s : not_fitted) std::fputs(("not fitted: " + s + "\n").c_str(), stdout);
   write_output(o.out, calibrate::format_calibration(cal));
   std::fputs(fmt::format("wrote {}\n", o.out).c_str(), stdout);
+  // A failure that ended the GPU session: what was measured before it is written
+  // and fitted, and the command still fails (the suite is incomplete).
+  if (m.stopped)
+    throw Error(fmt::format("calibrate: a GPU failure ended the suite early (see 'skipped:' above); the {} points "
+                            "measured before it are fitted into {}",
+                            m.gemm.size() + m.copy.size() + m.collectives.size(), o.out));
   return 0;
 }
 

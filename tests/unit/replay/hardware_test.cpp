@@ -58,7 +58,9 @@ Measurements synthetic_suite() {
 
 TEST_CASE("hardware: a suite's fit, its file round trip and the held-out comparison", "[replay]") {
   const Measurements m = synthetic_suite();
-  const calibrate::Calibration cal = fit_suite(m);
+  std::vector<std::string> not_fitted;
+  const calibrate::Calibration cal = fit_suite(m, not_fitted);
+  CHECK(not_fitted.empty());
   REQUIRE(cal.matmul_for("bf16"));
   CHECK(cal.matmul_for("bf16")->flops_per_s == Approx(6.5e14).epsilon(0.02));
   CHECK(cal.matmul_for("bf16")->sms == 132);
@@ -83,9 +85,28 @@ TEST_CASE("hardware: a suite's fit, its file round trip and the held-out compari
   CHECK(after < 2.0);
 }
 
+TEST_CASE("hardware: a fit the points cannot determine is named and left out; the others stand", "[replay]") {
+  Measurements m = synthetic_suite();
+  // Two fp8 GEMMs (the rest refused on the GPU): too few for the matmul model.
+  m.gemm.push_back({"fp8", 4096, 4096, 4096, false, Spread{1e-4, 1e-4, 1e-4}});
+  m.gemm.push_back({"fp8", 8192, 8192, 8192, false, Spread{7e-4, 7e-4, 7e-4}});
+  std::vector<std::string> not_fitted;
+  const calibrate::Calibration cal = fit_suite(m, not_fitted);
+  REQUIRE(not_fitted.size() == 1);
+  CHECK(not_fitted[0].rfind("fp8 GEMMs: ", 0) == 0);
+  CHECK(not_fitted[0].find("cannot determine") != std::string::npos);
+  CHECK(cal.matmul_for("fp8") == nullptr);
+  REQUIRE(cal.matmul_for("bf16"));
+  CHECK(cal.matmul_for("bf16")->flops_per_s == Approx(6.5e14).epsilon(0.02));
+  CHECK(cal.hbm);
+  CHECK(cal.collectives.size() == 2);
+}
+
 TEST_CASE("hardware: run with a calibration: matmuls take the fitted time, links the fitted rates", "[replay]") {
   workloads::Workload w = workloads::load_workload(kSource + "/examples/mlp_2x2_v5e.json");
-  const calibrate::Calibration cal = fit_suite(synthetic_suite());
+  std::vector<std::string> not_fitted;
+  const calibrate::Calibration cal = fit_suite(synthetic_suite(), not_fitted);
+  CHECK(not_fitted.empty());
   calibrate::apply_calibration(w, cal);
   const driver::RunResult r = driver::simulate(w);
   // mlp.up.matmul: M=256 N=2048 K=1024 bf16 on every chip.
