@@ -75,6 +75,25 @@ Json hardware_json(const calibrate::HardwareInfo& h) {
   return j;
 }
 
+// What NCCL reported choosing, when it did: "nccl_algorithm" and "nccl_protocol".
+void put_nccl(Json& e, const NcclChoice& c) {
+  if (c.algorithm.empty()) return;
+  e["nccl_algorithm"] = c.algorithm;
+  e["nccl_protocol"] = c.protocol;
+}
+
+NcclChoice get_nccl(const Cursor& e) {
+  NcclChoice c;
+  const auto a = e.find("nccl_algorithm"), p = e.find("nccl_protocol");
+  if (a.has_value() != p.has_value()) e.fail("expected both nccl_algorithm and nccl_protocol, or neither");
+  if (!a) return c;
+  c.algorithm = a->as_string();
+  c.protocol = p->as_string();
+  if (c.algorithm.empty()) a->fail("expected NCCL's algorithm name");
+  if (c.protocol.empty()) p->fail("expected NCCL's protocol name");
+  return c;
+}
+
 OpKind collective_kind(const Cursor& c) {
   const std::optional<OpKind> k = parse_kind(c.as_string());
   if (!k) c.fail(fmt::format("unknown op kind '{}'", c.as_string()));
@@ -102,6 +121,7 @@ std::string format_measurements(const Measurements& m) {
       e["ranks"] = o.ranks;
       e["ranks_replayed"] = o.ranks_replayed;
       if (o.time) put_spread(e, *o.time);
+      put_nccl(e, o.nccl);
       if (!o.skipped.empty()) e["skipped"] = o.skipped;
       ops.push_back(e);
     }
@@ -131,6 +151,7 @@ std::string format_measurements(const Measurements& m) {
       e["ranks"] = p.ranks;
       e["bytes"] = p.bytes;
       put_spread(e, p.time);
+      put_nccl(e, p.nccl);
       col.push_back(e);
     }
   }
@@ -174,7 +195,8 @@ Measurements parse_measurements(std::string_view text, std::string_view file_nam
   if (!m.suite) {
     m.workload = top.at("workload").as_string();
     for (const Cursor& e : top.at("ops").elements()) {
-      e.only_keys({"op", "name", "kind", "ranks", "ranks_replayed", "median_s", "min_s", "max_s", "skipped"});
+      e.only_keys({"op", "name", "kind", "ranks", "ranks_replayed", "median_s", "min_s", "max_s", "nccl_algorithm",
+                   "nccl_protocol", "skipped"});
       OpMeasurement o;
       o.op = static_cast<std::uint32_t>(e.at("op").as_int_in(0, 1 << 30));
       o.name = e.at("name").as_string();
@@ -183,6 +205,7 @@ Measurements parse_measurements(std::string_view text, std::string_view file_nam
       o.ranks_replayed = static_cast<std::uint32_t>(e.at("ranks_replayed").as_int_in(0, 1 << 30));
       if (e.has("median_s")) o.time = get_spread(e);
       if (auto s = e.find("skipped")) o.skipped = s->as_string();
+      o.nccl = get_nccl(e);
       m.ops.push_back(o);
     }
     return m;
@@ -205,13 +228,14 @@ Measurements parse_measurements(std::string_view text, std::string_view file_nam
     m.copy.push_back({e.at("bytes").as_positive_u64(), get_spread(e)});
   }
   for (const Cursor& e : top.at("collectives").elements()) {
-    e.only_keys({"kind", "ranks", "bytes", "median_s", "min_s", "max_s"});
+    e.only_keys({"kind", "ranks", "bytes", "median_s", "min_s", "max_s", "nccl_algorithm", "nccl_protocol"});
     CollectiveMeasurement c;
     c.kind = collective_kind(e.at("kind"));
     if (!is_collective(c.kind)) e.at("kind").fail("expected a collective");
     c.ranks = static_cast<int>(e.at("ranks").as_int_in(2, 1 << 20));
     c.bytes = e.at("bytes").as_positive_u64();
     c.time = get_spread(e);
+    c.nccl = get_nccl(e);
     m.collectives.push_back(c);
   }
   return m;
@@ -230,15 +254,16 @@ Measurements load_measurements(const std::string& path) {
 
 // ------------------------------------------------------------------ replay
 
-Measurements replay(const workloads::Workload& w, const Plan& plan, const cu::Probe& probe, const cu::Repeat& repeat) {
+Measurements replay(const workloads::Workload& w, const Plan& plan, const cu::Probe& probe, const cu::Repeat& repeat,
+                    NcclTuningLog* nccl_log) {
   const int gpus = std::min<int>(probe.gpus, static_cast<int>(plan.ranks));
   std::optional<cu::Session> session;
   if (gpus > 0) session.emplace(gpus);
-  return replay_on(w, plan, probe, repeat, session ? &*session : nullptr, gpus);
+  return replay_on(w, plan, probe, repeat, session ? &*session : nullptr, gpus, nccl_log);
 }
 
 Measurements replay_on(const workloads::Workload& w, const Plan& plan, const cu::Probe& probe,
-                       const cu::Repeat& repeat, cu::Session* session, int gpus) {
+                       const cu::Repeat& repeat, cu::Session* session, int gpus, NcclTuningLog* nccl_log) {
   Measurements m;
   m.workload = w.file;
   m.repeat = repeat;
@@ -252,7 +277,10 @@ Measurements replay_on(const workloads::Workload& w, const Plan& plan, const cu:
       o.skipped = fmt::format("everything: not run after the GPU failure at {}", stopped_at);
     } else if (!s.calls.empty()) {
       try {
+        if (nccl_log) nccl_log->next();  // past anything logged before this op
         o.time = spread_of(session->time(s.calls, repeat));
+        if (nccl_log)
+          if (auto c = nccl_log->next()) o.nccl = *c;
       } catch (const cu::DeviceFatal& e) {
         // The session is over (its communicators aborted): the ops measured so
         // far are kept, the rest are named as not run.
@@ -342,7 +370,7 @@ std::vector<std::uint64_t> geometric(std::uint64_t from, std::uint64_t to, std::
 }  // namespace
 
 Measurements run_suite(const cu::Probe& probe, const cu::Repeat& repeat, const SuiteOptions& options,
-                       std::vector<std::string>& log) {
+                       std::vector<std::string>& log, NcclTuningLog* nccl_log) {
   Measurements m;
   m.suite = true;
   m.repeat = repeat;
@@ -431,8 +459,12 @@ Measurements run_suite(const cu::Probe& probe, const cu::Repeat& repeat, const S
         }
         calls.push_back(c);
       }
-      if (auto t = measure(fmt::format("{} of {} bytes over {} GPUs", kind_name(kind), v, probe.gpus), calls))
-        m.collectives.push_back({kind, probe.gpus, v, *t});
+      if (nccl_log) nccl_log->next();  // past anything logged before this point
+      if (auto t = measure(fmt::format("{} of {} bytes over {} GPUs", kind_name(kind), v, probe.gpus), calls)) {
+        m.collectives.push_back({kind, probe.gpus, v, *t, {}});
+        if (nccl_log)
+          if (auto c = nccl_log->next()) m.collectives.back().nccl = *c;
+      }
     }
   }
   log.push_back(fmt::format("collectives: {} points over {} GPUs", m.collectives.size(), probe.gpus));
@@ -506,6 +538,11 @@ double peak_of(const topology::ChipSpec& chip, const std::string& dtype) {
   return chip.fp32_flops_per_s;
 }
 
+// " RING/LL128": what NCCL chose, in a comparison row.
+std::string nccl_label(const NcclChoice& c) {
+  return c.algorithm.empty() ? "" : fmt::format(" {}/{}", c.algorithm, c.protocol);
+}
+
 std::string cell(double s) { return s > 0 ? fmt::format("{:>12.3f}", s * 1e6) : fmt::format("{:>12}", "-"); }
 std::string pct(double p, bool have) { return have ? fmt::format("{:>+9.1f}%", p) : fmt::format("{:>10}", "-"); }
 
@@ -561,7 +598,8 @@ std::string format_comparison(const Measurements& m, const calibrate::Calibratio
         throw InputError(m.file, fmt::format("/ops/{}", &o - m.ops.data()),
                          fmt::format("op {} '{}' is not op {} of {}", o.op, o.name, o.op, m.workload));
       Row r;
-      r.label = fmt::format("op {} {} ({}, {}/{} ranks)", o.op, o.name, kind_name(o.kind), o.ranks_replayed, o.ranks);
+      r.label = fmt::format("op {} {} ({}, {}/{} ranks){}", o.op, o.name, kind_name(o.kind), o.ranks_replayed, o.ranks,
+                            nccl_label(o.nccl));
       r.set = "replay";
       r.measured = o.time->median_s;
       r.before = before.ops[o.op].time().seconds();
@@ -607,7 +645,7 @@ std::string format_comparison(const Measurements& m, const calibrate::Calibratio
   }
   for (const CollectiveMeasurement& c : m.collectives) {
     Row r;
-    r.label = fmt::format("{} {} GPUs {} B", kind_name(c.kind), c.ranks, c.bytes);
+    r.label = fmt::format("{} {} GPUs {} B{}", kind_name(c.kind), c.ranks, c.bytes, nccl_label(c.nccl));
     r.set = "fit";
     r.measured = c.time.median_s;
     const calibrate::RingTerms t = calibrate::ring_terms(c.kind, c.ranks, c.bytes);

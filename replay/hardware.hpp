@@ -9,6 +9,7 @@
 
 #include "calibrate/calibration.hpp"
 #include "kernels/cuda/device.hpp"
+#include "replay/nccl_log.hpp"
 #include "replay/plan.hpp"
 #include "workloads/workload.hpp"
 
@@ -26,6 +27,7 @@ struct OpMeasurement {
   std::uint32_t ranks = 0, ranks_replayed = 0;
   std::optional<Spread> time;  // none when nothing of it was replayed
   std::string skipped;
+  NcclChoice nccl;  // what NCCL reported choosing for its collective ("" when it did not)
 };
 
 // An op's measurement before its timing: what it is and what of it the GPUs run.
@@ -48,6 +50,7 @@ struct CollectiveMeasurement {
   int ranks = 0;
   std::uint64_t bytes = 0;  // V (nccl-tests' size)
   Spread time;
+  NcclChoice nccl;  // what NCCL reported choosing ("" when it did not)
 };
 
 struct Measurements {
@@ -74,13 +77,15 @@ calibrate::HardwareInfo hardware_info(const kernels::cuda::Probe& probe, int gpu
 
 // Replays every op of the plan on the visible GPUs, one op at a time.
 Measurements replay(const workloads::Workload& w, const Plan& plan, const kernels::cuda::Probe& probe,
-                    const kernels::cuda::Repeat& repeat);
+                    const kernels::cuda::Repeat& repeat, NcclTuningLog* nccl_log = nullptr);
 // The same on `session`, whose devices are ranks 0 .. gpus-1 of the plan (one
 // process's GPUs, or one GPU per process under MPI). An op that fails before it
 // ran is skipped with the reason; a DeviceFatal ends the replay: the ops after it
 // are named as not run, and `stopped` is set.
+// `nccl_log`, when given, supplies what NCCL chose for each op's collectives.
 Measurements replay_on(const workloads::Workload& w, const Plan& plan, const kernels::cuda::Probe& probe,
-                       const kernels::cuda::Repeat& repeat, kernels::cuda::Session* session, int gpus);
+                       const kernels::cuda::Repeat& repeat, kernels::cuda::Session* session, int gpus,
+                       NcclTuningLog* nccl_log = nullptr);
 // A Chrome JSON trace of a replay in the simulator's layout: one process per
 // replayed chip ("chip (x,y)"), an "ops" track with the ops back to back at their
 // median times.
@@ -95,7 +100,7 @@ struct SuiteOptions {
   bool quick = false;  // a smaller grid (for a first look)
 };
 Measurements run_suite(const kernels::cuda::Probe& probe, const kernels::cuda::Repeat& repeat,
-                       const SuiteOptions& options, std::vector<std::string>& log);
+                       const SuiteOptions& options, std::vector<std::string>& log, NcclTuningLog* nccl_log = nullptr);
 // Fits the model to the training points of a suite (held-out GEMMs left out).
 // A fit the points cannot determine is left out and named in `not_fitted`.
 calibrate::Calibration fit_suite(const Measurements& m, std::vector<std::string>& not_fitted);

@@ -108,10 +108,32 @@ if(DEFINED FAKE_GPU AND NOT "${FAKE_GPU}" STREQUAL "")
   # Four GPUs: every rank and every group of the MLP block, and the collective sweeps.
   set(ENV{MESHSIM_FAKE_GPUS} 4)
   expect_output("  op 2 mlp.down.all_reduce (all_reduce): " replay examples/mlp_2x2_v5e.json --out ${WORK_DIR}/m4.json)
-  if(NOT out MATCHES "\\(all_reduce\\): [0-9.]+ \\[[0-9., ]+\\] on 4 of 4 ranks\n" OR out MATCHES "skipped")
+  if(NOT out MATCHES "\\(all_reduce\\): [0-9.]+ \\[[0-9., ]+\\] on 4 of 4 ranks \\(NCCL: RING LL128\\)\n" OR out MATCHES "skipped")
     report("fake GPU x4: expected every op of the MLP replayed, got:\n${out}")
   endif()
-  expect_output("measured collectives: " calibrate --quick --dtypes bf16 --out ${WORK_DIR}/cal4.json)
+  expect_output("measured collectives: " calibrate --quick --dtypes bf16 --out ${WORK_DIR}/cal4.json
+                --measurements ${WORK_DIR}/suite4.json)
+  # What NCCL (here the fake, which logs as NCCL does) chose, point by point and per op.
+  expect_output("\nall_reduce 4 GPUs 1024 B RING/LL " compare ${WORK_DIR}/suite4.json)
+  expect_output("\nall_reduce 4 GPUs 1073741824 B RING/SIMPLE " compare ${WORK_DIR}/suite4.json)
+  expect_output("\nall_to_all 4 GPUs 1024 B  " compare ${WORK_DIR}/suite4.json)  # send/recv: no algorithm
+  expect_output("(all_reduce, 4/4 ranks) RING/LL128 " compare ${WORK_DIR}/m4.json)
+  set(ENV{NCCL_PROTO} LL128)
+  set(ENV{NCCL_ALGO} Tree)
+  expect_output("measured collectives: " calibrate --quick --dtypes bf16 --out ${WORK_DIR}/cal4p.json
+                --measurements ${WORK_DIR}/suite4p.json)
+  expect_output("\nall_reduce 4 GPUs 1024 B TREE/LL128 " compare ${WORK_DIR}/suite4p.json)
+  unset(ENV{NCCL_PROTO})
+  unset(ENV{NCCL_ALGO})
+  # The user's own NCCL_DEBUG: left alone, so nothing is reported.
+  set(ENV{NCCL_DEBUG} WARN)
+  expect_output("measured collectives: " calibrate --quick --dtypes bf16 --out ${WORK_DIR}/cal4w.json
+                --measurements ${WORK_DIR}/suite4w.json)
+  unset(ENV{NCCL_DEBUG})
+  file(READ ${WORK_DIR}/suite4w.json suite4w)
+  if(suite4w MATCHES "nccl_algorithm")
+    report("NCCL_DEBUG=WARN given by the user: expected no NCCL choices recorded")
+  endif()
   file(READ ${WORK_DIR}/cal4.json cal4)
   string(JSON links GET "${cal4}" links)
   string(JSON bw GET "${links}" 0 bandwidth_bytes_per_s)

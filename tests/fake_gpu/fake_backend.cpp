@@ -22,10 +22,18 @@
 // GEMM of device d (under mpirun: on that rank alone); MESHSIM_FAKE_FATAL_ON_COLLECTIVE=n
 // makes the session's n-th op with collectives fail as a broken NCCL would (fatal:
 // the session refuses every later op).
+//
+// Like NCCL under NCCL_DEBUG=INFO with NCCL_DEBUG_SUBSYS=TUNING, it appends a
+// tuning line per collective launch to NCCL_DEBUG_FILE (from the process that
+// drives the communicator's rank 0): algorithm NCCL_ALGO (default RING), protocol
+// NCCL_PROTO, else LL below 64 KiB per rank, LL128 below 8 MiB, SIMPLE above.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <fstream>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -174,6 +182,46 @@ std::vector<double> time_calls(FakeSession& s, const std::vector<DeviceCall>& ca
   return samples;
 }
 
+std::string upper(std::string s) {
+  for (char& c : s)
+    if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
+  return s;
+}
+
+// NCCL's tuning lines for one op's collectives, `launches` times each (see the top).
+void log_tuning(const FakeSession& s, const std::vector<DeviceCall>& calls, int launches) {
+  const char* level = std::getenv("NCCL_DEBUG");
+  const char* file = std::getenv("NCCL_DEBUG_FILE");
+  const char* subsys = std::getenv("NCCL_DEBUG_SUBSYS");
+  if (!level || std::string(level) != "INFO" || !file || !*file ||
+      (subsys && upper(subsys).find("TUNING") == std::string::npos))
+    return;
+  std::string path;  // NCCL writes %% for a literal %
+  for (const char* p = file; *p; ++p) {
+    path += *p;
+    if (p[0] == '%' && p[1] == '%') ++p;
+  }
+  std::ofstream out(path, std::ios::app);
+  for (const DeviceCall& c : calls) {
+    const char* func = c.kind == CallKind::AllGather       ? "AllGather"
+                       : c.kind == CallKind::ReduceScatter ? "ReduceScatter"
+                       : c.kind == CallKind::AllReduce     ? "AllReduce"
+                                                           : nullptr;
+    if (!func || c.comm_rank != 0 || (s.coord && c.device != s.coord->rank())) continue;
+    const std::uint64_t bytes = c.kind == CallKind::ReduceScatter ? c.recv_bytes : c.send_bytes;
+    const char* algo = std::getenv("NCCL_ALGO");
+    const char* proto = std::getenv("NCCL_PROTO");
+    const std::string protocol = proto && *proto ? upper(proto)
+                                 : bytes < (64u << 10) ? "LL"
+                                 : bytes < (8u << 20)  ? "LL128"
+                                                       : "SIMPLE";
+    for (int i = 0; i < launches; ++i)
+      out << "fake:" << ::getpid() << ":" << ::getpid() << " [0] NCCL INFO " << func << ": " << bytes
+          << " Bytes -> Algo " << (algo && *algo ? upper(algo) : std::string("RING")) << " proto " << protocol
+          << " channel{Lo..Hi}={0..0}\n";
+  }
+}
+
 template <typename F>
 bool guarded(std::string& error, F&& f) {
   try {
@@ -247,7 +295,10 @@ bool fake_time(void* session, const std::vector<DeviceCall>& calls, const Repeat
       return false;
     }
   }
-  return guarded(error, [&] { samples = time_calls(s, calls, repeat); });
+  return guarded(error, [&] {
+    samples = time_calls(s, calls, repeat);
+    log_tuning(s, calls, repeat.warmups + repeat.repetitions);
+  });
 }
 
 }  // namespace

@@ -81,7 +81,8 @@ class MpiCoordinator final : public kernels::cuda::Coordinator {
 // device r of the plan. What can differ between ranks (their GPUs) is agreed
 // on before anything runs, so all fail together and rank 0 alone says why.
 replay::Measurements replay_ranks(const workloads::Workload& w, const replay::Plan& plan,
-                                  const kernels::cuda::Repeat& repeat, const cli::Parallel& par) {
+                                  const kernels::cuda::Repeat& repeat, const cli::Parallel& par,
+                                  replay::NcclTuningLog& nccl_log) {
   const kernels::cuda::Probe probe = kernels::cuda::probe();
   std::string error = probe.gpus == 0 ? fmt::format("replay: rank {}: {}", par.rank(), probe.problem) : "";
   error = par.first_error(error);
@@ -95,7 +96,7 @@ replay::Measurements replay_ranks(const workloads::Workload& w, const replay::Pl
   }
   error = par.first_error(error);
   if (!error.empty()) throw Error(error);
-  return replay::replay_on(w, plan, probe, repeat, &*session, par.size());
+  return replay::replay_on(w, plan, probe, repeat, &*session, par.size(), &nccl_log);
 }
 
 int run_replay(const Options& o) {
@@ -107,17 +108,18 @@ int run_replay(const Options& o) {
     return 0;
   }
   const cli::Parallel par;  // joins MPI when mpirun started this process
+  replay::NcclTuningLog nccl_log;  // before NCCL first runs
   replay::Measurements m;
   if (par.size() > 1) {
     try {
-      m = replay_ranks(w, plan, repeat_of(o), par);
+      m = replay_ranks(w, plan, repeat_of(o), par, nccl_log);
     } catch (const Error&) {
       if (par.rank() != 0) return 1;  // every rank fails alike; rank 0 says why
       throw;
     }
     if (par.rank() != 0) return m.stopped ? 1 : 0;  // rank 0 reports
   } else {
-    m = replay::replay(w, plan, usable_gpus("replay"), repeat_of(o));
+    m = replay::replay(w, plan, usable_gpus("replay"), repeat_of(o), &nccl_log);
   }
   std::fputs(fmt::format("replayed {} on {} x {}{} ({} warm-ups, {} repetitions, {} L2; median [min, max] in us)\n",
                          w.file, m.hardware.gpus, m.hardware.device,
@@ -132,6 +134,7 @@ int run_replay(const Options& o) {
                           op.time->max_s * 1e6, op.ranks_replayed, op.ranks);
     else
       line += "not replayed";
+    if (!op.nccl.algorithm.empty()) line += fmt::format(" (NCCL: {} {})", op.nccl.algorithm, op.nccl.protocol);
     std::fputs((line + "\n").c_str(), stdout);
   }
   for (const std::string& s : m.skipped) std::fputs(("skipped: " + s + "\n").c_str(), stdout);
@@ -151,12 +154,13 @@ int run_calibrate(const Options& o) {
       throw Error("calibrate: runs in one process on the GPUs it sees (one node); start it without mpirun");
     }
   }
+  replay::NcclTuningLog nccl_log;  // before NCCL first runs
   const kernels::cuda::Probe probe = usable_gpus("calibrate");
   replay::SuiteOptions suite;
   suite.dtypes = o.dtypes;
   suite.quick = o.quick;
   std::vector<std::string> log;
-  replay::Measurements m = replay::run_suite(probe, repeat_of(o), suite, log);
+  replay::Measurements m = replay::run_suite(probe, repeat_of(o), suite, log, &nccl_log);
   m.file = o.measurements.empty() ? "(measurements)" : o.measurements;
   for (const std::string& l : log) std::fputs(("measured " + l + "\n").c_str(), stdout);
   for (const std::string& s : m.skipped) std::fputs(("skipped: " + s + "\n").c_str(), stdout);

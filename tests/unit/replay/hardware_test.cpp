@@ -49,7 +49,9 @@ Measurements synthetic_suite() {
   for (OpKind kind : {OpKind::AllGather, OpKind::AllReduce})
     for (std::uint64_t bytes = 1 << 12; bytes <= (1u << 30); bytes *= 4) {
       const calibrate::RingTerms t = calibrate::ring_terms(kind, 8, bytes);
-      m.collectives.push_back({kind, 8, bytes, spread(t.steps * 3e-6 + t.wire_bytes / 3.6e11)});
+      // What NCCL would report choosing: LL for the small sizes, SIMPLE for the large.
+      m.collectives.push_back({kind, 8, bytes, spread(t.steps * 3e-6 + t.wire_bytes / 3.6e11),
+                               {"RING", bytes < (1u << 20) ? "LL" : "SIMPLE"}});
     }
   return m;
 }
@@ -138,6 +140,19 @@ TEST_CASE("hardware: measurement files are validated like workloads", "[replay]"
   };
   CHECK(error_of(R"({"kind": "replays"})") == "m.json:/kind: unknown measurements kind 'replays' (expected suite or replay)");
   CHECK(error_of(R"({"kind": "replay", "workload": "w.json", "extra": 1})").find("m.json:/extra: unknown key 'extra'") == 0);
+  // What NCCL chose: both names or neither, never empty.
+  const std::string good = format_measurements(synthetic_suite());
+  REQUIRE(error_of(good) == "no error");
+  std::string one = good;
+  const auto at = one.find("\"nccl_algorithm\": \"RING\",");
+  REQUIRE(at != std::string::npos);
+  one.erase(at, one.find("\"nccl_protocol\"", at) - at);
+  CHECK(error_of(one) == "m.json:/collectives/0: expected both nccl_algorithm and nccl_protocol, or neither");
+  std::string empty = good;
+  const auto p = empty.find("\"nccl_protocol\": \"LL\"");
+  REQUIRE(p != std::string::npos);
+  empty.replace(p, std::string("\"nccl_protocol\": \"LL\"").size(), "\"nccl_protocol\": \"\"");
+  CHECK(error_of(empty) == "m.json:/collectives/0/nccl_protocol: expected NCCL's protocol name");
 }
 
 TEST_CASE("hardware: without a GPU the probe says why, and a session refuses plainly", "[replay]") {
