@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <charconv>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -28,8 +29,9 @@ std::string upper(std::string s) {
 template <std::size_t N>
 std::string name_of(const std::string& token, const std::array<const char*, N>& names) {
   if (token.find_first_not_of("0123456789") != std::string::npos) return upper(token);
-  const unsigned long i = std::stoul(token);
-  return i < N ? names[i] : "";
+  std::size_t i = 0;
+  const auto [end, ec] = std::from_chars(token.data(), token.data() + token.size(), i);
+  return ec == std::errc() && end == token.data() + token.size() && i < N ? names[i] : "";
 }
 
 }  // namespace
@@ -48,11 +50,19 @@ NcclTuningLog::NcclTuningLog() {
   std::error_code ec;
   const std::filesystem::path dir = std::filesystem::temp_directory_path(ec);
   if (ec) return;
-  std::string path = (dir / fmt::format("meshsim-nccl-{}.log", ::getpid())).string();
+  // A new file of our own (mkstemps), never one left by an earlier process with
+  // the same id or another user's: NCCL opens it with fopen(.., "w").
+  std::string path = (dir / "meshsim-nccl-XXXXXX.log").string();
+  const int fd = ::mkstemps(path.data(), 4);
+  if (fd < 0) return;
+  ::close(fd);
   // NCCL expands %h and %p in the file name; a literal % is written %%.
   std::string escaped;
   for (char c : path) escaped += c == '%' ? std::string("%%") : std::string(1, c);
-  if (::setenv("NCCL_DEBUG", "INFO", 1) != 0 || ::setenv("NCCL_DEBUG_FILE", escaped.c_str(), 1) != 0) return;
+  if (::setenv("NCCL_DEBUG", "INFO", 1) != 0 || ::setenv("NCCL_DEBUG_FILE", escaped.c_str(), 1) != 0) {
+    std::filesystem::remove(path, ec);
+    return;
+  }
   if (!std::getenv("NCCL_DEBUG_SUBSYS")) ::setenv("NCCL_DEBUG_SUBSYS", "TUNING", 1);
   path_ = std::move(path);
 }
@@ -67,6 +77,11 @@ std::optional<NcclChoice> NcclTuningLog::next() {
   if (!active()) return std::nullopt;
   std::ifstream in(path_, std::ios::binary);
   if (!in) return std::nullopt;
+  // Shorter than what was read: NCCL emptied the file when it opened it ("w").
+  std::error_code ec;
+  const std::uintmax_t size = std::filesystem::file_size(path_, ec);
+  if (ec) return std::nullopt;
+  if (size < offset_) offset_ = 0;
   in.seekg(static_cast<std::streamoff>(offset_));
   std::optional<NcclChoice> last;
   std::string line;

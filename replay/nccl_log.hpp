@@ -22,9 +22,12 @@ struct NcclChoice {
 std::optional<NcclChoice> parse_nccl_tuning_line(std::string_view line);
 
 // Asks NCCL, through its environment and before it first runs, to log its choices
-// to a scratch file, and reads them back op by op. It stays out of the way when
+// to a new scratch file, and reads them back op by op. It stays out of the way when
 // the user set NCCL_DEBUG or NCCL_DEBUG_FILE (then nothing is read). Construct it
-// before the CUDA backend first calls NCCL; one per process.
+// before MPI starts (its threads, and MPI's own use of NCCL, read the environment)
+// and before the CUDA backend first calls NCCL; one per process. Under mpirun each
+// process reads its own file: NCCL logs a collective's choice from the communicator's
+// rank 0, and chip 0 (MPI rank 0, which reports) is rank 0 of its group in every op.
 class NcclTuningLog {
  public:
   NcclTuningLog();

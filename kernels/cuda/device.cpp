@@ -642,7 +642,7 @@ void CudaSession::sync(const std::vector<int>& devices) {
     for (;;) {
       const cudaError_t e = cudaStreamQuery(device(d).stream);
       if (e == cudaSuccess) break;
-      if (e != cudaErrorNotReady) check(e, "cudaStreamSynchronize");
+      if (e != cudaErrorNotReady) check(e, "cudaStreamQuery");
       for (const auto& [members, list] : comms_)
         for (ncclComm_t c : list) {
           if (!c) continue;

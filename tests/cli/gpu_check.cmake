@@ -37,12 +37,37 @@ if(NOT rc_small_budget STREQUAL "1"
   report("GPU_CHECK_BUDGET=9: expected every step skipped and exit 1; got ${rc_small_budget}, [${out_small_budget}]")
 endif()
 
+# A budget that fits: each step's limit is cut to what is left (less the 10 s its
+# kill may take), and the run still passes.
+set(ENV{GPU_CHECK_BUDGET} 40)
+gpu_check(fitting_budget "${MESHSIM}")
+unset(ENV{GPU_CHECK_BUDGET})
+if(NOT rc_fitting_budget STREQUAL "0" OR NOT out_fitting_budget MATCHES "gpu-check: calibrate \\(time limit (2[0-9]|30) s\\): "
+   OR NOT out_fitting_budget MATCHES "gpu-check: PASS: held-out GEMMs" OR out_fitting_budget MATCHES "FAILED|gpu-check: skipped: ")
+  report("GPU_CHECK_BUDGET=40: expected calibrate's limit cut to at most 30 s and a pass; got ${rc_fitting_budget}, [${out_fitting_budget}]")
+endif()
+
+# gpu-bundle replaces its output folder whole: never one that is not a bundle.
+set(not_bundle "${WORK_DIR}/not_a_bundle")
+file(WRITE "${not_bundle}/keep.txt" "mine")
+execute_process(COMMAND "${SOURCE_DIR}/scripts/gpu-bundle" "${WORK_DIR}/no_build" "${not_bundle}" RESULT_VARIABLE rc
+                OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc STREQUAL "1" OR NOT err STREQUAL "gpu-bundle: ${not_bundle} exists and is not a bundle (no meshsim-run in it): name a new or empty folder\n"
+   OR NOT EXISTS "${not_bundle}/keep.txt")
+  report("scripts/gpu-bundle into a folder that is not a bundle: got ${rc}, [${out}], [${err}]")
+endif()
+
 if(DEFINED BUILD_DIR AND NOT "${BUILD_DIR}" STREQUAL "")
   set(bundle "${WORK_DIR}/bundle")
   execute_process(COMMAND "${SOURCE_DIR}/scripts/gpu-bundle" "${BUILD_DIR}" "${bundle}" RESULT_VARIABLE rc
                   OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(NOT rc STREQUAL "0" OR NOT out MATCHES "^gpu-bundle: ${bundle}: meshsim, its CUDA backend module and [0-9]+ libraries")
     report("scripts/gpu-bundle: got ${rc}, [${out}], [${err}]")
+  endif()
+  # meshsim-run looks for the CUDA libraries the module was linked against.
+  file(READ "${bundle}/meshsim-run" run_script)
+  if(NOT run_script MATCHES "\ncuda_libs=\\([^\n]*libcudart\\.so\\.[0-9]" OR NOT run_script MATCHES "\ncuda_libs=\\([^\n]*libnccl\\.so\\.[0-9]")
+    report("meshsim-run names no CUDA libraries from ldd: [${run_script}]")
   endif()
   # Every library the loader finds lies in the bundle, but for the target's own.
   set(ENV{LD_LIBRARY_PATH} "${bundle}/lib")
@@ -55,7 +80,7 @@ if(DEFINED BUILD_DIR AND NOT "${BUILD_DIR}" STREQUAL "")
     foreach(line ${resolved})
       string(REGEX REPLACE " => .*" "" name "${line}")
       string(REGEX REPLACE ".* => " "" path "${line}")
-      if(NOT name MATCHES "^(libc|libm|libdl|libpthread|librt|libresolv|libutil|libstdc\\+\\+|libgcc_s|libcuda|libcudart|libcublas|libcublasLt|libnccl|libnvidia-.*)\\.so"
+      if(NOT name MATCHES "^(libc|libm|libmvec|libdl|libpthread|librt|libresolv|libutil|libstdc\\+\\+|libgcc_s|libcuda|libcudart|libcublas|libcublasLt|libnccl|libnvidia-.*)\\.so"
          AND NOT path STREQUAL "${bundle}/lib/${name}")
         report("${object} loads ${name} from ${path}, not from the bundle")
       endif()

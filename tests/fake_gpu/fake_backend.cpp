@@ -23,8 +23,9 @@
 // makes the session's n-th op with collectives fail as a broken NCCL would (fatal:
 // the session refuses every later op).
 //
-// Like NCCL under NCCL_DEBUG=INFO with NCCL_DEBUG_SUBSYS=TUNING, it appends a
-// tuning line per collective launch to NCCL_DEBUG_FILE (from the process that
+// Like NCCL under NCCL_DEBUG=INFO with NCCL_DEBUG_SUBSYS=TUNING, it empties
+// NCCL_DEBUG_FILE when it first logs in a process and appends a
+// tuning line per collective launch to it (from the process that
 // drives the communicator's rank 0): algorithm NCCL_ALGO (default RING), protocol
 // NCCL_PROTO, else LL below 64 KiB per rank, LL128 below 8 MiB, SIMPLE above.
 #include <unistd.h>
@@ -201,7 +202,10 @@ void log_tuning(const FakeSession& s, const std::vector<DeviceCall>& calls, int 
     path += *p;
     if (p[0] == '%' && p[1] == '%') ++p;
   }
-  std::ofstream out(path, std::ios::app);
+  // As NCCL does (fopen "w" when it first logs): emptied once per process.
+  static bool opened = false;
+  std::ofstream out(path, opened ? std::ios::app : std::ios::trunc);
+  opened = true;
   for (const DeviceCall& c : calls) {
     const char* func = c.kind == CallKind::AllGather       ? "AllGather"
                        : c.kind == CallKind::ReduceScatter ? "ReduceScatter"

@@ -107,8 +107,8 @@ int run_replay(const Options& o) {
     std::fputs(replay::format_steps(w, replay::device_steps(w, plan, o.gpus), o.gpus).c_str(), stdout);
     return 0;
   }
-  const cli::Parallel par;  // joins MPI when mpirun started this process
-  replay::NcclTuningLog nccl_log;  // before NCCL first runs
+  replay::NcclTuningLog nccl_log;  // before MPI starts and before NCCL first runs
+  const cli::Parallel par;         // joins MPI when mpirun started this process
   replay::Measurements m;
   if (par.size() > 1) {
     try {
@@ -147,6 +147,7 @@ int run_replay(const Options& o) {
 }
 
 int run_calibrate(const Options& o) {
+  replay::NcclTuningLog nccl_log;  // before MPI starts and before NCCL first runs
   {
     const cli::Parallel par;
     if (par.size() > 1) {
@@ -154,7 +155,6 @@ int run_calibrate(const Options& o) {
       throw Error("calibrate: runs in one process on the GPUs it sees (one node); start it without mpirun");
     }
   }
-  replay::NcclTuningLog nccl_log;  // before NCCL first runs
   const kernels::cuda::Probe probe = usable_gpus("calibrate");
   replay::SuiteOptions suite;
   suite.dtypes = o.dtypes;
