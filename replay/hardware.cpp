@@ -31,6 +31,12 @@ Spread spread_of(std::vector<double> samples) {
   return s;
 }
 
+Spread spread_of(const cu::Timing& t) {
+  Spread s = spread_of(t.samples);
+  s.gated = t.gated;
+  return s;
+}
+
 calibrate::HardwareInfo hardware_info(const cu::Probe& probe, int gpus_used) {
   calibrate::HardwareInfo h;
   h.device = probe.device.empty() ? "unknown" : probe.device;
@@ -51,6 +57,7 @@ void put_spread(Json& j, const Spread& s) {
   j["median_s"] = s.median_s;
   j["min_s"] = s.min_s;
   j["max_s"] = s.max_s;
+  if (!s.gated) j["ungated"] = true;
 }
 
 Spread get_spread(const Cursor& c) {
@@ -60,6 +67,7 @@ Spread get_spread(const Cursor& c) {
   s.max_s = c.at("max_s").as_positive_double(1e6);
   if (!(s.min_s <= s.median_s && s.median_s <= s.max_s))
     c.fail("expected min_s <= median_s <= max_s");
+  if (auto u = c.find("ungated")) s.gated = !u->as_bool();
   return s;
 }
 
@@ -195,15 +203,18 @@ Measurements parse_measurements(std::string_view text, std::string_view file_nam
   if (!m.suite) {
     m.workload = top.at("workload").as_string();
     for (const Cursor& e : top.at("ops").elements()) {
-      e.only_keys({"op", "name", "kind", "ranks", "ranks_replayed", "median_s", "min_s", "max_s", "nccl_algorithm",
-                   "nccl_protocol", "skipped"});
+      e.only_keys({"op", "name", "kind", "ranks", "ranks_replayed", "median_s", "min_s", "max_s", "ungated",
+                   "nccl_algorithm", "nccl_protocol", "skipped"});
       OpMeasurement o;
       o.op = static_cast<std::uint32_t>(e.at("op").as_int_in(0, 1 << 30));
       o.name = e.at("name").as_string();
       o.kind = collective_kind(e.at("kind"));
       o.ranks = static_cast<std::uint32_t>(e.at("ranks").as_int_in(0, 1 << 30));
       o.ranks_replayed = static_cast<std::uint32_t>(e.at("ranks_replayed").as_int_in(0, 1 << 30));
-      if (e.has("median_s")) o.time = get_spread(e);
+      if (e.has("median_s"))
+        o.time = get_spread(e);
+      else if (e.has("ungated"))
+        e.at("ungated").fail("expected only with a time (median_s)");
       if (auto s = e.find("skipped")) o.skipped = s->as_string();
       o.nccl = get_nccl(e);
       m.ops.push_back(o);
@@ -211,7 +222,7 @@ Measurements parse_measurements(std::string_view text, std::string_view file_nam
     return m;
   }
   for (const Cursor& e : top.at("gemm").elements()) {
-    e.only_keys({"dtype", "m", "n", "k", "set", "median_s", "min_s", "max_s"});
+    e.only_keys({"dtype", "m", "n", "k", "set", "median_s", "min_s", "max_s", "ungated"});
     GemmMeasurement g;
     g.dtype = e.at("dtype").as_string();
     g.m = e.at("m").as_positive_u64(1u << 30);
@@ -224,11 +235,11 @@ Measurements parse_measurements(std::string_view text, std::string_view file_nam
     m.gemm.push_back(g);
   }
   for (const Cursor& e : top.at("copy").elements()) {
-    e.only_keys({"bytes", "median_s", "min_s", "max_s"});
+    e.only_keys({"bytes", "median_s", "min_s", "max_s", "ungated"});
     m.copy.push_back({e.at("bytes").as_positive_u64(), get_spread(e)});
   }
   for (const Cursor& e : top.at("collectives").elements()) {
-    e.only_keys({"kind", "ranks", "bytes", "median_s", "min_s", "max_s", "nccl_algorithm", "nccl_protocol"});
+    e.only_keys({"kind", "ranks", "bytes", "median_s", "min_s", "max_s", "ungated", "nccl_algorithm", "nccl_protocol"});
     CollectiveMeasurement c;
     c.kind = collective_kind(e.at("kind"));
     if (!is_collective(c.kind)) e.at("kind").fail("expected a collective");
@@ -468,6 +479,14 @@ Measurements run_suite(const cu::Probe& probe, const cu::Repeat& repeat, const S
     }
   }
   log.push_back(fmt::format("collectives: {} points over {} GPUs", m.collectives.size(), probe.gpus));
+  const std::size_t ungated =
+      static_cast<std::size_t>(std::count_if(m.gemm.begin(), m.gemm.end(), [](const auto& p) { return !p.time.gated; }) +
+                               std::count_if(m.copy.begin(), m.copy.end(), [](const auto& p) { return !p.time.gated; }) +
+                               std::count_if(m.collectives.begin(), m.collectives.end(),
+                                             [](const auto& p) { return !p.time.gated; }));
+  if (ungated > 0)
+    log.push_back(fmt::format("{} points without the gate (it gave up): their times include the host's launch time",
+                              ungated));
   return m;
 }
 
@@ -549,17 +568,21 @@ std::string pct(double p, bool have) { return have ? fmt::format("{:>+9.1f}%", p
 struct Row {
   std::string label, set;
   double measured = 0, before = 0, after = 0;
+  bool ungated = false;  // timed without the gate: host launch time included
 };
 
 std::string table(const std::vector<Row>& rows, bool have_after) {
   std::string out = fmt::format("{:<44} {:>7} {:>12} {:>12} {:>10} {:>12} {:>10}\n", "what", "set", "measured us",
                                 "before us", "error", "after us", "error");
   std::vector<double> before_err, after_err, holdout_before, holdout_after;
+  std::size_t ungated = 0;
   for (const Row& r : rows) {
     const double eb = calibrate::error_percent(r.before, r.measured);
     const double ea = have_after ? calibrate::error_percent(r.after, r.measured) : 0;
-    out += fmt::format("{:<44} {:>7} {} {} {} {} {}\n", r.label, r.set, cell(r.measured), cell(r.before),
-                       pct(eb, r.before > 0), cell(have_after ? r.after : 0), pct(ea, have_after));
+    out += fmt::format("{:<44} {:>7} {} {} {} {} {}\n", r.label + (r.ungated ? " (ungated)" : ""), r.set,
+                       cell(r.measured), cell(r.before), pct(eb, r.before > 0), cell(have_after ? r.after : 0),
+                       pct(ea, have_after));
+    ungated += r.ungated ? 1 : 0;
     if (r.before > 0) (r.set == "holdout" ? holdout_before : before_err).push_back(eb);
     if (have_after) (r.set == "holdout" ? holdout_after : after_err).push_back(ea);
   }
@@ -572,6 +595,9 @@ std::string table(const std::vector<Row>& rows, bool have_after) {
   };
   line("fitted/replayed", before_err, after_err);
   line("held out", holdout_before, holdout_after);
+  if (ungated > 0)
+    out += fmt::format("ungated: {} rows were timed after a gate gave up: their times include the host's launch time\n",
+                       ungated);
   return out;
 }
 
@@ -602,6 +628,7 @@ std::string format_comparison(const Measurements& m, const calibrate::Calibratio
                             nccl_label(o.nccl));
       r.set = "replay";
       r.measured = o.time->median_s;
+      r.ungated = !o.time->gated;
       r.before = before.ops[o.op].time().seconds();
       if (after) r.after = after->ops[o.op].time().seconds();
       rows.push_back(r);
@@ -623,6 +650,7 @@ std::string format_comparison(const Measurements& m, const calibrate::Calibratio
     r.label = fmt::format("gemm {} M={} N={} K={}", g.dtype, g.m, g.n, g.k);
     r.set = g.holdout ? "holdout" : "fit";
     r.measured = g.time.median_s;
+    r.ungated = !g.time.gated;
     const calibrate::MatmulPoint pt{g.m, g.k, g.n, g.dtype == "fp32" ? 4u : g.dtype == "int8" || g.dtype == "fp8" ? 1u : 2u, 0};
     const double flops = calibrate::matmul_flops(pt), bytes = calibrate::matmul_hbm_bytes(pt);
     const double peak = peak_of(p->chip, g.dtype);
@@ -639,6 +667,7 @@ std::string format_comparison(const Measurements& m, const calibrate::Calibratio
     r.label = fmt::format("hbm copy {} B", c.bytes);
     r.set = "fit";
     r.measured = c.time.median_s;
+    r.ungated = !c.time.gated;
     r.before = 2.0 * static_cast<double>(c.bytes) / p->chip.hbm_bandwidth_bytes_per_s;
     if (cal && cal->hbm) r.after = cal->hbm->latency_s + 2.0 * static_cast<double>(c.bytes) / cal->hbm->bandwidth_bytes_per_s;
     rows.push_back(r);
@@ -648,6 +677,7 @@ std::string format_comparison(const Measurements& m, const calibrate::Calibratio
     r.label = fmt::format("{} {} GPUs {} B{}", kind_name(c.kind), c.ranks, c.bytes, nccl_label(c.nccl));
     r.set = "fit";
     r.measured = c.time.median_s;
+    r.ungated = !c.time.gated;
     const calibrate::RingTerms t = calibrate::ring_terms(c.kind, c.ranks, c.bytes);
     r.before = t.steps * 2 * p->nvlink.latency.seconds() + t.wire_bytes / static_cast<double>(p->nvlink.bandwidth_bytes_per_s);
     if (cal)

@@ -17,8 +17,12 @@ namespace meshsim::replay {
 
 struct Spread {
   double median_s = 0, min_s = 0, max_s = 0;
+  // False when some repetition ran without the gate (kernels::cuda::Timing): the
+  // times include the host's launch time. "ungated": true in the file.
+  bool gated = true;
 };
 Spread spread_of(std::vector<double> samples);
+Spread spread_of(const kernels::cuda::Timing& t);
 
 struct OpMeasurement {
   std::uint32_t op = 0;

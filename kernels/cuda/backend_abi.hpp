@@ -17,7 +17,7 @@
 
 namespace meshsim::kernels::cuda {
 
-inline constexpr int kBackendAbi = 3;
+inline constexpr int kBackendAbi = 4;
 
 struct BackendApi {
   int abi = kBackendAbi;
@@ -31,10 +31,10 @@ struct BackendApi {
   // A session of one process among several (Session(Coordinator&, int)).
   void* (*open_rank_session)(Coordinator& coordinator, int local_device, std::string& error) = nullptr;
   void (*close_session)(void* session) = nullptr;
-  // Fills `samples` (seconds per repetition) and returns true, or returns false
-  // with `error` set, and `fatal` when the session cannot go on (DeviceFatal).
-  bool (*time)(void* session, const std::vector<DeviceCall>& calls, const Repeat& repeat,
-               std::vector<double>& samples, std::string& error, bool& fatal) = nullptr;
+  // Fills `out` (seconds per repetition, gated or not) and returns true, or returns
+  // false with `error` set, and `fatal` when the session cannot go on (DeviceFatal).
+  bool (*time)(void* session, const std::vector<DeviceCall>& calls, const Repeat& repeat, Timing& out,
+               std::string& error, bool& fatal) = nullptr;
 };
 
 }  // namespace meshsim::kernels::cuda

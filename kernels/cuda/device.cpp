@@ -276,6 +276,8 @@ class CudaSession {
   CudaSession(const CudaSession&) = delete;
   CudaSession& operator=(const CudaSession&) = delete;
   std::vector<double> time(const std::vector<DeviceCall>& calls, const Repeat& repeat);
+  // False once a gate gave up: later repetitions run without gates.
+  bool gated() const { return gates_; }
 
  private:
   struct PerDevice {
@@ -851,9 +853,13 @@ void* api_open_rank(Coordinator& coordinator, int local_device, std::string& err
 
 void api_close(void* session) { delete static_cast<CudaSession*>(session); }
 
-bool api_time(void* session, const std::vector<DeviceCall>& calls, const Repeat& repeat, std::vector<double>& samples,
+bool api_time(void* session, const std::vector<DeviceCall>& calls, const Repeat& repeat, Timing& out,
               std::string& error, bool& fatal) {
-  return guarded(error, fatal, [&] { samples = static_cast<CudaSession*>(session)->time(calls, repeat); });
+  return guarded(error, fatal, [&] {
+    CudaSession& s = *static_cast<CudaSession*>(session);
+    out.samples = s.time(calls, repeat);
+    out.gated = s.gated();
+  });
 }
 
 }  // namespace

@@ -80,6 +80,15 @@ class DeviceFatal : public Error {
   using Error::Error;
 };
 
+// What Session::time measured: seconds per timed repetition, and whether every
+// one of them ran behind the gate. Once a gate gives up (a launch that waited for
+// the GPU while a gate held it) the session times without gates from then on, and
+// those times include the host's launch time: `gated` is false.
+struct Timing {
+  std::vector<double> samples;
+  bool gated = true;
+};
+
 // cuBLAS handles, streams and NCCL communicators (one per distinct device list,
 // created on first use) for `gpus` devices. Throws Error (one line) when the
 // backend cannot be loaded, when a CUDA, cuBLAS or NCCL call fails, or when an
@@ -103,7 +112,7 @@ class Session {
   Session& operator=(const Session&) = delete;
   // Seconds per repetition after the warm-ups: per repetition the longest of the
   // devices' times from their start event to their end event.
-  std::vector<double> time(const std::vector<DeviceCall>& calls, const Repeat& repeat);
+  Timing time(const std::vector<DeviceCall>& calls, const Repeat& repeat);
 
  private:
   struct Impl;

@@ -130,15 +130,15 @@ Session::~Session() {
   if (impl_ && impl_->handle) impl_->api->close_session(impl_->handle);
 }
 
-std::vector<double> Session::time(const std::vector<DeviceCall>& calls, const Repeat& repeat) {
-  std::vector<double> samples;
+Timing Session::time(const std::vector<DeviceCall>& calls, const Repeat& repeat) {
+  Timing out;
   std::string error;
   bool fatal = false;
-  if (!impl_->api->time(impl_->handle, calls, repeat, samples, error, fatal)) {
+  if (!impl_->api->time(impl_->handle, calls, repeat, out, error, fatal)) {
     if (fatal) throw DeviceFatal(error);
     throw Error(error);
   }
-  return samples;
+  return out;
 }
 
 }  // namespace meshsim::kernels::cuda

@@ -167,6 +167,31 @@ if(DEFINED FAKE_GPU AND NOT "${FAKE_GPU}" STREQUAL "")
   else()
     expect_output("gemm bf16 M=3072 N=3072 K=3072" compare ${WORK_DIR}/suite_fatal.json --calibration ${WORK_DIR}/cal_fatal.json)
   endif()
+  # A gate that gives up (a launch waited for the GPU behind it): from that op on
+  # the times include the host's launch time, and every output says so.
+  set(ENV{MESHSIM_FAKE_GPUS} 4)
+  set(ENV{MESHSIM_FAKE_GATE_GIVES_UP_ON} 2)
+  run_meshsim(replay examples/mlp_2x2_v5e.json --out ${WORK_DIR}/ungated.json)
+  if(NOT rc STREQUAL "0"
+     OR NOT out MATCHES "\n  op 0 mlp.up.matmul \\(matmul\\): [0-9.]+ \\[[0-9.]+, [0-9.]+\\] on 4 of 4 ranks\n"
+     OR NOT out MATCHES "\n  op 1 mlp.down.matmul \\(matmul\\): [^\n]* on 4 of 4 ranks \\(ungated: the host's launch time included\\)\n"
+     OR NOT out MATCHES "\n  op 2 mlp.down.all_reduce [^\n]*\\(NCCL: RING LL128\\) \\(ungated: the host's launch time included\\)\n")
+    report("replay with a gate giving up at op 1: got ${rc}, [${out}], [${err}]")
+  else()
+    file(READ ${WORK_DIR}/ungated.json ungated_json)
+    string(REGEX MATCHALL "\"ungated\": true" marks "${ungated_json}")
+    list(LENGTH marks n_marks)
+    if(NOT n_marks EQUAL 2)
+      report("replay with a gate giving up at op 1: expected 2 ops marked ungated in the file, got ${n_marks}")
+    endif()
+    expect_output("ungated: 2 rows were timed after a gate gave up: their times include the host's launch time\n"
+                  compare ${WORK_DIR}/ungated.json)
+  endif()
+  set(ENV{MESHSIM_FAKE_GPUS} 2)
+  set(ENV{MESHSIM_FAKE_GATE_GIVES_UP_ON} 50)
+  expect_output("measured 42 points without the gate (it gave up): their times include the host's launch time\n"
+                calibrate --quick --dtypes bf16 --out ${WORK_DIR}/cal_ungated.json)
+  unset(ENV{MESHSIM_FAKE_GATE_GIVES_UP_ON})
   # A fake GPU that is not there: the probe's one line.
   set(ENV{MESHSIM_FAKE_GPUS} 0)
   expect_error("meshsim: error: replay: no GPU is visible" replay examples/mlp_2x2_v5e.json)

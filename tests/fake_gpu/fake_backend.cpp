@@ -21,7 +21,9 @@
 // `compare` picks the h200-dgx preset); MESHSIM_FAKE_FAIL_GEMM_ON=d fails every
 // GEMM of device d (under mpirun: on that rank alone); MESHSIM_FAKE_FATAL_ON_COLLECTIVE=n
 // makes the session's n-th op with collectives fail as a broken NCCL would (fatal:
-// the session refuses every later op).
+// the session refuses every later op); MESHSIM_FAKE_GATE_GIVES_UP_ON=n makes the
+// gate give up in the session's n-th timed op: it and every later op are timed
+// ungated, with 5 us of host launch time per call added to each repetition.
 //
 // Like NCCL under NCCL_DEBUG=INFO with NCCL_DEBUG_SUBSYS=TUNING, it empties
 // NCCL_DEBUG_FILE when it first logs in a process and appends a
@@ -97,6 +99,8 @@ struct FakeSession {
   Coordinator* coord = nullptr;  // several processes: this one is device coord->rank()
   std::set<std::vector<int>> comms;
   long collective_ops = 0;  // timed so far
+  long timed_ops = 0;       // all ops timed so far
+  bool gated = true;        // false once a gate gave up
   std::string broken;       // why a fatal failure ended the session
 };
 
@@ -238,8 +242,11 @@ bool guarded(std::string& error, F&& f) {
 }
 
 FakeSession* new_session(int gpus, Coordinator* coord) {
-  return new FakeSession{gpus, 1e6 * static_cast<double>(env_int("MESHSIM_FAKE_MEMORY_MB", 141000, 1, 1 << 30)),
-                         coord, {}, 0, {}};
+  auto* s = new FakeSession;
+  s->gpus = gpus;
+  s->memory = 1e6 * static_cast<double>(env_int("MESHSIM_FAKE_MEMORY_MB", 141000, 1, 1 << 30));
+  s->coord = coord;
+  return s;
 }
 
 void fake_probe(Probe& p) {
@@ -278,7 +285,7 @@ void* fake_open_rank(Coordinator& coord, int local_device, std::string& error) {
 
 void fake_close(void* s) { delete static_cast<FakeSession*>(s); }
 
-bool fake_time(void* session, const std::vector<DeviceCall>& calls, const Repeat& repeat, std::vector<double>& samples,
+bool fake_time(void* session, const std::vector<DeviceCall>& calls, const Repeat& repeat, Timing& out,
                std::string& error, bool& fatal) {
   FakeSession& s = *static_cast<FakeSession*>(session);
   if (!s.broken.empty()) {
@@ -300,7 +307,12 @@ bool fake_time(void* session, const std::vector<DeviceCall>& calls, const Repeat
     }
   }
   return guarded(error, [&] {
-    samples = time_calls(s, calls, repeat);
+    const long gives_up_on = env_int("MESHSIM_FAKE_GATE_GIVES_UP_ON", 0, 0, 1 << 30);
+    if (++s.timed_ops == gives_up_on) s.gated = false;
+    out.samples = time_calls(s, calls, repeat);
+    if (!s.gated)
+      for (double& t : out.samples) t += 5e-6 * static_cast<double>(calls.size());
+    out.gated = s.gated;
     log_tuning(s, calls, repeat.warmups + repeat.repetitions);
   });
 }

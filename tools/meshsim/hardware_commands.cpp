@@ -135,6 +135,7 @@ int run_replay(const Options& o) {
     else
       line += "not replayed";
     if (!op.nccl.algorithm.empty()) line += fmt::format(" (NCCL: {} {})", op.nccl.algorithm, op.nccl.protocol);
+    if (op.time && !op.time->gated) line += " (ungated: the host's launch time included)";
     std::fputs((line + "\n").c_str(), stdout);
   }
   for (const std::string& s : m.skipped) std::fputs(("skipped: " + s + "\n").c_str(), stdout);

@@ -153,6 +153,28 @@ TEST_CASE("hardware: measurement files are validated like workloads", "[replay]"
   REQUIRE(p != std::string::npos);
   empty.replace(p, std::string("\"nccl_protocol\": \"LL\"").size(), "\"nccl_protocol\": \"\"");
   CHECK(error_of(empty) == "m.json:/collectives/0/nccl_protocol: expected NCCL's protocol name");
+  // A time taken without the gate: "ungated": true, a boolean, only beside a time.
+  Measurements suite = synthetic_suite();
+  suite.collectives[0].time.gated = false;
+  const std::string ungated = format_measurements(suite);
+  CHECK(ungated.find("\"ungated\": true") != std::string::npos);
+  CHECK(format_measurements(parse_measurements(ungated, "m.json")) == ungated);
+  CHECK_FALSE(parse_measurements(ungated, "m.json").collectives[0].time.gated);
+  CHECK(parse_measurements(ungated, "m.json").collectives[1].time.gated);
+  std::string not_bool = ungated;
+  not_bool.replace(not_bool.find("\"ungated\": true"), std::string("\"ungated\": true").size(), "\"ungated\": 1");
+  CHECK(error_of(not_bool).find("m.json:/collectives/0/ungated: ") == 0);
+  CHECK(error_of(R"({"meshsim_measurements": 1, "kind": "replay", "workload": "w.json",
+                     "hardware": {"device": "d", "gpus": 1, "cuda_runtime": "", "nccl": "", "nccl_algo": "",
+                                  "nccl_proto": ""},
+                     "warmups": 1, "repetitions": 1, "skipped": [],
+                     "ops": [{"op": 0, "name": "a", "kind": "matmul", "ranks": 1, "ranks_replayed": 0,
+                              "ungated": true}]})") == "m.json:/ops/0/ungated: expected only with a time (median_s)");
+  // spread_of a Timing keeps whether it was gated.
+  CHECK(spread_of(kernels::cuda::Timing{{2e-6, 1e-6, 3e-6}, true}).gated);
+  const Spread s = spread_of(kernels::cuda::Timing{{2e-6, 1e-6, 3e-6}, false});
+  CHECK_FALSE(s.gated);
+  CHECK(s.median_s == 2e-6);
 }
 
 TEST_CASE("hardware: without a GPU the probe says why, and a session refuses plainly", "[replay]") {
