@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "kernels/cuda/backend_abi.hpp"
+#include "kernels/cuda/watchdog.hpp"
 
 namespace meshsim::kernels::cuda {
 
@@ -462,6 +463,9 @@ void CudaSession::create_rank_comms(const std::vector<DeviceCall>& calls) {
         const auto index = static_cast<std::size_t>(me - members.begin());
         try {
           check(cudaSetDevice(device(coord_->rank()).cuda), "cudaSetDevice");
+          // A member that fails in here leaves the others waiting for it: bounded.
+          const std::chrono::seconds limit = nccl_init_limit();
+          const Watchdog watchdog(limit, nccl_init_timeout_message(coord_->rank(), limit));
           check(ncclCommInitRank(&list[index], static_cast<int>(members.size()), u, static_cast<int>(index)),
                 "ncclCommInitRank");
         } catch (const std::exception& e) {

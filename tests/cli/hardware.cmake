@@ -192,6 +192,10 @@ if(DEFINED FAKE_GPU AND NOT "${FAKE_GPU}" STREQUAL "")
   expect_output("measured 42 points without the gate (it gave up): their times include the host's launch time\n"
                 calibrate --quick --dtypes bf16 --out ${WORK_DIR}/cal_ungated.json)
   unset(ENV{MESHSIM_FAKE_GATE_GIVES_UP_ON})
+  set(ENV{MESHSIM_NCCL_INIT_TIMEOUT_S} 0)
+  expect_error("meshsim: error: replay: MESHSIM_NCCL_INIT_TIMEOUT_S: expected whole seconds from 1 to 86400, got '0'"
+               replay examples/mlp_2x2_v5e.json)
+  unset(ENV{MESHSIM_NCCL_INIT_TIMEOUT_S})
   # A fake GPU that is not there: the probe's one line.
   set(ENV{MESHSIM_FAKE_GPUS} 0)
   expect_error("meshsim: error: replay: no GPU is visible" replay examples/mlp_2x2_v5e.json)

@@ -79,6 +79,28 @@ if(NOT one STREQUAL ranks)
   report("a fatal failure: mpirun wrote other measurements than one process")
 endif()
 
+# A rank that fails while NCCL sets up a communicator leaves the others waiting
+# inside ncclCommInitRank: their watchdog ends them after MESHSIM_NCCL_INIT_TIMEOUT_S
+# with one line each, and mpirun ends the job; no hang.
+set(ENV{MESHSIM_FAKE_NCCL_INIT_FAILS_ON} 2)
+set(ENV{MESHSIM_NCCL_INIT_TIMEOUT_S} 2)
+replay(init_hang 1 4)
+unset(ENV{MESHSIM_FAKE_NCCL_INIT_FAILS_ON})
+unset(ENV{MESHSIM_NCCL_INIT_TIMEOUT_S})
+if(rc_init_hang STREQUAL "0" OR NOT err_init_hang MATCHES
+   "meshsim: error: replay: rank 0: ncclCommInitRank did not return within 2 s \\(MESHSIM_NCCL_INIT_TIMEOUT_S\\): another rank may have failed while NCCL set up the communicator\n")
+  report("a rank failing in ncclCommInitRank: expected the others ended by their watchdog; got ${rc_init_hang}, [${out_init_hang}], [${err_init_hang}]")
+endif()
+# A limit that is not whole seconds: rank 0 says so in one line, before any GPU work.
+set(ENV{MESHSIM_NCCL_INIT_TIMEOUT_S} soon)
+replay(bad_limit 1 4)
+unset(ENV{MESHSIM_NCCL_INIT_TIMEOUT_S})
+string(REGEX MATCHALL "meshsim: error: [^\n]*\n" lines "${err_bad_limit}")
+if(rc_bad_limit STREQUAL "0" OR NOT out_bad_limit STREQUAL "" OR NOT lines STREQUAL
+   "meshsim: error: replay: MESHSIM_NCCL_INIT_TIMEOUT_S: expected whole seconds from 1 to 86400, got 'soon'\n")
+  report("MESHSIM_NCCL_INIT_TIMEOUT_S=soon: got ${rc_bad_limit}, [${out_bad_limit}], [${err_bad_limit}]")
+endif()
+
 replay(none 0 4)
 string(REGEX MATCHALL "meshsim: error: [^\n]*\n" lines "${err_none}")
 list(LENGTH lines count)

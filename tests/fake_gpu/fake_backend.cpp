@@ -23,7 +23,11 @@
 // makes the session's n-th op with collectives fail as a broken NCCL would (fatal:
 // the session refuses every later op); MESHSIM_FAKE_GATE_GIVES_UP_ON=n makes the
 // gate give up in the session's n-th timed op: it and every later op are timed
-// ungated, with 5 us of host launch time per call added to each repetition.
+// ungated, with 5 us of host launch time per call added to each repetition;
+// under mpirun MESHSIM_FAKE_NCCL_INIT_FAILS_ON=r makes rank r fail while NCCL sets
+// up its first communicator and that communicator's other members wait for it, as
+// in NCCL, until their watchdog (kernels/cuda/watchdog.hpp) ends them (the other
+// ranks wait in the agreement that follows).
 //
 // Like NCCL under NCCL_DEBUG=INFO with NCCL_DEBUG_SUBSYS=TUNING, it empties
 // NCCL_DEBUG_FILE when it first logs in a process and appends a
@@ -33,6 +37,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -40,8 +45,10 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "kernels/cuda/backend_abi.hpp"
+#include "kernels/cuda/watchdog.hpp"
 
 namespace meshsim::kernels::cuda {
 namespace {
@@ -174,6 +181,26 @@ std::vector<double> time_calls(FakeSession& s, const std::vector<DeviceCall>& ca
       if (s.coord->rank() == c.comm_devices.front()) id = expected;
       s.coord->broadcast(id, c.comm_devices.front());
       if (id != expected) error = "fake NCCL: communicator id garbled in the broadcast";
+      // As ncclCommInitRank: a member that fails leaves the others waiting for it
+      // (MESHSIM_FAKE_NCCL_INIT_FAILS_ON=r), until the watchdog ends them.
+      const long fails_on = env_int("MESHSIM_FAKE_NCCL_INIT_FAILS_ON", -1, -1, 1 << 20);
+      try {
+        const std::chrono::seconds limit = nccl_init_limit();
+        const bool with_failing = std::find(c.comm_devices.begin(), c.comm_devices.end(), fails_on) !=
+                                  c.comm_devices.end();
+        const bool member = std::find(c.comm_devices.begin(), c.comm_devices.end(), s.coord->rank()) !=
+                            c.comm_devices.end();
+        if (with_failing && member && error.empty()) {
+          if (s.coord->rank() == fails_on) {
+            error = "fake NCCL: ncclCommInitRank failed (MESHSIM_FAKE_NCCL_INIT_FAILS_ON)";
+          } else {
+            const Watchdog watchdog(limit, nccl_init_timeout_message(s.coord->rank(), limit));
+            for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // the peer never comes
+          }
+        }
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
       s.comms.insert(c.comm_devices);
     }
     error = s.coord->first_error(error);

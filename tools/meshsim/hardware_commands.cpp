@@ -11,6 +11,7 @@
 #include "base/error.hpp"
 #include "calibrate/calibration.hpp"
 #include "kernels/cuda/device.hpp"
+#include "kernels/cuda/watchdog.hpp"
 #include "replay/hardware.hpp"
 #include "replay/plan.hpp"
 #include "tools/meshsim/commands.hpp"
@@ -109,6 +110,12 @@ int run_replay(const Options& o) {
   }
   replay::NcclTuningLog nccl_log;  // before MPI starts and before NCCL first runs
   const cli::Parallel par;         // joins MPI when mpirun started this process
+  try {
+    (void)kernels::cuda::nccl_init_limit();  // read by the backend; checked here first
+  } catch (const std::runtime_error& e) {
+    if (par.rank() != 0) return 1;  // every rank fails alike; rank 0 says why
+    throw Error(fmt::format("replay: {}", e.what()));
+  }
   replay::Measurements m;
   if (par.size() > 1) {
     try {
