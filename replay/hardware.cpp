@@ -387,6 +387,16 @@ Measurements run_suite(const cu::Probe& probe, const cu::Repeat& repeat, const S
   m.repeat = repeat;
   m.hardware = hardware_info(probe, probe.gpus);
   cu::Session session(std::max(probe.gpus, 1));
+  // Before returning: how many points were timed after a gate gave up.
+  auto note_ungated = [&] {
+    auto ungated = [](const auto& points) {
+      return std::count_if(points.begin(), points.end(), [](const auto& p) { return !p.time.gated; });
+    };
+    const auto n = ungated(m.gemm) + ungated(m.copy) + ungated(m.collectives);
+    if (n > 0)
+      log.push_back(fmt::format("{} points without the gate (it gave up): their times include the host's launch time",
+                                n));
+  };
   // One point of the suite. A point the GPU refuses (a shape cuBLAS has no kernel
   // for, say) is skipped and named; after a failure that ends the session
   // (DeviceFatal) nothing more is measured, and what was measured is kept.
@@ -446,6 +456,7 @@ Measurements run_suite(const cu::Probe& probe, const cu::Repeat& repeat, const S
   log.push_back(fmt::format("HBM copies: {} sizes, 4 KiB to 1 GiB", m.copy.size()));
   if (probe.gpus < 2) {
     m.skipped.push_back(fmt::format("collective sweeps: {} GPU visible, they need at least 2", probe.gpus));
+    note_ungated();
     return m;
   }
   std::vector<int> devices;
@@ -479,14 +490,7 @@ Measurements run_suite(const cu::Probe& probe, const cu::Repeat& repeat, const S
     }
   }
   log.push_back(fmt::format("collectives: {} points over {} GPUs", m.collectives.size(), probe.gpus));
-  const std::size_t ungated =
-      static_cast<std::size_t>(std::count_if(m.gemm.begin(), m.gemm.end(), [](const auto& p) { return !p.time.gated; }) +
-                               std::count_if(m.copy.begin(), m.copy.end(), [](const auto& p) { return !p.time.gated; }) +
-                               std::count_if(m.collectives.begin(), m.collectives.end(),
-                                             [](const auto& p) { return !p.time.gated; }));
-  if (ungated > 0)
-    log.push_back(fmt::format("{} points without the gate (it gave up): their times include the host's launch time",
-                              ungated));
+  note_ungated();
   return m;
 }
 

@@ -4,7 +4,9 @@
 // communicator, the others wait inside ncclCommInitRank for a peer that never
 // comes. A Watchdog armed around the call ends the process with one line and
 // exit code 1 once the limit has passed; mpirun then ends the others. Used by the
-// CUDA backend module and the fake GPU (tests/fake_gpu), never by meshsim itself.
+// CUDA backend module and the fake GPU (tests/fake_gpu); meshsim itself only checks
+// the limit's variable before a replay. Ending the process this way skips every
+// destructor (a scratch file such as the NCCL log stays in the temporary folder).
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -17,13 +19,14 @@
 namespace meshsim::kernels::cuda {
 
 // MESHSIM_NCCL_INIT_TIMEOUT_S: how long one ncclCommInitRank may take (whole
-// seconds, 1 to 86400; default 300, far above NCCL's set-up across a few nodes).
+// seconds, 1 to 86400; unset or empty: 300, far above NCCL's set-up across a few
+// nodes).
 inline std::chrono::seconds nccl_init_limit() {
   const char* v = std::getenv("MESHSIM_NCCL_INIT_TIMEOUT_S");
   if (!v || !*v) return std::chrono::seconds(300);
   char* end = nullptr;
   const long s = std::strtol(v, &end, 10);
-  if (*end != '\0' || s < 1 || s > 86400)
+  if (*v < '0' || *v > '9' || *end != '\0' || s < 1 || s > 86400)
     throw std::runtime_error(std::string("MESHSIM_NCCL_INIT_TIMEOUT_S: expected whole seconds from 1 to 86400, got '") +
                              v + "'");
   return std::chrono::seconds(s);

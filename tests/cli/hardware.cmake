@@ -191,6 +191,10 @@ if(DEFINED FAKE_GPU AND NOT "${FAKE_GPU}" STREQUAL "")
   set(ENV{MESHSIM_FAKE_GATE_GIVES_UP_ON} 50)
   expect_output("measured 42 points without the gate (it gave up): their times include the host's launch time\n"
                 calibrate --quick --dtypes bf16 --out ${WORK_DIR}/cal_ungated.json)
+  set(ENV{MESHSIM_FAKE_GPUS} 1)  # no collective sweeps (37 GEMMs, 10 copies): the count still comes
+  set(ENV{MESHSIM_FAKE_GATE_GIVES_UP_ON} 25)
+  expect_output("measured 23 points without the gate (it gave up): their times include the host's launch time\n"
+                calibrate --quick --dtypes bf16 --out ${WORK_DIR}/cal_ungated1.json)
   unset(ENV{MESHSIM_FAKE_GATE_GIVES_UP_ON})
   set(ENV{MESHSIM_NCCL_INIT_TIMEOUT_S} 0)
   expect_error("meshsim: error: replay: MESHSIM_NCCL_INIT_TIMEOUT_S: expected whole seconds from 1 to 86400, got '0'"
