@@ -97,7 +97,7 @@ replay(bad_limit 1 4)
 unset(ENV{MESHSIM_NCCL_INIT_TIMEOUT_S})
 string(REGEX MATCHALL "meshsim: error: [^\n]*\n" lines "${err_bad_limit}")
 if(rc_bad_limit STREQUAL "0" OR NOT out_bad_limit STREQUAL "" OR NOT lines STREQUAL
-   "meshsim: error: replay: MESHSIM_NCCL_INIT_TIMEOUT_S: expected whole seconds from 1 to 86400, got 'soon'\n")
+   "meshsim: error: replay: rank 0: MESHSIM_NCCL_INIT_TIMEOUT_S: expected whole seconds from 1 to 86400, got 'soon'\n")
   report("MESHSIM_NCCL_INIT_TIMEOUT_S=soon: got ${rc_bad_limit}, [${out_bad_limit}], [${err_bad_limit}]")
 endif()
 

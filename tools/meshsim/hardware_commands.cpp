@@ -110,21 +110,32 @@ int run_replay(const Options& o) {
   }
   replay::NcclTuningLog nccl_log;  // before MPI starts and before NCCL first runs
   const cli::Parallel par;         // joins MPI when mpirun started this process
+  // Under mpirun a failure is agreed on (every rank fails alike) and rank 0 says
+  // why; its exit status is the job's. The other ranks end with 0: a rank ending
+  // with 1 makes mpirun end the job at once, which could stop rank 0 before it has
+  // written its line.
+  constexpr int kReportedByRank0 = 0;
+  std::string bad_limit;
   try {
     (void)kernels::cuda::nccl_init_limit();  // read by the backend; checked here first
   } catch (const std::runtime_error& e) {
-    if (par.rank() != 0) return 1;  // every rank fails alike; rank 0 says why
-    throw Error(fmt::format("replay: {}", e.what()));
+    bad_limit = par.size() > 1 ? fmt::format("replay: rank {}: {}", par.rank(), e.what())
+                               : fmt::format("replay: {}", e.what());
+  }
+  bad_limit = par.first_error(bad_limit);  // each node's ranks have their own environment
+  if (!bad_limit.empty()) {
+    if (par.rank() != 0) return kReportedByRank0;
+    throw Error(bad_limit);
   }
   replay::Measurements m;
   if (par.size() > 1) {
     try {
       m = replay_ranks(w, plan, repeat_of(o), par, nccl_log);
     } catch (const Error&) {
-      if (par.rank() != 0) return 1;  // every rank fails alike; rank 0 says why
+      if (par.rank() != 0) return kReportedByRank0;
       throw;
     }
-    if (par.rank() != 0) return m.stopped ? 1 : 0;  // rank 0 reports
+    if (par.rank() != 0) return kReportedByRank0;  // rank 0 writes, prints and fails if stopped
   } else {
     m = replay::replay(w, plan, usable_gpus("replay"), repeat_of(o), &nccl_log);
   }
@@ -159,7 +170,7 @@ int run_calibrate(const Options& o) {
   {
     const cli::Parallel par;
     if (par.size() > 1) {
-      if (par.rank() != 0) return 1;  // rank 0 says why
+      if (par.rank() != 0) return 0;  // rank 0 says why and fails the job (see run_replay)
       throw Error("calibrate: runs in one process on the GPUs it sees (one node); start it without mpirun");
     }
   }

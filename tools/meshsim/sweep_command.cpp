@@ -99,12 +99,10 @@ int run_sweep(const SweepOptions& o) {
     Progress progress(o.quiet || !root);
     const std::string share = simulate_share(sweep, *par, progress);
     const std::vector<std::string> shares = par->gather(share);
-    if (!root) {
-      // A rank's own failure is printed by rank 0; its exit code says it too.
-      for (const Json& entry : Json::parse(share))
-        if (entry.contains("error")) return 1;
-      return 0;
-    }
+    // A rank's own failure is in the shares rank 0 gathered: rank 0 prints it and
+    // fails the job. The others end with 0, since a rank ending with 1 makes mpirun
+    // end the job at once, which could stop rank 0 before it has said why.
+    if (!root) return 0;
     std::vector<PointResult> results;
     std::string first_error;
     std::size_t error_point = SIZE_MAX;
@@ -141,7 +139,9 @@ int run_sweep(const SweepOptions& o) {
     if (!o.plot.empty()) plot_sweep(o.plot, results, measured);
     return 0;
   } catch (const Error& e) {
-    return root ? fail(e.what()) : 1;
+    // Errors before the gather are the same on every rank (the same checks of the
+    // same input) and rank 0 says so; the others end with 0 (see above).
+    return root ? fail(e.what()) : 0;
   } catch (const std::bad_alloc&) {
     return root ? fail("out of memory") : 1;
   } catch (const std::exception& e) {
