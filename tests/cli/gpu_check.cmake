@@ -49,21 +49,18 @@ endif()
 
 # gpu-bundle replaces its output folder whole: never one that is not a bundle.
 set(not_bundle "${WORK_DIR}/not_a_bundle")
+# bundle_refused(<why> <stderr after "gpu-bundle: FOLDER ">): exit 1, that line, the folder kept.
+function(bundle_refused why expected)
+  execute_process(COMMAND "${SOURCE_DIR}/scripts/gpu-bundle" "${WORK_DIR}/no_build" "${not_bundle}" RESULT_VARIABLE rc
+                  OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc STREQUAL "1" OR NOT err STREQUAL "gpu-bundle: ${not_bundle} ${expected}\n" OR NOT EXISTS "${not_bundle}/keep.txt")
+    report("scripts/gpu-bundle into a folder ${why}: got ${rc}, [${out}], [${err}]")
+  endif()
+endfunction()
 file(WRITE "${not_bundle}/keep.txt" "mine")
-execute_process(COMMAND "${SOURCE_DIR}/scripts/gpu-bundle" "${WORK_DIR}/no_build" "${not_bundle}" RESULT_VARIABLE rc
-                OUTPUT_VARIABLE out ERROR_VARIABLE err)
-if(NOT rc STREQUAL "1" OR NOT err STREQUAL "gpu-bundle: ${not_bundle} exists and is not a bundle (no meshsim-run in it): name a new or empty folder\n"
-   OR NOT EXISTS "${not_bundle}/keep.txt")
-  report("scripts/gpu-bundle into a folder that is not a bundle: got ${rc}, [${out}], [${err}]")
-endif()
-# A folder with a meshsim-run in it and other things besides is not a bundle either.
-file(WRITE "${not_bundle}/meshsim-run" "")
-execute_process(COMMAND "${SOURCE_DIR}/scripts/gpu-bundle" "${WORK_DIR}/no_build" "${not_bundle}" RESULT_VARIABLE rc
-                OUTPUT_VARIABLE out ERROR_VARIABLE err)
-if(NOT rc STREQUAL "1" OR NOT err STREQUAL "gpu-bundle: ${not_bundle} holds keep.txt, which no bundle has: name a new or empty folder\n"
-   OR NOT EXISTS "${not_bundle}/keep.txt")
-  report("scripts/gpu-bundle into a folder with meshsim-run and more: got ${rc}, [${out}], [${err}]")
-endif()
+bundle_refused("that is not a bundle" "exists and is not a bundle (no meshsim-run in it): name a new or empty folder")
+file(WRITE "${not_bundle}/meshsim-run" "")  # a meshsim-run and other things besides: not a bundle either
+bundle_refused("with meshsim-run and more" "holds keep.txt, which no bundle has: name a new or empty folder")
 
 if(DEFINED BUILD_DIR AND NOT "${BUILD_DIR}" STREQUAL "")
   set(bundle "${WORK_DIR}/bundle")
