@@ -7,6 +7,7 @@
 #include <fstream>
 #include <memory>
 #include <new>
+#include <optional>
 
 #include "base/error.hpp"
 #include "driver/report.hpp"
@@ -71,8 +72,11 @@ std::string simulate_share(const Sweep& sweep, const Parallel& par, Progress& pr
 }
 
 int run_sweep(const SweepOptions& o) {
-  // Everything a rank can get wrong on its own is checked identically on every
-  // rank before any simulation, and only rank 0 says so.
+  // Everything a rank can get wrong on its own is checked on every rank before
+  // any simulation and agreed on (each node reads its own files): the first
+  // failure by rank fails every rank, and only rank 0 says so. Its exit status is
+  // the job's: the others end with 0, since a rank ending with 1 makes mpirun end
+  // the job at once, which could stop rank 0 before it has said why.
   std::unique_ptr<Parallel> par;
   try {
     par = std::make_unique<Parallel>();
@@ -80,6 +84,9 @@ int run_sweep(const SweepOptions& o) {
     return fail(e.what());
   }
   const bool root = par->rank() == 0;
+  std::optional<Sweep> checked;
+  std::vector<Measured> measured;
+  std::string early;
   try {
     if (!o.measured.empty() && o.plot.empty()) throw Error("--measured: needs --plot PREFIX");
     if (!o.workload.empty()) {
@@ -90,18 +97,25 @@ int run_sweep(const SweepOptions& o) {
     if (!o.csv.empty() && !o.json.empty() && o.csv != "-" && same_file(o.csv, o.json))
       throw Error("--json: '" + o.json + "' is also the --csv output; give them different files");
     if (o.csv == "-" && o.json == "-") throw Error("--json: only one of --csv and --json can go to stdout ('-')");
-    const Sweep sweep(spec_of(o));
-    for (const SweepPoint& p : sweep.points()) (void)sweep.workload(p);
-    std::vector<Measured> measured;
+    checked.emplace(spec_of(o));
+    for (const SweepPoint& p : checked->points()) (void)checked->workload(p);
     if (!o.measured.empty()) measured = read_measured(o.measured);
+  } catch (const Error& e) {
+    early = e.what();
+  } catch (const std::bad_alloc&) {
+    early = "out of memory";
+  }
+  early = par->first_error(early);
+  if (!early.empty()) return root ? fail(early) : 0;
+  try {
+    const Sweep& sweep = *checked;
 
     const bool to_stdout = o.csv == "-" || o.json == "-";
     Progress progress(o.quiet || !root);
     const std::string share = simulate_share(sweep, *par, progress);
     const std::vector<std::string> shares = par->gather(share);
     // A rank's own failure is in the shares rank 0 gathered: rank 0 prints it and
-    // fails the job. The others end with 0, since a rank ending with 1 makes mpirun
-    // end the job at once, which could stop rank 0 before it has said why.
+    // fails the job; the others end with 0 (see above).
     if (!root) return 0;
     std::vector<PointResult> results;
     std::string first_error;
@@ -139,9 +153,7 @@ int run_sweep(const SweepOptions& o) {
     if (!o.plot.empty()) plot_sweep(o.plot, results, measured);
     return 0;
   } catch (const Error& e) {
-    // Errors before the gather are the same on every rank (the same checks of the
-    // same input) and rank 0 says so; the others end with 0 (see above).
-    return root ? fail(e.what()) : 0;
+    return root ? fail(e.what()) : 1;  // not agreed on: this rank's own
   } catch (const std::bad_alloc&) {
     return root ? fail("out of memory") : 1;
   } catch (const std::exception& e) {
