@@ -64,6 +64,12 @@ kernels::cuda::Repeat repeat_of(const Options& o) {
   return r;
 }
 
+// Under mpirun a failure is agreed on (every rank fails alike) and rank 0 says
+// why; its exit status is the job's. The other ranks end with this: a rank ending
+// with 1 makes mpirun end the job at once, which could stop rank 0 before it has
+// written its line.
+constexpr int kReportedByRank0 = 0;
+
 // The tool's MPI ranks as the backend's coordinator (one GPU per process).
 class MpiCoordinator final : public kernels::cuda::Coordinator {
  public:
@@ -110,11 +116,6 @@ int run_replay(const Options& o) {
   }
   replay::NcclTuningLog nccl_log;  // before MPI starts and before NCCL first runs
   const cli::Parallel par;         // joins MPI when mpirun started this process
-  // Under mpirun a failure is agreed on (every rank fails alike) and rank 0 says
-  // why; its exit status is the job's. The other ranks end with 0: a rank ending
-  // with 1 makes mpirun end the job at once, which could stop rank 0 before it has
-  // written its line.
-  constexpr int kReportedByRank0 = 0;
   std::string bad_limit;
   try {
     (void)kernels::cuda::nccl_init_limit();  // read by the backend; checked here first
@@ -170,7 +171,7 @@ int run_calibrate(const Options& o) {
   {
     const cli::Parallel par;
     if (par.size() > 1) {
-      if (par.rank() != 0) return 0;  // rank 0 says why and fails the job (see run_replay)
+      if (par.rank() != 0) return kReportedByRank0;
       throw Error("calibrate: runs in one process on the GPUs it sees (one node); start it without mpirun");
     }
   }
