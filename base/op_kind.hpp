@@ -6,7 +6,9 @@
 
 namespace meshsim {
 
-enum class OpKind { AllGather, ReduceScatter, AllReduce, AllToAll, Send, Matmul };
+// Elementwise: a memory-bound local kernel priced by its HBM bytes (training
+// steps lower norms, activations, softmax and the optimizer update to it).
+enum class OpKind { AllGather, ReduceScatter, AllReduce, AllToAll, Send, Matmul, Elementwise };
 
 constexpr std::string_view kind_name(OpKind k) {
   switch (k) {
@@ -22,17 +24,20 @@ constexpr std::string_view kind_name(OpKind k) {
       return "send";
     case OpKind::Matmul:
       return "matmul";
+    case OpKind::Elementwise:
+      return "elementwise";
   }
   return "?";
 }
 
 constexpr std::optional<OpKind> parse_kind(std::string_view s) {
   for (auto k : {OpKind::AllGather, OpKind::ReduceScatter, OpKind::AllReduce, OpKind::AllToAll, OpKind::Send,
-                 OpKind::Matmul})
+                 OpKind::Matmul, OpKind::Elementwise})
     if (kind_name(k) == s) return k;
   return std::nullopt;
 }
 
-constexpr bool is_collective(OpKind k) { return k != OpKind::Send && k != OpKind::Matmul; }
+constexpr bool is_local(OpKind k) { return k == OpKind::Matmul || k == OpKind::Elementwise; }
+constexpr bool is_collective(OpKind k) { return k != OpKind::Send && !is_local(k); }
 
 }  // namespace meshsim

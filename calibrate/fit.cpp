@@ -33,6 +33,7 @@ RingTerms ring_terms(OpKind kind, int ranks, std::uint64_t bytes) {
     case OpKind::Send:
       return {1, v};
     case OpKind::Matmul:
+    case OpKind::Elementwise:
       break;
   }
   MESHSIM_ASSERT(false, "ring_terms of a matmul");

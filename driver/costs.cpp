@@ -12,12 +12,14 @@
 namespace meshsim::driver {
 
 double matmul_flops(const workloads::Op& op) {
-  return 2.0 * static_cast<double>(op.m) * static_cast<double>(op.k) * static_cast<double>(op.n);
+  return 2.0 * static_cast<double>(op.batch) * static_cast<double>(op.m) * static_cast<double>(op.k) *
+         static_cast<double>(op.n);
 }
 
 kernels::Roofline matmul_cost(const workloads::Op& op, const workloads::Hardware& hw, const std::string& file) {
-  MESHSIM_ASSERT(op.kind == OpKind::Matmul && !op.inputs.empty(), "not a matmul");
-  const std::string& dtype = op.inputs[0].dtype;
+  MESHSIM_ASSERT(op.kind == OpKind::Matmul && (!op.inputs.empty() || !op.dtype.empty()), "not a matmul");
+  const std::string& dtype = op.inputs.empty() ? op.dtype : op.inputs[0].dtype;
+  const std::uint64_t element_bytes = op.inputs.empty() ? workloads::element_size(op.dtype) : op.inputs[0].element_bytes;
   double peak = 0;
   const char* key = "";
   if (dtype == "bf16" || dtype == "fp16") {
@@ -41,7 +43,10 @@ kernels::Roofline matmul_cost(const workloads::Op& op, const workloads::Hardware
                                  dtype, key));
   if (hw.chip.hbm_bandwidth_bytes_per_s <= 0)
     throw InputError(file, op.pointer, fmt::format("{} has no HBM bandwidth; give \"hardware\": {{\"hbm_bandwidth_bytes_per_s\": ...}}", hw.preset));
-  kernels::RooflineInput in = kernels::matmul_traffic(op.m, op.k, op.n, op.inputs[0].element_bytes);
+  kernels::RooflineInput in = kernels::matmul_traffic(op.m, op.k, op.n, element_bytes);
+  const auto batch = static_cast<double>(op.batch);
+  in.flops *= batch;
+  in.hbm_bytes *= batch;
   in.peak_flops_per_s = peak;
   in.hbm_bandwidth_bytes_per_s = hw.chip.hbm_bandwidth_bytes_per_s;
   in.efficiency = hw.matmul_efficiency;
@@ -60,13 +65,32 @@ kernels::Roofline matmul_cost(const workloads::Op& op, const workloads::Hardware
     if (fit.dtype == dtype) {
       const double t = kernels::calibrated_matmul_time(
           {fit.launch_s, fit.flops_per_s, fit.wave_flops_per_s, fit.hbm_bytes_per_s, fit.sms}, op.m, op.k, op.n,
-          op.inputs[0].element_bytes);
+          element_bytes) * batch;  // a batch of products: one launch each, an upper bound of one batched kernel
       if (!(t < kMaxTick.seconds()))
         throw InputError(file, op.pointer, fmt::format("the calibrated local matmul would take {:.3g} s, past the "
                                                        "simulator's limit of {:.3g} s", t, kMaxTick.seconds()));
       r.compute_time = tick_from_seconds(t);
     }
   return r;
+}
+
+kernels::Roofline elementwise_cost(const workloads::Op& op, const workloads::Hardware& hw, const std::string& file) {
+  MESHSIM_ASSERT(op.kind == OpKind::Elementwise, "not an elementwise op");
+  if (hw.chip.hbm_bandwidth_bytes_per_s <= 0)
+    throw InputError(file, op.pointer, fmt::format("{} has no HBM bandwidth; give \"hardware\": {{\"hbm_bandwidth_bytes_per_s\": ...}}", hw.preset));
+  const double t = static_cast<double>(op.hbm_bytes) / hw.chip.hbm_bandwidth_bytes_per_s;
+  if (!(t < kMaxTick.seconds()))
+    throw InputError(file, op.pointer, fmt::format("the elementwise kernel would take {:.3g} s, past the simulator's "
+                                                   "limit of {:.3g} s (2^62 ps)", t, kMaxTick.seconds()));
+  kernels::RooflineInput in;
+  in.hbm_bytes = static_cast<double>(op.hbm_bytes);
+  in.hbm_bandwidth_bytes_per_s = hw.chip.hbm_bandwidth_bytes_per_s;
+  in.peak_flops_per_s = 1;  // no FLOPs: only the memory term counts
+  return kernels::roofline(in);
+}
+
+kernels::Roofline local_cost(const workloads::Op& op, const workloads::Hardware& hw, const std::string& file) {
+  return op.kind == OpKind::Elementwise ? elementwise_cost(op, hw, file) : matmul_cost(op, hw, file);
 }
 
 namespace {
@@ -113,8 +137,12 @@ collectives::ClosedForm gpu_closed_form(const workloads::Op& op, const workloads
         f.bandwidth_s = (n + 1) / n * v / nv;
       } else if (algorithm == collectives::gpu::Algorithm::Hierarchical) {
         // Ring reduce-scatter and all-gather in the node (G GPUs, NVLink), ring
-        // all-reduce of the V/G shards across the M nodes on each rail (NICs).
-        const double g = torus.axis(0).size, m = torus.axis(1).size;
+        // all-reduce of the V/G shards across the M nodes on each rail (NICs): M
+        // the product of the op's node axes (all the nodes, or part of a grid).
+        double m = 1;
+        for (int a : op.hw_axes)
+          if (a >= 1) m *= torus.axis(a).size;
+        const double g = torus.axis(0).size;
         const double nic = static_cast<double>(w.hardware.nic.bandwidth_bytes_per_s);
         f.latency_s = 2 * (g - 1) * nv_step + 2 * (m - 1) * 2 * w.hardware.nic.latency.seconds();
         f.bandwidth_s = 2 * (g - 1) / g * v / nv + 2 * (m - 1) / m * (v / g) / nic;

@@ -15,6 +15,10 @@ namespace meshsim::driver {
 // Throws InputError (at the op) when the preset has no rate for the dtype.
 kernels::Roofline matmul_cost(const workloads::Op& op, const workloads::Hardware& hw, const std::string& file);
 double matmul_flops(const workloads::Op& op);  // per chip
+// An elementwise op: its HBM bytes over the HBM bandwidth (no compute term).
+kernels::Roofline elementwise_cost(const workloads::Op& op, const workloads::Hardware& hw, const std::string& file);
+// matmul_cost or elementwise_cost, by kind.
+kernels::Roofline local_cost(const workloads::Op& op, const workloads::Hardware& hw, const std::string& file);
 // A GPU collective's algorithm: the one the workload names, else the fastest by
 // its closed form (as NCCL picks by its cost model); InputError when the named
 // one does not apply.

@@ -14,11 +14,20 @@ namespace meshsim::driver {
 
 namespace {
 
+// The chips an op runs on.
+std::uint64_t active_chips(const workloads::Op& op, const topology::Torus& t) {
+  return op.chips ? op.chips->size() : t.num_chips();
+}
+
 // The torus estimate (see estimate_transfers).
 std::uint64_t estimate_torus_transfers(const workloads::Op& op, const topology::Torus& t) {
-  const std::uint64_t chips = t.num_chips();
-  if (op.kind == OpKind::Send)
-    return static_cast<std::uint64_t>(t.num_axes()) * static_cast<std::uint64_t>(t.hop_distance(op.src, op.dst));
+  const std::uint64_t chips = active_chips(op, t);
+  if (op.kind == OpKind::Send) {
+    std::uint64_t n = 0;
+    for (const auto& [src, dst] : workloads::send_pairs(op))
+      n += static_cast<std::uint64_t>(t.num_axes()) * static_cast<std::uint64_t>(t.hop_distance(src, dst));
+    return n;
+  }
   std::uint64_t group = 1, ring_hops = 0, max_hops = 0;
   for (int a : op.hw_axes) {
     const auto x = static_cast<std::uint64_t>(t.axis(a).size);
@@ -42,6 +51,7 @@ std::uint64_t estimate_torus_transfers(const workloads::Op& op, const topology::
     }
     case OpKind::Send:
     case OpKind::Matmul:
+    case OpKind::Elementwise:
       break;
   }
   return 0;
@@ -53,13 +63,23 @@ std::uint64_t estimate_transfers(const workloads::Op& op, const workloads::Workl
                                  const topology::Fabric* fabric) {
   if (!fabric) return estimate_torus_transfers(op, t);
   switch (op.kind) {
-    case OpKind::Send:
-      return fabric->route(op.src, op.dst).size();
+    case OpKind::Send: {
+      std::uint64_t n = 0;
+      for (const auto& [src, dst] : workloads::send_pairs(op)) n += fabric->route(src, dst).size();
+      return n;
+    }
     case OpKind::Matmul:
+    case OpKind::Elementwise:
       return 0;
-    default:
-      return collectives::gpu::transfer_bound(*fabric, t, op.kind, gpu_algorithm(op, w, t).algorithm, op.hw_axes,
-                                              op.bytes, w.hardware.forward_chunk_bytes);
+    default: {
+      const std::uint64_t all = collectives::gpu::transfer_bound(
+          *fabric, t, op.kind, gpu_algorithm(op, w, t).algorithm, op.hw_axes, op.bytes, w.hardware.forward_chunk_bytes);
+      if (!op.chips) return all;
+      // Every group builds the same transfers: the op's share of the groups.
+      const unsigned __int128 share =
+          (static_cast<unsigned __int128>(all) * op.chips->size() + t.num_chips() - 1) / t.num_chips();
+      return static_cast<std::uint64_t>(share);
+    }
   }
 }
 
@@ -78,7 +98,7 @@ RunSize estimate_run(const workloads::Workload& w, const topology::Torus& torus)
     if (i == 0 || transfers > size.biggest_op_transfers) size.biggest_op = i, size.biggest_op_transfers = transfers;
     size.transfers = saturating_add(size.transfers, transfers);
     // An entry and an exit join per chip; a matmul adds a compute per chip.
-    joins = saturating_add(joins, (op.kind == OpKind::Matmul ? 3ull : 2ull) * torus.num_chips());
+    joins = saturating_add(joins, (is_local(op.kind) ? 3ull : 2ull) * active_chips(op, torus));
   }
   // As expand() reserves: the collectives' own joins are at most one per 8 transfers.
   joins = saturating_add(joins, size.transfers / 8);
@@ -178,24 +198,35 @@ Expanded expand(const workloads::Workload& w, const topology::Torus& torus) {
       }
       transfers = std::min<std::uint64_t>(transfers + std::min<std::uint64_t>(estimate, kMaxTasks), kMaxTasks);
     }
-    const std::uint64_t joins = 2ull * chips * w.ops.size() + transfers / 8;
+    std::uint64_t ports = 0;
+    for (const workloads::Op& op : w.ops) ports += 2 * active_chips(op, torus);
+    const std::uint64_t joins = ports + transfers / 8;
     b.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(transfers + joins, kMaxTasks)),
               static_cast<std::size_t>(std::min<std::uint64_t>(3 * transfers + 2 * joins, 3 * kMaxTasks)));
   }
+  // Per op, its exit joins on the chips it runs on (in the order of its set).
   std::vector<std::vector<sim::TaskId>> exits;
+  std::vector<sim::TaskId> entry(chips), exit(chips);
   for (std::size_t i = 0; i < w.ops.size(); ++i) {
     const workloads::Op& op = w.ops[i];
     const sim::OpId id = b.add_op();
-    std::vector<sim::TaskId> entry(chips), exit(chips);
-    out.op_entry_begin.push_back(static_cast<sim::TaskId>(b.num_tasks()));
-    for (std::uint32_t c = 0; c < chips; ++c) entry[c] = b.join(id);
-    for (std::uint32_t c = 0; c < chips; ++c) exit[c] = b.join(id);
-    for (std::uint32_t c = 0; c < chips; ++c) {
+    const sim::OpChips layout{static_cast<sim::TaskId>(b.num_tasks()), op.chips, chips};
+    const std::uint32_t n = layout.count();
+    MESHSIM_ASSERT(!op.chips || (n > 0 && op.chips->back() < chips), "an op's chips are out of range");
+    out.op_ports.push_back(layout);
+    std::fill(entry.begin(), entry.end(), sim::kNoTask);
+    std::fill(exit.begin(), exit.end(), sim::kNoTask);
+    for (std::uint32_t k = 0; k < n; ++k) entry[layout.chip_at(k)] = b.join(id);
+    for (std::uint32_t k = 0; k < n; ++k) exit[layout.chip_at(k)] = b.join(id);
+    for (std::uint32_t k = 0; k < n; ++k) {
+      const std::uint32_t c = layout.chip_at(k);
       b.depend(entry[c], exit[c]);
-      for (std::uint32_t dep : op.deps) b.depend(exits[dep][c], entry[c]);
+      // An op waits on chip c for the ops it depends on that run on chip c.
+      for (std::uint32_t dep : op.deps)
+        if (const auto at = out.op_ports[dep].position(c)) b.depend(exits[dep][*at], entry[c]);
     }
     const std::uint64_t estimate = estimate_transfers(op, w, torus, fabric ? &*fabric : nullptr);
-    if (b.num_tasks() + estimate + 2ull * chips > kMaxTasks)
+    if (b.num_tasks() + estimate + 2ull * n > kMaxTasks)
       throw InputError(w.file, op.pointer,
                        fmt::format("this op needs about {} hop transfers; with the ops before it that is more than "
                                    "meshsim's limit of {} tasks (use fewer chips per group{} or fewer ops)",
@@ -214,14 +245,19 @@ Expanded expand(const workloads::Workload& w, const topology::Torus& torus) {
           collectives::build(b, torus, op.kind, op.hw_axes, op.bytes, ports);
         break;
       case OpKind::Send:
-        if (fabric)
-          collectives::gpu::send(b, *fabric, op.src, op.dst, op.bytes, ports);
-        else
-          collectives::send(b, torus, op.src, op.dst, op.bytes, ports);
+        for (const auto& [src, dst] : workloads::send_pairs(op)) {
+          MESHSIM_ASSERT(entry[src] != sim::kNoTask && exit[dst] != sim::kNoTask, "a send outside its op's chips");
+          if (fabric)
+            collectives::gpu::send(b, *fabric, src, dst, op.bytes, ports);
+          else
+            collectives::send(b, torus, src, dst, op.bytes, ports);
+        }
         break;
-      case OpKind::Matmul: {
-        const Tick t = matmul_cost(op, w.hardware, w.file).time();
-        for (std::uint32_t c = 0; c < chips; ++c) {
+      case OpKind::Matmul:
+      case OpKind::Elementwise: {
+        const Tick t = local_cost(op, w.hardware, w.file).time();
+        for (std::uint32_t k = 0; k < n; ++k) {
+          const std::uint32_t c = layout.chip_at(k);
           const sim::TaskId task = b.compute(compute_unit(c), t, id);
           b.depend(entry[c], task);
           b.depend(task, exit[c]);
@@ -238,7 +274,9 @@ Expanded expand(const workloads::Workload& w, const topology::Torus& torus) {
     }
     out.op_transfers.push_back(transfers);
     out.op_link_bytes.push_back(link_bytes);
-    exits.push_back(std::move(exit));
+    std::vector<sim::TaskId> own(n);
+    for (std::uint32_t k = 0; k < n; ++k) own[k] = exit[layout.chip_at(k)];
+    exits.push_back(std::move(own));
   }
   out.program = std::move(b).finish();
   return out;

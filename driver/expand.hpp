@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "sim/executor.hpp"
+#include "sim/op_chips.hpp"
 #include "sim/program.hpp"
 #include "topology/fabric.hpp"
 #include "topology/torus.hpp"
@@ -20,7 +21,7 @@ struct Expanded {
   std::size_t links = 0;                 // resources below this are links
   std::vector<std::uint64_t> op_transfers;
   std::vector<std::uint64_t> op_link_bytes;  // bytes x hops
-  std::vector<sim::TaskId> op_entry_begin;   // op's entry joins are ids [begin, begin + chips)
+  std::vector<sim::OpChips> op_ports;        // per op: its chips and where its entry and exit joins are
   std::uint32_t chips = 0;
   // The network as a graph of nodes, for flow-level engines (SimGrid): chips are
   // nodes 0..chips-1, then a GPU fabric's switches (NVLink switch per node, leaf

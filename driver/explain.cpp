@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "driver/costs.hpp"
+#include "workloads/training_detail.hpp"
 
 namespace meshsim::driver {
 
@@ -64,7 +65,107 @@ std::string step_line(const workloads::Op& op, const workloads::Workload& w, con
 
 }  // namespace
 
+namespace {
+
+std::string gigabytes(double b) { return fmt::format("{:.3f} GB", b / 1e9); }
+
+// One lowered op of a training step, with its closed-form cost.
+std::string training_line(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus) {
+  switch (op.kind) {
+    case OpKind::Matmul: {
+      const kernels::Roofline r = matmul_cost(op, w.hardware, w.file);
+      return fmt::format("{}: matmul {}{} x {} x {} = {:.4g} FLOP per chip; max(FLOPs / peak, HBM bytes / bandwidth) = "
+                         "max({}, {}) = {}",
+                         op.name, op.batch > 1 ? fmt::format("{} x ", op.batch) : "", op.m, op.k, op.n,
+                         matmul_flops(op), us(r.compute_time.seconds()), us(r.memory_time.seconds()),
+                         us(r.time().seconds()));
+    }
+    case OpKind::Elementwise:
+      return fmt::format("{}: elementwise, {} HBM bytes / {:.3g} B/s = {}", op.name, op.hbm_bytes,
+                         w.hardware.chip.hbm_bandwidth_bytes_per_s,
+                         us(elementwise_cost(op, w.hardware, w.file).time().seconds()));
+    default: {
+      const collectives::ClosedForm f = communication_closed_form(op, w, torus);
+      return fmt::format("{}: {} over {}, V = {} bytes; closed form {} (latency {}, bandwidth {}){}", op.name,
+                         kind_name(op.kind), op.mesh_axes.empty() ? "pipeline stages" : mesh_names(op, w), op.bytes,
+                         us(f.time_s()), us(f.latency_s), us(f.bandwidth_s),
+                         op.kind == OpKind::Send ? fmt::format(", {} pairs at once", workloads::send_pairs(op).size())
+                                                 : "");
+    }
+  }
+}
+
+std::string training_explain(const workloads::Workload& w) {
+  namespace wd = workloads::detail;
+  const workloads::Training& t = *w.training;
+  const workloads::ModelSpec& m = t.model;
+  const workloads::StepFormulas& f = t.formulas;
+  const topology::Torus torus = w.make_torus();
+  std::string out = fmt::format(
+      "training step: {} ({:.3f} B parameters) on {} chips: data {} x fsdp {} x tensor {}{} x pipeline {}; {} "
+      "microbatches of {} x {} tokens per replica\n\n",
+      m.name, static_cast<double>(f.parameters) / 1e9, torus.num_chips(), t.dp, t.fsdp, t.tp,
+      t.plan.sequence_parallel ? " (sequence parallel)" : "", t.pp, t.microbatches, t.microbatch, m.seq_len);
+  // One layer of the first microbatch on the first stage, as lowered.
+  const std::uint64_t first = 0;
+  for (const char* pass : {"F0", "B0"}) {
+    const std::string prefix = fmt::format("{}.L{}.", pass, first);
+    const std::string recomputed = fmt::format("{}.R.L{}.", pass, first);
+    out += fmt::format("layer {} {} (microbatch 0), per chip:\n", first, pass[0] == 'F' ? "forward" : "backward");
+    for (const workloads::Op& op : w.ops)
+      if (op.name.starts_with(prefix) || op.name.starts_with(recomputed))
+        out += fmt::format("  {}{}\n", training_line(op, w, torus), op.name.starts_with(recomputed) ? " [recomputed]" : "");
+  }
+  for (const workloads::Op& op : w.ops)
+    if (op.group == "gradients" || op.group == "optimizer") {
+      out += fmt::format("  {}\n", training_line(op, w, torus));
+      if (op.group == "optimizer") break;
+    }
+  // FLOPs.
+  const double tokens = static_cast<double>(t.global_batch * m.seq_len);
+  out += fmt::format("\nFLOPs per step: 6 x N_matmul x tokens + 12 x L x heads x head_dim x keys x tokens, keys = {} "
+                     "({}): {:.6g} model FLOPs ({:.6g} per token); with recompute ({}) {:.6g} hardware FLOPs\n",
+                     t.causal ? m.seq_len / 2 : m.seq_len, t.causal ? "causal: s/2" : "s", static_cast<double>(f.model_flops),
+                     static_cast<double>(f.model_flops) / tokens, workloads::recompute_name(t.recompute),
+                     static_cast<double>(f.hardware_flops));
+  // The bubble.
+  if (t.pp > 1) {
+    const double p = static_cast<double>(t.pp), mb = static_cast<double>(t.microbatches);
+    const double v = static_cast<double>(t.plan.virtual_stages);
+    out += t.plan.schedule == workloads::Schedule::Interleaved
+               ? fmt::format("pipeline bubble (interleaved 1F1B): (p - 1) / (v m) = ({} - 1) / ({} x {}) = {:.4f} of "
+                             "the ideal compute time; step ~ (m + (p - 1)/v) / m = {:.4f} x ideal\n",
+                             p, v, mb, (p - 1) / (v * mb), (mb + (p - 1) / v) / mb)
+               : fmt::format("pipeline bubble ({}): (p - 1) / m = ({} - 1) / {} = {:.4f} of the ideal compute time; "
+                             "step ~ (m + p - 1) / m = {:.4f} x ideal\n",
+                             workloads::schedule_name(t.plan.schedule), p, mb, (p - 1) / mb, (mb + p - 1) / mb);
+  }
+  // Memory.
+  const wd::ActivationBytes a = wd::activation_bytes(t);
+  const std::uint64_t sbh = m.seq_len * t.microbatch * m.d_model;
+  out += fmt::format("\nmemory per chip (the most loaded stage; 1e9-byte GB):\n");
+  const std::uint64_t opt_shards = t.fsdp * (t.plan.sharded_optimizer ? t.dp : 1);
+  out += fmt::format("  weights 2 B x params / fsdp = {}; gradients 2 B x params / fsdp = {}; optimizer (fp32 master, "
+                     "momentum, variance) 12 B x params / {} = {}\n",
+                     gigabytes(static_cast<double>(f.weight_bytes)), gigabytes(static_cast<double>(f.gradient_bytes)),
+                     opt_shards, gigabytes(static_cast<double>(f.optimizer_bytes)));
+  out += fmt::format("  activations per layer and microbatch (s b h = {}): outside TP regions {} ({:.4g} s b h), inside "
+                     "{} ({:.4g} s b h), attention core {}, layer input {}; kept under recompute {}: {}\n",
+                     sbh, a.outside, static_cast<double>(a.outside) / static_cast<double>(sbh), a.inside,
+                     static_cast<double>(a.inside) / static_cast<double>(sbh), a.core, a.input,
+                     workloads::recompute_name(t.recompute), a.kept);
+  out += fmt::format("  activations kept: {} bytes x {} layers per stage x {:g} microbatches in flight = {}; working "
+                     "buffers {}; peak {} of {} HBM\n",
+                     a.kept, m.layers / t.pp, f.microbatches_in_flight, gigabytes(static_cast<double>(f.activation_bytes)),
+                     gigabytes(static_cast<double>(f.working_bytes)), gigabytes(static_cast<double>(f.peak_bytes)),
+                     gigabytes(static_cast<double>(f.hbm_bytes)));
+  return out;
+}
+
+}  // namespace
+
 std::string format_explain(const workloads::Workload& w) {
+  if (w.training) return training_explain(w);
   const topology::Torus torus = w.make_torus();
   std::string out;
   if (w.explanations.empty()) return "no matmuls or layers to explain (collectives are explained by meshsim run)\n";

@@ -6,6 +6,7 @@
 #include <optional>
 #include <nlohmann/json.hpp>
 
+#include "driver/training_report.hpp"
 #include "topology/torus.hpp"
 
 namespace meshsim::driver {
@@ -37,15 +38,23 @@ std::string us(Tick t) { return fmt::format("{:.3f}", static_cast<double>(t.ps()
 std::string topology_line(const workloads::Workload& w) {
   const topology::Torus t = w.make_torus();
   if (w.hardware.gpu) {
-    std::string s = fmt::format("{} node{} x {} GPUs (NVLink switch per node; nodes on a rail-optimised fat tree, {} "
+    // "4 nodes x 8 GPUs", or on a node grid "8 nodes (4x2) x 8 GPUs".
+    int nodes = 1;
+    std::vector<int> grid;
+    for (int a = 1; a < t.num_axes(); ++a) {
+      nodes *= t.axis(a).size;
+      grid.push_back(t.axis(a).size);
+    }
+    std::string s = fmt::format("{} node{}{} x {} GPUs (NVLink switch per node; nodes on a rail-optimised fat tree, {} "
                                 "spine{}); mesh",
-                                t.axis(1).size, t.axis(1).size == 1 ? "" : "s", t.axis(0).size, w.hardware.spines,
-                                w.hardware.spines == 1 ? "" : "s");
+                                nodes, nodes == 1 ? "" : "s",
+                                w.node_grid ? fmt::format(" ({})", fmt::join(grid, "x")) : std::string(),
+                                t.axis(0).size, w.hardware.spines, w.hardware.spines == 1 ? "" : "s");
     for (const workloads::MeshAxis& m : w.mesh) {
       std::string hw;
       for (int a : m.hw_axes) {
         if (!hw.empty()) hw += '+';
-        hw += a == 0 ? "gpu" : "node";
+        hw += workloads::gpu_axis_name(w, a);
       }
       s += fmt::format(" {}={}({})", m.name, m.size, hw.empty() ? "-" : hw);
     }
@@ -88,6 +97,12 @@ std::string format_table(const workloads::Workload& w, const RunResult& r) {
   out += "topology  " + topology_line(w) + "\n";
   if (r.engine == "simgrid")
     out += "engine    SimGrid 3.32 CM02: the same transfers as flows, max-min sharing (docs/CROSSCHECK.md)\n";
+  // A training step has thousands of ops: its report replaces the table of them.
+  if (w.training) {
+    out += '\n';
+    out += format_training_table(w, r);
+    return out;
+  }
   out += "\n";
   std::size_t name_width = 20;
   for (const OpResult& o : r.ops) name_width = std::max(name_width, o.name.size());
@@ -102,7 +117,7 @@ std::string format_table(const workloads::Workload& w, const RunResult& r) {
     const std::optional<double> q = ratio(o);
     out += fmt::format("{:<{}} {:<14} {:<6} {:>15} {:>13} {:>13} {:>13} {:>7}  {:<9} {:>10}{}\n", o.name, name_width,
                        kind_name(o.kind), o.mesh_axes.empty() ? "-" : joined(o.mesh_axes),
-                       o.kind == OpKind::Matmul ? "-" : std::to_string(o.bytes), us(o.begin), us(o.time()),
+                       is_local(o.kind) ? "-" : std::to_string(o.bytes), us(o.begin), us(o.time()),
                        us(o.closed_s), q ? fmt::format("{:.4f}", *q) : "-", o.bound,
                        o.busbw_bytes_per_s > 0 ? fmt::format("{:.2f}", o.busbw_bytes_per_s / 1e9) : "-",
                        w.hardware.gpu ? "  " + (o.algorithm.empty() ? std::string("-") : o.algorithm) : "");
@@ -169,6 +184,14 @@ Json run_json(const workloads::Workload& w, const RunResult& r) {
     mesh.push_back({{"name", m.name}, {"size", m.size}, {"hardware_axes", hw}});
   }
   j["mesh"] = mesh;
+  if (w.training) {  // the step's report instead of thousands of ops
+    j["training"] = training_json(w, r);
+    j["total_ps"] = r.makespan.ps();
+    j["transfers"] = r.transfers;
+    j["link_bytes"] = r.link_bytes;
+    j["events"] = r.events;
+    return j;
+  }
   Json ops = Json::array();
   for (const OpResult& o : r.ops) {
     Json op;
@@ -182,7 +205,7 @@ Json run_json(const workloads::Workload& w, const RunResult& r) {
     op["end_ps"] = o.end.ps();
     op["time_ps"] = o.time().ps();
     op["closed_form_ps"] = seconds_to_ps(o.closed_s);
-    if (o.kind == OpKind::Matmul) {
+    if (is_local(o.kind)) {
       op["compute_ps"] = seconds_to_ps(o.compute_s);
       op["memory_ps"] = seconds_to_ps(o.memory_s);
       op["flops_per_chip"] = o.flops;
@@ -196,7 +219,7 @@ Json run_json(const workloads::Workload& w, const RunResult& r) {
       op["ratio"] = nullptr;
     op["bound"] = o.bound;
     if (!o.algorithm.empty()) op["algorithm"] = o.algorithm;
-    if (o.kind != OpKind::Matmul) {
+    if (!is_local(o.kind)) {
       op["algbw_bytes_per_s"] = o.algbw_bytes_per_s;
       op["busbw_bytes_per_s"] = o.busbw_bytes_per_s;
     }
@@ -250,7 +273,7 @@ std::string format_comparison(const workloads::Workload& w, const RunResult& nat
     const std::optional<double> d = difference_percent(a.time(), b.time());
     out += fmt::format("{:<{}} {:<14} {:<6} {:>15} {:>13} {:>13} {:>9} {:>13}\n", a.name, name_width,
                        kind_name(a.kind), a.mesh_axes.empty() ? "-" : joined(a.mesh_axes),
-                       a.kind == OpKind::Matmul ? "-" : std::to_string(a.bytes), us(a.time()), us(b.time()),
+                       is_local(a.kind) ? "-" : std::to_string(a.bytes), us(a.time()), us(b.time()),
                        d ? fmt::format("{:+.3f}", *d) : "-", us(a.closed_s));
   }
   const std::optional<double> d = difference_percent(native.makespan, simgrid.makespan);

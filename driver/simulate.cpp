@@ -25,12 +25,15 @@ namespace {
 std::string algorithm_name(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus) {
   if (w.hardware.gpu) {
     if (op.kind == OpKind::Matmul) return "local matmul";
+    if (op.kind == OpKind::Elementwise) return "local elementwise";
     if (op.kind == OpKind::Send) return "routed";
     return collectives::gpu::algorithm_name(gpu_algorithm(op, w, torus).algorithm);
   }
   switch (op.kind) {
     case OpKind::Matmul:
       return "local matmul";
+    case OpKind::Elementwise:
+      return "local elementwise";
     case OpKind::Send:
       return fmt::format("dimension-order routes x{}", collectives::send_paths(torus, op.src, op.dst));
     case OpKind::AllToAll:
@@ -137,7 +140,7 @@ traces::TraceLayout trace_layout(const workloads::Workload& w, const topology::T
     l.op_algorithms.push_back(algorithm_name(op, w, torus));
   }
   l.forward_chunk_bytes = w.hardware.forward_chunk_bytes;
-  l.op_entry_begin = ex.op_entry_begin;
+  l.op_ports = ex.op_ports;
   return l;
 }
 
@@ -161,10 +164,11 @@ TaskPlace place_of(sim::TaskId id, const sim::Program& program, const workloads:
     case sim::TaskKind::Join:
       break;
   }
-  if (op < ex.op_entry_begin.size() && id >= ex.op_entry_begin[op] && id < ex.op_entry_begin[op] + 2 * ex.chips) {
-    const std::uint32_t offset = id - ex.op_entry_begin[op];
-    const std::uint32_t chip = offset % ex.chips;
-    return {chip, fmt::format("'{}' {} on {}", op_name, offset < ex.chips ? "entry" : "exit", names.chips[chip])};
+  if (op < ex.op_ports.size() && ex.op_ports[op].is_port(id)) {
+    const sim::OpChips& ports = ex.op_ports[op];
+    const std::uint32_t offset = id - ports.entry_begin;
+    const std::uint32_t chip = ports.chip_at(offset % ports.count());
+    return {chip, fmt::format("'{}' {} on {}", op_name, offset < ports.count() ? "entry" : "exit", names.chips[chip])};
   }
   return {traces::kNoChip, fmt::format("'{}' join", op_name)};
 }
@@ -256,18 +260,18 @@ std::vector<OpResult> op_results(const workloads::Workload& w, const topology::T
     o.name = op.name;
     o.kind = op.kind;
     for (int a : op.mesh_axes) o.mesh_axes.push_back(w.mesh[static_cast<std::size_t>(a)].name);
-    for (int a : op.hw_axes) o.hw_axes.push_back(w.hardware.gpu ? (a == 0 ? "gpu" : "node") : torus.axis_name(a));
+    for (int a : op.hw_axes) o.hw_axes.push_back(w.hardware.gpu ? workloads::gpu_axis_name(w, a) : torus.axis_name(a));
     o.bytes = op.bytes;
     o.begin = all_ready[i];
     o.first_start = t.begin;
     o.end = t.end;
-    if (op.kind == OpKind::Matmul) {
-      const kernels::Roofline roof = matmul_cost(op, w.hardware, w.file);
+    if (is_local(op.kind)) {
+      const kernels::Roofline roof = local_cost(op, w.hardware, w.file);
       o.compute_s = roof.compute_time.seconds();
       o.memory_s = roof.memory_time.seconds();
       o.closed_s = roof.time().seconds();
-      o.flops = matmul_flops(op);
-      o.bound = roof.compute_bound() ? "compute" : "memory";
+      o.flops = op.kind == OpKind::Matmul ? matmul_flops(op) : 0;
+      o.bound = op.kind == OpKind::Matmul && roof.compute_bound() ? "compute" : "memory";
     } else {
       const collectives::ClosedForm f = communication_closed_form(op, w, torus);
       if (w.hardware.gpu && op.kind != OpKind::Send)
@@ -277,7 +281,7 @@ std::vector<OpResult> op_results(const workloads::Workload& w, const topology::T
       o.closed_s = f.time_s();
       o.bound = f.latency_bound() ? "latency" : "bandwidth";
     }
-    if (op.kind != OpKind::Matmul && o.time() > kZeroTick) {
+    if (!is_local(op.kind) && o.time() > kZeroTick) {
       double n = 1;
       for (int a : op.hw_axes) n *= torus.axis(a).size;
       const double size = op.kind == OpKind::AllToAll ? static_cast<double>(op.bytes) / n : static_cast<double>(op.bytes);
@@ -323,7 +327,8 @@ RunResult simulate_simgrid(const workloads::Workload& w, const topology::Torus& 
     o.end = max(o.end, run.tasks[t].done);
   }
   for (std::size_t i = 0; i < w.ops.size(); ++i)
-    for (std::uint32_t c = 0; c < ex.chips; ++c) all_ready[i] = max(all_ready[i], run.tasks[ex.op_entry_begin[i] + c].done);
+    for (std::uint32_t c = 0; c < ex.op_ports[i].count(); ++c)
+      all_ready[i] = max(all_ready[i], run.tasks[ex.op_ports[i].entry_begin + c].done);
   RunResult r;
   r.engine = "simgrid";
   r.makespan = run.makespan;
@@ -366,7 +371,7 @@ RunResult simulate_expanded(const workloads::Workload& w, const topology::Torus&
     void on_task(sim::TaskId, const sim::Task&, const sim::TaskTiming&) override {}
     void on_join(sim::TaskId id, const sim::Task& task, Tick at) override {
       const sim::OpId op = task.op();
-      if (id >= ex.op_entry_begin[op] && id < ex.op_entry_begin[op] + ex.chips) all_ready[op] = max(all_ready[op], at);
+      if (ex.op_ports[op].is_entry(id)) all_ready[op] = max(all_ready[op], at);
     }
   } entries(ex);
 

@@ -77,6 +77,13 @@ class Planner {
   }
 
   void add(std::uint32_t index, const workloads::Op& op) {
+    // What training steps lower to has no cuBLAS or NCCL call here yet.
+    if (op.kind == OpKind::Elementwise || op.batch != 1 || !op.pairs.empty() || op.chips)
+      throw InputError(w_.file, op.pointer,
+                       fmt::format("op '{}' cannot be replayed: replay runs matmuls and collectives on every rank "
+                                   "(elementwise kernels, batched matmuls, multi-pair sends and ops on a subset of "
+                                   "the chips are simulated only)",
+                                   op.name));
     Call base;
     base.op = index;
     if (!op.inputs.empty()) {

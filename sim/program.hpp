@@ -22,6 +22,9 @@ namespace meshsim::sim {
 
 using TaskId = std::uint32_t;
 using OpId = std::uint32_t;
+// A port of a chip that takes no part in an op (sim::OpPorts entries, see
+// collectives/collective.hpp).
+constexpr TaskId kNoTask = ~TaskId{0};
 
 enum class TaskKind : std::uint8_t { Transfer, Compute, Join };
 enum class EdgeKind : std::uint8_t { Full, Stream };

@@ -31,7 +31,27 @@ constexpr std::uint64_t kChunk = 512 * 1024;
 constexpr double kHopperFp32 = 6.7e13;
 constexpr double kHopperInt8 = 1.979e15;
 
-const std::array<GpuPreset, 4> kGpuPresets = {{
+// A100 SXM 80GB, NVIDIA A100 Tensor Core GPU datasheet (nvidia.com): BF16 tensor
+// 312 TFLOPS and INT8 tensor 624 TOPS dense (the datasheet's 624 / 1,248 are
+// "with sparsity"), FP32 (non-tensor) 19.5 TFLOPS, as kHopperFp32 is H100's
+// non-tensor FP32; no FP8 (Ampere has none: 0); HBM2e 80 GB at 2,039 GB/s;
+// NVLink 3 600 GB/s per GPU bidirectional (12 links x 25 GB/s per direction =
+// 300 GB/s per direction), all through the NVSwitches of the HGX A100 board.
+// Network: NVIDIA DGX A100 System Architecture whitepaper and DGX A100 User Guide:
+// eight single-port ConnectX-6 HDR InfiniBand 200 Gb/s adapters for compute
+// traffic, one per GPU (25 GB/s per direction). Latencies as above: NCCL's hwLat
+// is per link type (NVLink, PCI, network), not per GPU generation (Ampere only
+// changes its bandwidth caps), so A100 gets the same 3.4 us and 9.6 us steps.
+constexpr double kAmpereFp32 = 1.95e13;
+constexpr double kAmpereBf16 = 3.12e14;
+constexpr double kAmpereInt8 = 6.24e14;
+constexpr std::uint64_t kHdrNic = 25'000'000'000;
+
+const std::array<GpuPreset, 5> kGpuPresets = {{
+    {"a100-dgx", "DGX A100: 8 x A100 SXM 80GB, NVLink 300 GB/s per direction per GPU, 200 Gb/s IB per GPU",
+     ChipSpec{.bf16_flops_per_s = kAmpereBf16, .int8_ops_per_s = kAmpereInt8, .fp8_flops_per_s = 0,
+              .fp32_flops_per_s = kAmpereFp32, .hbm_bytes = 80'000'000'000, .hbm_bandwidth_bytes_per_s = 2.039e12},
+     8, LinkSpec{300'000'000'000, kNvlinkHop}, LinkSpec{kHdrNic, kNetHop}, LinkSpec{kHdrNic, kNetHop}, kChunk},
     {"h100-dgx", "DGX H100: 8 x H100 SXM, NVLink 450 GB/s per direction per GPU, 400 Gb/s IB per GPU",
      ChipSpec{.bf16_flops_per_s = 9.9e14, .int8_ops_per_s = kHopperInt8, .fp8_flops_per_s = 2.0e15,
               .fp32_flops_per_s = kHopperFp32, .hbm_bytes = 80'000'000'000, .hbm_bandwidth_bytes_per_s = 3.35e12},

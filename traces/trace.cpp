@@ -7,8 +7,23 @@ TraceRecorder::TraceRecorder(const sim::Program& program, const TraceLayout& lay
   chip_kept_.assign(layout_.chips, options_.chips.empty() ? 1 : 0);
   for (std::uint32_t c : options_.chips)
     if (c < layout_.chips) chip_kept_[c] = 1;
-  entry_.assign(layout_.op_names.size() * layout_.chips, kMaxTick);
-  exit_.assign(layout_.op_names.size() * layout_.chips, kMaxTick);
+  std::size_t ports = 0;
+  for (const sim::OpChips& op : layout_.op_ports) {
+    port_base_.push_back(ports);
+    ports += op.count();
+  }
+  entry_.assign(ports, kMaxTick);
+  exit_.assign(ports, kMaxTick);
+}
+
+Tick TraceRecorder::entered(std::size_t op, std::uint32_t chip) const {
+  const auto at = layout_.op_ports[op].position(chip);
+  return at ? entry_[port_base_[op] + *at] : kMaxTick;
+}
+
+Tick TraceRecorder::left(std::size_t op, std::uint32_t chip) const {
+  const auto at = layout_.op_ports[op].position(chip);
+  return at ? exit_[port_base_[op] + *at] : kMaxTick;
 }
 
 bool TraceRecorder::in_window(Tick start, Tick end) const {
@@ -25,13 +40,13 @@ void TraceRecorder::on_task(sim::TaskId id, const sim::Task& task, const sim::Ta
 
 void TraceRecorder::on_join(sim::TaskId id, const sim::Task& task, Tick at) {
   const sim::OpId op = task.op();
-  const sim::TaskId begin = layout_.op_entry_begin[op];
-  if (id < begin || id >= begin + 2 * layout_.chips) return;  // an op's internal barrier
-  const std::uint32_t offset = id - begin;
-  if (offset < layout_.chips)
-    entry_[op * layout_.chips + offset] = at;
+  const sim::OpChips& ports = layout_.op_ports[op];
+  if (!ports.is_port(id)) return;  // an op's internal barrier
+  const std::uint32_t offset = id - ports.entry_begin;
+  if (offset < ports.count())
+    entry_[port_base_[op] + offset] = at;
   else
-    exit_[op * layout_.chips + offset - layout_.chips] = at;
+    exit_[port_base_[op] + offset - ports.count()] = at;
 }
 
 }  // namespace meshsim::traces

@@ -11,6 +11,7 @@
 
 #include "base/tick.hpp"
 #include "sim/executor.hpp"
+#include "sim/op_chips.hpp"
 #include "sim/program.hpp"
 #include "traces/sink.hpp"
 
@@ -42,7 +43,7 @@ struct TraceLayout {
   std::vector<std::string> op_names, op_kinds;  // per op
   std::vector<std::string> op_algorithms;       // per op, e.g. "bidirectional ring", "routed"
   std::uint64_t forward_chunk_bytes = 0;        // cut-through granularity of the links
-  std::vector<sim::TaskId> op_entry_begin;      // op's entry joins [b, b+chips), exit joins [b+chips, b+2*chips)
+  std::vector<sim::OpChips> op_ports;           // per op: its chips, its entry and exit joins
   std::uint32_t chips = 0;
 };
 
@@ -58,9 +59,10 @@ class TraceRecorder final : public sim::ExecutionObserver {
   void on_join(sim::TaskId id, const sim::Task& task, Tick at) override;
 
   const std::vector<TaskRecord>& tasks() const { return tasks_; }
-  // Per op and chip: when the chip entered and left the op (kMaxTick: never).
-  Tick entered(std::size_t op, std::uint32_t chip) const { return entry_[op * layout_.chips + chip]; }
-  Tick left(std::size_t op, std::uint32_t chip) const { return exit_[op * layout_.chips + chip]; }
+  // Per op and chip: when the chip entered and left the op (kMaxTick: never, or
+  // the op does not run on the chip).
+  Tick entered(std::size_t op, std::uint32_t chip) const;
+  Tick left(std::size_t op, std::uint32_t chip) const;
   bool keeps_chip(std::uint32_t chip) const { return chip_kept_[chip] != 0; }
   bool in_window(Tick start, Tick end) const;
 
@@ -74,7 +76,8 @@ class TraceRecorder final : public sim::ExecutionObserver {
   TraceOptions options_;
   std::vector<std::uint8_t> chip_kept_;
   std::vector<TaskRecord> tasks_;
-  std::vector<Tick> entry_, exit_;
+  std::vector<std::size_t> port_base_;  // per op: where its chips' times start in entry_ and exit_
+  std::vector<Tick> entry_, exit_;      // per op, per chip it runs on
 };
 
 struct TraceStats {

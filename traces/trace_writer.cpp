@@ -83,7 +83,8 @@ class Writer {
   };
   void plan_ops() {
     for (std::size_t o = 0; o < l_.op_names.size(); ++o)
-      for (std::uint32_t c = 0; c < l_.chips; ++c) {
+      for (std::uint32_t k = 0; k < l_.op_ports[o].count(); ++k) {
+        const std::uint32_t c = l_.op_ports[o].chip_at(k);
         const Tick a = r_.entered(o, c), b = r_.left(o, c);
         if (a == kMaxTick || b == kMaxTick || !r_.keeps_chip(c) || !r_.in_window(a, b)) continue;
         ops_.push_back({a, b, o, c, 0});
@@ -198,9 +199,10 @@ class Writer {
         }
         // Delivered: into the op slice of the receiving chip, at the arrival.
         const sim::OpId op = task.op();
-        const sim::TaskId exits = l_.op_entry_begin[op] + l_.chips;
-        if (succ < exits || succ >= exits + l_.chips) continue;
-        const std::uint32_t to = succ - exits;
+        const sim::OpChips& ports = l_.op_ports[op];
+        const sim::TaskId exits = ports.entry_begin + ports.count();
+        if (succ < exits || succ >= exits + ports.count()) continue;
+        const std::uint32_t to = ports.chip_at(succ - exits);
         const auto tid = op_tid_.find({op, to});
         if (tid == op_tid_.end() || tasks[i].arrival < r_.entered(op, to) || tasks[i].arrival > r_.left(op, to)) continue;
         flows_out_[i].push_back(flow);

@@ -119,7 +119,7 @@ void Lowerer::parse_op(const Cursor& c, std::size_t index) {
     lower_mlp(c, name, after);
   } else {
     const auto k = parse_kind(kind);
-    if (!k || *k == OpKind::Matmul)
+    if (!k || is_local(*k))
       kind_c.fail(fmt::format("unknown op kind '{}' (known: all_gather, reduce_scatter, all_reduce, all_to_all, send, "
                               "matmul, mlp)",
                               kind));
@@ -255,6 +255,7 @@ void Lowerer::lower_collective(const Cursor& c, Op op) {
     }
     case OpKind::Send:
     case OpKind::Matmul:
+    case OpKind::Elementwise:
       break;
   }
   if (auto out = c.find("out")) {

@@ -10,7 +10,7 @@
 namespace meshsim::workloads {
 
 double time_lower_bound_s(const Workload& w, const Op& op) {
-  if (op.kind == OpKind::Matmul) return 0;
+  if (is_local(op.kind)) return 0;
   // A chip's incoming (or outgoing) bandwidth: a TPU has at most two link
   // directions per hardware axis; a GPU one NVLink and one NIC direction.
   double chip_bandwidth = 0;
@@ -43,6 +43,7 @@ double time_lower_bound_s(const Workload& w, const Op& op) {
       bytes = op.src != op.dst ? v : 0;
       break;
     case OpKind::Matmul:
+    case OpKind::Elementwise:
       break;
   }
   return bytes / chip_bandwidth;

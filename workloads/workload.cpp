@@ -11,6 +11,7 @@
 #include "base/error.hpp"
 #include "workloads/json_cursor.hpp"
 #include "workloads/lowering.hpp"
+#include "workloads/training_detail.hpp"
 #include "workloads/sharding.hpp"
 #include "workloads/time_bound.hpp"
 
@@ -28,6 +29,25 @@ int Array::dim_index(const std::string& dim) const {
   for (std::size_t d = 0; d < dims.size(); ++d)
     if (dims[d] == dim) return static_cast<int>(d);
   return -1;
+}
+
+namespace {
+struct DType {
+  std::string_view name;
+  std::uint64_t bytes;
+};
+constexpr DType kDTypes[] = {{"bf16", 2}, {"fp16", 2}, {"fp32", 4}, {"int8", 1}, {"fp8", 1}, {"int32", 4}};
+}  // namespace
+
+std::uint64_t element_size(std::string_view dtype) {
+  for (const DType& d : kDTypes)
+    if (d.name == dtype) return d.bytes;
+  return 0;
+}
+
+std::vector<std::pair<topology::ChipId, topology::ChipId>> send_pairs(const Op& op) {
+  if (!op.pairs.empty()) return op.pairs;
+  return {{op.src, op.dst}};
 }
 
 std::vector<std::vector<int>> mesh_coordinates(const Workload& w, const topology::Torus& torus) {
@@ -51,7 +71,10 @@ topology::Torus Workload::make_torus() const {
 }
 
 topology::Fabric Workload::make_fabric() const {
-  const int nodes = topology.size() > 1 ? topology[1].size : 1;
+  // One fat tree of all the nodes, whatever grid they form: node index n0 + N0 n1
+  // + ..., so chip gpu + G * node is the torus' linear id (axis 0 fastest).
+  int nodes = 1;
+  for (std::size_t a = 1; a < topology.size(); ++a) nodes *= topology[a].size;
   topology::LinkSpec spine = hardware.spine;
   int cables = 1;
   if (hardware.spine_full_bisection) {
@@ -65,13 +88,13 @@ topology::Fabric Workload::make_fabric() const {
                                                hardware.spines, cables});
 }
 
+std::string gpu_axis_name(const Workload& w, int axis) {
+  if (axis == 0) return "gpu";
+  return w.node_grid ? fmt::format("node{}", axis - 1) : std::string("node");
+}
+
 namespace {
 
-struct DType {
-  std::string_view name;
-  std::uint64_t bytes;
-};
-constexpr DType kDTypes[] = {{"bf16", 2}, {"fp16", 2}, {"fp32", 4}, {"int8", 1}, {"fp8", 1}, {"int32", 4}};
 
 // ---------------------------------------------------------------- hardware
 
@@ -158,8 +181,10 @@ void map_mesh(Workload& w, const std::vector<MeshInput>& axes, const Cursor& mes
   for (const topology::AxisSpec& a : w.topology) shape.push_back(a.size);
   std::uint64_t chips = 1;
   for (int sz : shape) chips *= static_cast<std::uint64_t>(sz);
-  // How the errors name the topology: "4x4x4", or "4 nodes x 8 GPUs".
-  const std::string topo = w.hardware.gpu ? fmt::format("{} nodes x {} GPUs", shape.size() > 1 ? shape[1] : 1, shape[0])
+  // How the errors name the topology: "4x4x4", "4 nodes x 8 GPUs", or on a node
+  // grid "4x2 nodes x 8 GPUs".
+  const std::vector<int> nodes = shape.size() > 1 ? std::vector<int>(shape.begin() + 1, shape.end()) : std::vector<int>{1};
+  const std::string topo = w.hardware.gpu ? fmt::format("{} nodes x {} GPUs", fmt::join(nodes, "x"), shape[0])
                                           : w.make_torus().shape_string();
   // Map mesh axes onto consecutive hardware axes.
   std::size_t hw = 0;
@@ -176,6 +201,11 @@ void map_mesh(Workload& w, const std::vector<MeshInput>& axes, const Cursor& mes
                       "axis {} of size {}",
                       topo, chips, m.name, m.size));
     if (product != static_cast<std::uint64_t>(m.size)) {
+      if (w.hardware.gpu && w.node_grid && axis.hw_axes.back() > 0)
+        m.where.fail(fmt::format("mesh axis {} of size {} cuts node axis {} ({} nodes) unevenly: a mesh axis spans the "
+                                 "GPUs of a node, whole node axes, or both ({})",
+                                 m.name, m.size, gpu_axis_name(w, axis.hw_axes.back()),
+                                 shape[static_cast<std::size_t>(axis.hw_axes.back())], topo));
       if (w.hardware.gpu)
         m.where.fail(fmt::format("mesh axis {} of size {} cuts the {}-GPU nodes unevenly: a mesh axis spans the GPUs "
                                  "of a node, whole nodes, or both ({})",
@@ -192,7 +222,7 @@ void map_mesh(Workload& w, const std::vector<MeshInput>& axes, const Cursor& mes
       mesh.fail(fmt::format(
           "the mesh has {} chips but the topology {} has {}; no mesh axis is left for hardware "
           "axis {} of size {}",
-          mesh_chips, topo, chips, w.hardware.gpu ? std::string(hw == 0 ? "gpu" : "node") : w.make_torus().axis_name(static_cast<int>(hw)),
+          mesh_chips, topo, chips, w.hardware.gpu ? gpu_axis_name(w, static_cast<int>(hw)) : w.make_torus().axis_name(static_cast<int>(hw)),
           shape[hw]));
 }
 
@@ -213,12 +243,25 @@ void parse_topology_and_mesh(const Cursor& root, Workload& w) {
   std::uint64_t mesh_chips = 1;
   for (const MeshInput& m : axes) mesh_chips *= static_cast<std::uint64_t>(m.size);
   if (w.hardware.gpu) {
-    // Hardware axes (GPU within its node, node): mesh axes map onto them in order.
+    // Hardware axes (GPU within its node, node), or (GPU, node0, node1, ...) on a
+    // node grid: mesh axes map onto them in order.
     const auto per_node = static_cast<std::uint64_t>(w.hardware.gpus_per_node);
     std::uint64_t nodes = 0;
+    std::vector<int> grid;  // {"nodes": [N0, N1, ...]}
     if (topo) {
       topo->only_keys({"nodes"});
-      nodes = static_cast<std::uint64_t>(topo->at("nodes").as_int_in(1, kMaxAxisSize));
+      const Cursor n = topo->at("nodes");
+      if (n.raw().is_array()) {
+        for (const Cursor& e : n.elements()) grid.push_back(static_cast<int>(e.as_int_in(1, kMaxAxisSize)));
+        if (grid.empty() || grid.size() > 3)
+          n.fail(fmt::format("expected 1 to 3 node axes (the nodes as a grid, first axis fastest), got {}", grid.size()));
+        nodes = 1;
+        for (int g : grid) nodes *= static_cast<std::uint64_t>(g);
+        if (per_node * nodes > kMaxChips)
+          n.fail(fmt::format("{} GPUs is more than meshsim supports ({})", per_node * nodes, kMaxChips));
+      } else {
+        nodes = static_cast<std::uint64_t>(n.as_int_in(1, kMaxAxisSize));
+      }
     } else {
       if (mesh_chips % per_node != 0)
         mesh.fail(fmt::format("the mesh has {} GPUs, not a whole number of {} nodes of {} GPUs", mesh_chips,
@@ -227,7 +270,12 @@ void parse_topology_and_mesh(const Cursor& root, Workload& w) {
     }
     if (per_node * nodes > kMaxChips)
       mesh.fail(fmt::format("{} GPUs is more than meshsim supports ({})", per_node * nodes, kMaxChips));
-    w.topology = {topology::AxisSpec{static_cast<int>(per_node), false}, topology::AxisSpec{static_cast<int>(nodes), false}};
+    w.topology = {topology::AxisSpec{static_cast<int>(per_node), false}};
+    if (grid.empty())
+      grid.push_back(static_cast<int>(nodes));
+    else
+      w.node_grid = true;
+    for (int g : grid) w.topology.push_back(topology::AxisSpec{g, false});
     map_mesh(w, axes, mesh);
     return;
   }
@@ -375,8 +423,7 @@ Array parse_array(const Workload& w, const std::string& name, const Cursor& c) {
 
   const Cursor dt = c.at("dtype");
   const std::string dtype = dt.as_string();
-  for (const DType& d : kDTypes)
-    if (d.name == dtype) a.element_bytes = d.bytes;
+  a.element_bytes = element_size(dtype);
   if (a.element_bytes == 0) dt.fail(fmt::format("unknown dtype '{}' (known: bf16, fp16, fp32, int8, fp8, int32)", dtype));
   a.dtype = dtype;
 
@@ -424,13 +471,24 @@ topology::ChipId parse_chip(const Workload& w, const Cursor& c) {
 Workload parse_workload(std::string_view text, const std::string& file) {
   const Json json = parse_json(text, file);
   const Cursor root(json, "", file);
-  root.only_keys({"hardware", "topology", "mesh", "arrays", "ops"});
+  root.only_keys({"hardware", "topology", "mesh", "arrays", "ops", "training"});
   Workload w;
   w.file = file;
   const Cursor hw = root.at("hardware");
   w.hardware = parse_hardware(hw);
   parse_topology_and_mesh(root, w);
 
+  if (auto training = root.find("training")) {
+    // A training step is lowered from the model and the plan, not written as ops.
+    for (const char* key : {"arrays", "ops"})
+      if (auto other = root.find(key))
+        other->fail(fmt::format("\"{}\" cannot be given with \"training\" (a training step lowers its own ops)", key));
+    auto t = std::make_shared<Training>(detail::parse_training(w, *training));
+    detail::lower_training(w, *t, *training);
+    w.training = std::move(t);
+    check_time_range(w);
+    return w;
+  }
   detail::Lowerer ops(w);
   if (auto arrays = root.find("arrays")) {
     for (const auto& [name, value] : arrays->members()) {

@@ -2,6 +2,7 @@
 // A workload, parsed and validated: every name resolved, every size checked. The
 // format is documented in docs/WORKLOAD.md. Nothing beyond this point sees JSON.
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "topology/gpu_preset.hpp"
 #include "topology/preset.hpp"
 #include "topology/torus.hpp"
+#include "workloads/training.hpp"
 
 namespace meshsim::workloads {
 
@@ -83,9 +85,33 @@ struct Op {
   std::vector<Array> inputs;
   std::vector<Array> outputs;  // zero or one
 
-  // Matmul: local shapes C[m, n] = A[m, k] . B[k, n] on every chip.
+  // Matmul: local shapes C[m, n] = A[m, k] . B[k, n] on every chip, `batch`
+  // independent products of that shape (attention's per-head products).
   std::uint64_t m = 0, k = 0, n = 0;
+  std::uint64_t batch = 1;
+  std::string dtype;  // matmul and elementwise ops without arrays (training steps): the element type
+
+  // Elementwise: a memory-bound kernel (a norm, an activation, a softmax, a
+  // residual add, the optimizer update): the HBM bytes it reads and writes per
+  // chip; its time is those bytes over the HBM bandwidth.
+  std::uint64_t hbm_bytes = 0;
+
+  // Send: several pairs at once, each sending `bytes` (a pipeline stage passing
+  // its activations to the next, every chip to its counterpart); empty: the one
+  // pair src -> dst.
+  std::vector<std::pair<topology::ChipId, topology::ChipId>> pairs;
+
+  // The chips the op runs on, ascending; null: every chip. A collective's set is
+  // a union of whole groups over its axes; a send's holds its sources and
+  // destinations. Ops parsed from JSON run on every chip.
+  std::shared_ptr<const std::vector<topology::ChipId>> chips;
 };
+
+// Bytes per element of a dtype name (bf16, fp16, fp32, int8, fp8, int32); 0 when unknown.
+std::uint64_t element_size(std::string_view dtype);
+
+// The (src, dst) pairs of a send op.
+std::vector<std::pair<topology::ChipId, topology::ChipId>> send_pairs(const Op& op);
 
 // How a workload matmul was lowered, in words and numbers (meshsim explain).
 struct MatmulExplanation {
@@ -106,12 +132,22 @@ struct Workload {
   std::vector<Array> arrays;    // the last version of every array (declared, results, intermediates)
   std::vector<Op> ops;        // lowered ops, in a valid execution order
   std::vector<MatmulExplanation> explanations;
+  std::shared_ptr<const Training> training;  // a training step (the "training" section); null otherwise
+  // GPU: "topology": {"nodes": [N0, N1, ...]}, the nodes laid out as a grid (node
+  // index n0 + N0 n1 + N0 N1 n2): hardware axes gpu, node0, node1, ...; with
+  // {"nodes": N} (false) the axes are gpu and node.
+  bool node_grid = false;
 
-  // Chip coordinates and, for TPUs, the links. For GPUs the two hardware axes are
-  // (GPU within its node, node); the links are the fabric's.
+  // Chip coordinates and, for TPUs, the links. For GPUs the hardware axes are the
+  // GPU within its node (axis 0) and the node axes (1 and up; chip = gpu + G *
+  // node); the links are the fabric's, one fat tree of all the nodes.
   topology::Torus make_torus() const;
   topology::Fabric make_fabric() const;  // GPU workloads only
 };
+
+// The name of a GPU workload's hardware axis: "gpu" (0), then "node" or, on a
+// node grid, "node0", "node1", ...
+std::string gpu_axis_name(const Workload& w, int axis);
 
 // Throws InputError ("FILE:/json/pointer: message") on any malformed or
 // inconsistent input.

@@ -69,6 +69,7 @@ void all_to_all(ProgramBuilder& b, const Torus& t, std::span<const int> axes, st
   };
   std::vector<Dest> dests;
   for (ChipId src = 0; src < t.num_chips(); ++src) {
+    if (!ports.active(src)) continue;  // not in the op's chips (nor is its group)
     // The group of src: every chip that differs from it only on `axes`.
     dests.clear();
     for (std::uint32_t i = 0; i < group; ++i) {

@@ -16,6 +16,7 @@ void build(ProgramBuilder& b, const Torus& t, Kind kind, std::span<const int> ax
       return all_to_all(b, t, axes, group_bytes, ports);
     case Kind::Send:
     case Kind::Matmul:
+    case Kind::Elementwise:
       break;
   }
   MESHSIM_ASSERT(false, "not a group collective");

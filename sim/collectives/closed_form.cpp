@@ -35,6 +35,7 @@ ClosedForm cheat_sheet(const ClosedFormInput& in) {
       f.bandwidth_s = in.send_routes > 0 ? v / (in.send_routes * in.link_bandwidth_one_way) : 0;
       break;
     case Kind::Matmul:  // not communication: kernels/roofline.hpp
+    case Kind::Elementwise:
       break;
   }
   return f;

@@ -24,10 +24,15 @@ using topology::Torus;
 
 using Kind = OpKind;
 
+// An op may run on a subset of the chips (a pipeline stage): the others' ports
+// are sim::kNoTask, and the set is a union of whole groups of the collective
+// (every chip that differs from an active one only on the collective's axes is
+// active), so a builder skips a ring, line or group by its first chip.
 struct OpPorts {
   OpId op = 0;
-  std::span<const TaskId> entry;  // one join per chip
-  std::span<const TaskId> exit;   // one join per chip
+  std::span<const TaskId> entry;  // one join per chip (kNoTask: the chip takes no part)
+  std::span<const TaskId> exit;   // one join per chip (kNoTask: the chip takes no part)
+  bool active(ChipId c) const { return entry[c] != sim::kNoTask; }
 };
 
 // `axes`: the hardware axes the collective spans (each of size > 1), in order.

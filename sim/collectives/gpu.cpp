@@ -11,25 +11,50 @@ using detail::ceil_div;
 using topology::Fabric;
 using topology::LinkId;
 
+namespace {
+
+// The node axes (hardware axes 1 and up: one, or a grid of nodes) among `axes`,
+// in the order listed.
+std::vector<int> node_axes_of(std::span<const int> axes) {
+  std::vector<int> out;
+  for (int a : axes)
+    if (a >= 1) out.push_back(a);
+  return out;
+}
+
+}  // namespace
+
 std::vector<std::vector<ChipId>> rings(const Torus& coords, std::span<const int> axes) {
   std::vector<std::vector<ChipId>> out;
   std::vector<char> seen(coords.num_chips(), 0);
   const bool local = std::find(axes.begin(), axes.end(), 0) != axes.end();
-  const bool across = std::find(axes.begin(), axes.end(), 1) != axes.end();
+  const std::vector<int> across = node_axes_of(axes);
   const int gpus = coords.axis(0).size;
-  const int nodes = coords.num_axes() > 1 ? coords.axis(1).size : 1;
+  int nodes = 1;  // per group
+  for (int a : across) nodes *= coords.axis(a).size;
   for (ChipId c = 0; c < coords.num_chips(); ++c) {
     if (seen[c]) continue;
     std::vector<ChipId> ring;
-    const int my_local = coords.coord(c, 0), my_node = coords.num_axes() > 1 ? coords.coord(c, 1) : 0;
-    for (int n = across ? 0 : my_node; n < (across ? nodes : my_node + 1); ++n)
+    const int my_local = coords.coord(c, 0);
+    for (int p = 0; p < nodes; ++p) {
+      // The group's p-th node: c's, with the listed node axes set to the digits
+      // of p (first axis fastest).
+      ChipId node = c;
+      int rest = p;
+      for (int a : across) {
+        node = coords.with_coord(node, a, rest % coords.axis(a).size);
+        rest /= coords.axis(a).size;
+      }
+      // Every other node of the ring runs its GPUs backwards; a group inside one
+      // node goes by that node's parity.
+      const bool backwards = across.empty() ? static_cast<int>(c) / gpus % 2 == 1 : p % 2 == 1;
       for (int k = 0; k < (local ? gpus : 1); ++k) {
-        const int l = !local ? my_local : (n % 2 == 0 ? k : gpus - 1 - k);
-        ChipId g = coords.with_coord(c, 0, l);
-        if (coords.num_axes() > 1) g = coords.with_coord(g, 1, n);
+        const int l = !local ? my_local : (backwards ? gpus - 1 - k : k);
+        const ChipId g = coords.with_coord(node, 0, l);
         ring.push_back(g);
         seen[g] = 1;
       }
+    }
     out.push_back(std::move(ring));
   }
   return out;
@@ -141,8 +166,8 @@ const char* algorithm_name(Algorithm a) {
 
 std::vector<Algorithm> candidates(Kind kind, const Torus& coords, std::span<const int> axes) {
   const bool local = std::find(axes.begin(), axes.end(), 0) != axes.end() && coords.axis(0).size > 1;
-  const bool across = std::find(axes.begin(), axes.end(), 1) != axes.end() && coords.num_axes() > 1 &&
-                      coords.axis(1).size > 1;
+  bool across = false;  // any node axis
+  for (int a : node_axes_of(axes)) across = across || (a < coords.num_axes() && coords.axis(a).size > 1);
   switch (kind) {
     case Kind::AllToAll:
       return {Algorithm::Direct};
@@ -260,10 +285,15 @@ void direct_all_reduce(ProgramBuilder& b, const Fabric& f, const std::vector<std
 
 void build(ProgramBuilder& b, const Fabric& f, const Torus& coords, Kind kind, Algorithm algorithm,
            std::span<const int> axes, std::uint64_t group_bytes, std::uint64_t chunk_bytes, const OpPorts& ports) {
-  const std::vector<std::vector<ChipId>> rs = rings(coords, axes);
+  // Only the groups of the op's chips (a pipeline stage's, or all).
+  const auto active_rings = [&](std::vector<std::vector<ChipId>> all) {
+    std::erase_if(all, [&](const std::vector<ChipId>& ring) { return !ports.active(ring.front()); });
+    return all;
+  };
+  const std::vector<std::vector<ChipId>> rs = active_rings(rings(coords, axes));
   if (rs.empty() || rs.front().size() < 2) return;
   const std::uint64_t n = rs.front().size();
-  auto barrier = [&] { return detail::make_joins(b, coords.num_chips(), ports.op); };
+  auto barrier = [&] { return detail::make_joins(b, ports.entry, ports.op); };
   switch (kind) {
     case Kind::AllGather:
       ring_gather(b, f, rs, ceil_div(group_bytes, n), ports.entry, ports.exit, ports.op);
@@ -286,11 +316,12 @@ void build(ProgramBuilder& b, const Fabric& f, const Torus& coords, Kind kind, A
       }
       if (algorithm == Algorithm::Hierarchical) {
         // Phases with a per-GPU barrier between them: node rings, rail rings, node rings.
-        const std::vector<int> in_node{0}, across{1};
-        const auto node_rings = rings(coords, in_node), rail_rings = rings(coords, across);
+        const std::vector<int> in_node{0}, across = node_axes_of(axes);
+        const auto node_rings = active_rings(rings(coords, in_node)), rail_rings = active_rings(rings(coords, across));
         const std::uint64_t g = node_rings.front().size();
         const std::vector<TaskId> a = barrier(), c = barrier();
         for (ChipId chip = 0; chip < coords.num_chips(); ++chip) {
+          if (!ports.active(chip)) continue;
           b.depend(ports.entry[chip], a[chip]);
           b.depend(a[chip], c[chip]);
           b.depend(c[chip], ports.exit[chip]);
@@ -298,6 +329,7 @@ void build(ProgramBuilder& b, const Fabric& f, const Torus& coords, Kind kind, A
         ring_reduce(b, f, node_rings, ceil_div(group_bytes, g), ports.entry, a, ports.op);
         const std::vector<TaskId> mid = barrier();
         for (ChipId chip = 0; chip < coords.num_chips(); ++chip) {
+          if (!ports.active(chip)) continue;
           b.depend(a[chip], mid[chip]);
           b.depend(mid[chip], c[chip]);
         }
@@ -309,6 +341,7 @@ void build(ProgramBuilder& b, const Fabric& f, const Torus& coords, Kind kind, A
       }
       const std::vector<TaskId> mid = barrier();
       for (ChipId c = 0; c < coords.num_chips(); ++c) {
+        if (!ports.active(c)) continue;
         b.depend(ports.entry[c], mid[c]);
         b.depend(mid[c], ports.exit[c]);
       }
@@ -328,6 +361,7 @@ void build(ProgramBuilder& b, const Fabric& f, const Torus& coords, Kind kind, A
     }
     case Kind::Send:
     case Kind::Matmul:
+    case Kind::Elementwise:
       break;
   }
   MESHSIM_ASSERT(false, "not a group collective");
@@ -397,7 +431,7 @@ std::uint64_t transfer_bound(const Fabric& f, const Torus& coords, Kind kind, Al
           total = all_pairs();
           break;
         case Algorithm::Hierarchical: {
-          const std::vector<int> in_node{0}, across{1};
+          const std::vector<int> in_node{0}, across = node_axes_of(axes);
           total = 2 * ring_phase_transfers(f, rings(coords, in_node)) + 2 * ring_phase_transfers(f, rings(coords, across));
           break;
         }
@@ -418,6 +452,7 @@ std::uint64_t transfer_bound(const Fabric& f, const Torus& coords, Kind kind, Al
       break;
     case Kind::Send:
     case Kind::Matmul:
+    case Kind::Elementwise:
       break;
   }
   return total > kCountCap ? kCountCap : static_cast<std::uint64_t>(total);

@@ -13,9 +13,10 @@
 namespace meshsim::collectives::gpu {
 
 // The GPUs of each group of a collective over `axes` of the chip coordinates
-// `coords` (axis 0: GPU within its node, axis 1: node), in NCCL's ring order:
-// node by node, the local order reversed on every other node so that the
-// node-to-node steps stay on one rail.
+// `coords` (axis 0: GPU within its node, axes 1 and up: the node, or a grid of
+// nodes), the GPUs that differ only on those axes, in NCCL's ring order: node by
+// node (ordered by the listed node axes, first fastest), the local order
+// reversed on every other node so that the node-to-node steps stay on one rail.
 std::vector<std::vector<ChipId>> rings(const Torus& coords, std::span<const int> axes);
 
 enum class Algorithm {

@@ -81,6 +81,7 @@ void all_gather_phase(ProgramBuilder& b, const Torus& t, int axis, std::uint64_t
   const ChainBytes ring{shard_bytes, shard_bytes, x % 2 == 0 ? ceil_div(shard_bytes, 2) : shard_bytes};
   Chains chains;
   for (ChipId c = 0; c < t.num_chips(); ++c) {
+    if (entry[c] == sim::kNoTask) continue;  // not in the op's chips
     const int pos = t.coord(c, axis);
     const int plus = wrap ? x / 2 : x - 1 - pos;
     const int minus = wrap ? x / 2 : pos;
@@ -102,6 +103,7 @@ void reduce_scatter_phase(ProgramBuilder& b, const Torus& t, int axis, std::uint
     const std::uint64_t first = x % 2 == 0 ? ceil_div(chunk_bytes, 2) : chunk_bytes;
     const ChainBytes bytes{first, chunk_bytes, hops == 1 ? first : chunk_bytes};
     for (ChipId d = 0; d < t.num_chips(); ++d) {
+      if (entry[d] == sim::kNoTask) continue;  // not in the op's chips (nor is its ring)
       const int pos = t.coord(d, axis);
       chains.add(t.with_coord(d, axis, ((pos - hops) % x + x) % x), Direction::Plus, hops, bytes);
       chains.add(t.with_coord(d, axis, (pos + hops) % x), Direction::Minus, hops, bytes);
@@ -110,6 +112,7 @@ void reduce_scatter_phase(ProgramBuilder& b, const Torus& t, int axis, std::uint
     // A line: chains start at the ends; the farthest destination goes first so
     // that it can be forwarded while the nearer ones are still being sent.
     for (ChipId line : ring_starts(t, axis)) {
+      if (entry[line] == sim::kNoTask) continue;  // not in the op's chips (nor is its line)
       for (int d = x - 1; d >= 1; --d) chains.add(line, Direction::Plus, d, ChainBytes::uniform(chunk_bytes));
       const ChipId end = t.with_coord(line, axis, x - 1);
       for (int d = 0; d <= x - 2; ++d) chains.add(end, Direction::Minus, x - 1 - d, ChainBytes::uniform(chunk_bytes));
@@ -118,9 +121,10 @@ void reduce_scatter_phase(ProgramBuilder& b, const Torus& t, int axis, std::uint
   chains.build(b, t, axis, entry, exit, op, /*deliver_each=*/false);
 }
 
-std::vector<TaskId> make_joins(ProgramBuilder& b, std::uint32_t chips, OpId op) {
-  std::vector<TaskId> out(chips);
-  for (std::uint32_t c = 0; c < chips; ++c) out[c] = b.join(op);
+std::vector<TaskId> make_joins(ProgramBuilder& b, std::span<const TaskId> like, OpId op) {
+  std::vector<TaskId> out(like.size(), sim::kNoTask);
+  for (std::size_t c = 0; c < like.size(); ++c)
+    if (like[c] != sim::kNoTask) out[c] = b.join(op);
   return out;
 }
 
@@ -139,8 +143,9 @@ void run_phases(ProgramBuilder& b, const Torus& t, std::span<const Phase> phases
   for (std::size_t k = 0; k < phases.size(); ++k) {
     const bool last = k + 1 == phases.size();
     std::vector<TaskId> out = last ? std::vector<TaskId>(ports.exit.begin(), ports.exit.end())
-                                   : make_joins(b, t.num_chips(), ports.op);
-    for (ChipId c = 0; c < t.num_chips(); ++c) b.depend(in[c], out[c]);
+                                   : make_joins(b, ports.entry, ports.op);
+    for (ChipId c = 0; c < t.num_chips(); ++c)
+      if (ports.active(c)) b.depend(in[c], out[c]);
     const Phase& p = phases[k];
     if (p.kind == PhaseKind::Gather)
       all_gather_phase(b, t, p.axis, p.bytes, in, out, ports.op);

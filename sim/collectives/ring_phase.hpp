@@ -27,8 +27,9 @@ void all_gather_phase(ProgramBuilder& b, const Torus& t, int axis, std::uint64_t
 void reduce_scatter_phase(ProgramBuilder& b, const Torus& t, int axis, std::uint64_t chunk_bytes,
                           std::span<const TaskId> entry, std::span<const TaskId> exit, OpId op);
 
-// Per-chip joins for an intermediate barrier.
-std::vector<TaskId> make_joins(ProgramBuilder& b, std::uint32_t chips, OpId op);
+// Per-chip joins for an intermediate barrier, for the chips whose `like` port is
+// a task (the op's chips); kNoTask for the others.
+std::vector<TaskId> make_joins(ProgramBuilder& b, std::span<const TaskId> like, OpId op);
 
 // Ceiling division for byte counts (uneven shards are padded, as XLA pads).
 constexpr std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b) { return (a + b - 1) / b; }

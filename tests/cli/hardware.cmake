@@ -76,7 +76,7 @@ expect_output("median absolute error, held out (1 rows): before 41.4%, after 11.
               compare tests/calibration/synthetic_suite.json --calibration ${cal} --hardware h200-dgx)
 expect_output("op 0 mlp.up.matmul (matmul, 2/4 ranks)        replay       12.000        7.033     -41.4%        9.300     -22.5%\n"
               compare tests/calibration/synthetic_replay.json --calibration ${cal})
-expect_error("meshsim: error: no GPU preset for 'synthetic test fixture (not measured)' to compare with; give --hardware (h100-dgx, h200-dgx, b200-dgx, gb200-nvl72)"
+expect_error("meshsim: error: no GPU preset for 'synthetic test fixture (not measured)' to compare with; give --hardware (a100-dgx, h100-dgx, h200-dgx, b200-dgx, gb200-nvl72)"
              compare tests/calibration/synthetic_suite.json)
 expect_error("meshsim: error: tests/calibration/synthetic_calibration.json:: missing required field 'kind'"
              compare ${cal})

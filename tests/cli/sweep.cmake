@@ -47,7 +47,7 @@ expect_error("meshsim: error: --mesh: '16' gives 1 size but the mesh of w.json h
 # A point the parser refuses: the same line as `meshsim run` on it, with the point named.
 expect_error("meshsim: error: w.json:/ops/0/algorithm: 'algorithm' chooses among GPU collective algorithms; TPU tori have one schedule each (sweep point 0: algorithm=ring)"
              sweep w.json --algorithm ring)
-expect_error("meshsim: error: w.json:/hardware/preset: unknown preset 'tpu-v9' (known: tpu-v4, tpu-v5e, tpu-v5p, tpu-v6e, h100-dgx, h200-dgx, b200-dgx, gb200-nvl72) (sweep point 1: preset=tpu-v9)"
+expect_error("meshsim: error: w.json:/hardware/preset: unknown preset 'tpu-v9' (known: tpu-v4, tpu-v5e, tpu-v5p, tpu-v6e, a100-dgx, h100-dgx, h200-dgx, b200-dgx, gb200-nvl72) (sweep point 1: preset=tpu-v9)"
              sweep w.json --preset tpu-v5e,tpu-v9)
 expect_error("meshsim: error: --algorithm: expected ring, tree, nvls, hierarchical, direct or auto, got 'fastest'"
              sweep w.json --algorithm fastest)

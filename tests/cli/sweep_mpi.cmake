@@ -14,7 +14,7 @@ foreach(attempt 1 2 3)
                           OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
   string(REGEX MATCHALL "meshsim: error: [^\n]*\n" lines "${err}")
   if(rc STREQUAL "0" OR NOT lines STREQUAL
-     "meshsim: error: w.json:/hardware/preset: unknown preset 'tpu-v9' (known: tpu-v4, tpu-v5e, tpu-v5p, tpu-v6e, h100-dgx, h200-dgx, b200-dgx, gb200-nvl72) (sweep point 1: preset=tpu-v9)\n")
+     "meshsim: error: w.json:/hardware/preset: unknown preset 'tpu-v9' (known: tpu-v4, tpu-v5e, tpu-v5p, tpu-v6e, a100-dgx, h100-dgx, h200-dgx, b200-dgx, gb200-nvl72) (sweep point 1: preset=tpu-v9)\n")
     report("attempt ${attempt}: expected a failure and rank 0's one line; got ${rc}, [${out}], [${err}]")
   endif()
 endforeach()

@@ -184,6 +184,10 @@ int main(int argc, char** argv) {
     if (!trace_window.empty()) window = parse_window(trace_window);
     meshsim::workloads::Workload w = meshsim::workloads::load_workload(workload_path);
     meshsim::tool::apply_calibration_file(w, calibration_path);
+    if (verify && w.training)
+      throw meshsim::InputError(w.file, "/training",
+                                "--verify does not check training steps yet: their lowered ops carry bytes, not data "
+                                "(run without --verify)");
     meshsim::driver::SimulateOptions options;
     options.busiest_links = links;
     options.simgrid_config = simgrid_config;

@@ -77,8 +77,8 @@ TEST_CASE("Deadlock: a cycle between two ops names both ops, the chip and the cy
   driver::Expanded ex = driver::expand(w, torus);
   // "first" on chip 2 now also waits for "second" to finish on chip 2, which waits
   // for "first": a schedule bug.
-  const sim::TaskId first_entry_2 = ex.op_entry_begin[0] + 2;
-  const sim::TaskId second_exit_2 = ex.op_entry_begin[1] + ex.chips + 2;
+  const sim::TaskId first_entry_2 = ex.op_ports[0].entry_begin + 2;
+  const sim::TaskId second_exit_2 = ex.op_ports[1].entry_begin + ex.chips + 2;
   ex.program = with_edge(ex.program, second_exit_2, first_entry_2);
   const std::string m = deadlock_message(w, torus, ex);
   INFO(m);
@@ -96,7 +96,7 @@ TEST_CASE("Deadlock: a cycle inside one op's transfers", "[driver][deadlock]") {
   const topology::Torus torus = w.make_torus();
   driver::Expanded ex = driver::expand(w, torus);
   // A transfer that "first"'s exit on chip 0 waits for now also waits for that exit.
-  const sim::TaskId exit_0 = ex.op_entry_begin[0] + ex.chips;
+  const sim::TaskId exit_0 = ex.op_ports[0].entry_begin + ex.chips;
   sim::TaskId transfer = 0;
   const auto feeds_exit = [&](sim::TaskId t) {
     for (std::uint32_t e : ex.program.successors(t))

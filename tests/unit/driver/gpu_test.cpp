@@ -198,3 +198,39 @@ TEST_CASE("GPU: the full-bisection spine carries a permutation of cross-rail sen
   CHECK(pair(0, 2, 1, 0) == Approx(one.ops[0].time().seconds()).epsilon(0.001));
   CHECK(pair(1, 0, 3, 2) == Approx(2 * one.ops[0].time().seconds()).epsilon(0.01));
 }
+
+TEST_CASE("GPU: the a100-dgx preset: DGX A100 values, and a ring all-reduce at 2(N-1)/N V/B", "[gpu]") {
+  const topology::GpuPreset* p = topology::find_gpu_preset("a100-dgx");
+  REQUIRE(p != nullptr);
+  CHECK(p->gpus_per_node == 8);
+  CHECK(p->chip.bf16_flops_per_s == 312e12);
+  CHECK(p->chip.int8_ops_per_s == 624e12);
+  CHECK(p->chip.fp32_flops_per_s == 19.5e12);
+  CHECK(p->chip.fp8_flops_per_s == 0);  // Ampere has no fp8
+  CHECK(p->chip.hbm_bytes == 80'000'000'000);
+  CHECK(p->chip.hbm_bandwidth_bytes_per_s == 2.039e12);
+  CHECK(p->nvlink.bandwidth_bytes_per_s == 300'000'000'000);  // 600 GB/s bidirectional
+  CHECK(p->nic.bandwidth_bytes_per_s == 25'000'000'000);      // 200 Gb/s HDR
+  CHECK(p->spine.bandwidth_bytes_per_s == 25'000'000'000);
+  CHECK(p->nvlink.latency.seconds() == Approx(1.7e-6));  // NCCL's 3.4 us per ring step, half per link
+  CHECK(p->nic.latency.seconds() == Approx(4.8e-6));
+  // A ring all-reduce of 4 GiB over the 8 GPUs of a node: 2(N-1)/N V/B (its
+  // latency term, 2(N-1) steps of 3.4 us, is 0.2 % of it).
+  const std::uint64_t v = 4ull << 30;
+  const driver::RunResult r =
+      run(R"({"hardware": "a100-dgx", "mesh": {"X": 8}, "ops": [)" + ops("all_reduce", R"(["X"])", v, "ring") + "]}");
+  const double closed = 2 * 7.0 / 8.0 * static_cast<double>(v) / 300e9;
+  CHECK(r.ops[0].closed_s == Approx(closed).epsilon(1e-9));
+  CHECK(r.ops[0].latency_s == Approx(14 * 3.4e-6).epsilon(1e-9));
+  CHECK(r.ops[0].time().seconds() == Approx(closed).epsilon(0.005));
+  CHECK(r.ops[0].busbw_bytes_per_s == Approx(300e9).epsilon(0.01));
+  // Across 4 nodes the NICs bound it: busbw 25 GB/s.
+  const driver::RunResult across = run(R"({"hardware": "a100-dgx", "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4},
+    "ops": [)" + ops("all_reduce", R"(["Y"])", 1ull << 30, "ring") + "]}");
+  CHECK(across.ops[0].busbw_bytes_per_s == Approx(25e9).epsilon(0.01));
+  // No fp8 rate: an fp8 matmul asks for one.
+  CHECK_THROWS_WITH(run(R"({"hardware": "a100-dgx", "mesh": {"X": 8}, "arrays": {
+      "A": {"shape": {"I": 1024, "J": 1024}, "dtype": "fp8"}, "B": {"shape": {"J": 1024, "K": 1024}, "dtype": "fp8"}},
+      "ops": [{"kind": "matmul", "a": "A", "b": "B", "out": "C"}]})"),
+                    Catch::Contains("a100-dgx has no published fp8 matmul rate"));
+}

@@ -355,7 +355,7 @@ TEST_CASE("Workload: errors name the file and the JSON pointer", "[workloads]") 
       "after": ["b"]}, {"name": "b", "kind": "all_reduce", "bytes": 8, "axes": ["X"]}]})"),
                       "w.json:/ops/0/after/0: 'b' is not the name of an earlier op");
   REQUIRE_THROWS_WITH(parse("{\"hardware\": \"tpu\\nv9\", \"mesh\": {\"X\": 4}, \"ops\": []}"),
-                      "w.json:/hardware: unknown preset 'tpu\\nv9' (known: tpu-v4, tpu-v5e, tpu-v5p, tpu-v6e, h100-dgx, h200-dgx, b200-dgx, gb200-nvl72)");
+                      "w.json:/hardware: unknown preset 'tpu\\nv9' (known: tpu-v4, tpu-v5e, tpu-v5p, tpu-v6e, a100-dgx, h100-dgx, h200-dgx, b200-dgx, gb200-nvl72)");
   REQUIRE_THROWS_WITH(parse(" \n"), "w.json:: the file is empty; expected a JSON object");
   REQUIRE_THROWS_WITH(parse(R"({"hardware": "tpu-v4", "topology": {"shape": [4, 4, 4]}, "mesh": {"X": 16},
       "ops": [{"kind": "all_reduce", "bytes": 8, "axes": ["X"]}]})"),

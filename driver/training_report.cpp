@@ -1,0 +1,207 @@
+#include "driver/training_report.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+
+#include "base/error.hpp"
+
+namespace meshsim::driver {
+
+namespace {
+
+using workloads::Role;
+using Interval = std::pair<Tick, Tick>;
+
+// Sorted, disjoint.
+std::vector<Interval> merged(std::vector<Interval> v) {
+  std::sort(v.begin(), v.end());
+  std::vector<Interval> out;
+  for (const Interval& i : v) {
+    if (i.second <= i.first) continue;
+    if (!out.empty() && i.first <= out.back().second)
+      out.back().second = max(out.back().second, i.second);
+    else
+      out.push_back(i);
+  }
+  return out;
+}
+
+Tick length(const std::vector<Interval>& v) {
+  Tick t;
+  for (const Interval& i : v) t = t + (i.second - i.first);
+  return t;
+}
+
+// Both sorted and disjoint.
+std::vector<Interval> united(const std::vector<Interval>& a, const std::vector<Interval>& b) {
+  std::vector<Interval> all(a);
+  all.insert(all.end(), b.begin(), b.end());
+  return merged(std::move(all));
+}
+
+std::string ms(Tick t) { return fmt::format("{:.3f}", static_cast<double>(t.ps()) * 1e-9); }
+std::string gb(std::uint64_t b) { return fmt::format("{:.2f}", static_cast<double>(b) / 1e9); }
+
+}  // namespace
+
+TrainingResult training_result(const workloads::Workload& w, const RunResult& r) {
+  MESHSIM_ASSERT(w.training && r.ops.size() == w.ops.size(), "not a training run");
+  const workloads::Training& t = *w.training;
+  TrainingResult out;
+  out.step = r.makespan;
+  out.chips = w.make_torus().num_chips();
+  // Per stage and role, the ops' intervals (a send belongs to both its stages).
+  constexpr std::size_t kRoles = 7;
+  std::vector<std::array<std::vector<Interval>, kRoles>> spans(t.pp);
+  for (std::size_t i = 0; i < w.ops.size(); ++i) {
+    // From when all its chips could start it (a send's receivers enter it at once) to its last byte.
+    const Interval span{r.ops[i].begin, r.ops[i].end};
+    const auto role = static_cast<std::size_t>(t.op_roles[i]);
+    if (t.op_stages[i] >= 0) {
+      spans[static_cast<std::size_t>(t.op_stages[i])][role].push_back(span);
+      continue;
+    }
+    // A send: both stages it joins (every pair joins the same two).
+    const auto [src, dst] = workloads::send_pairs(w.ops[i]).front();
+    for (const topology::ChipId c : {src, dst}) spans[static_cast<std::size_t>(t.chip_stage[c])][role].push_back(span);
+  }
+  for (std::uint64_t s = 0; s < t.pp; ++s) {
+    auto& by = spans[s];
+    StageBreakdown b;
+    b.stage = static_cast<int>(s);
+    std::vector<Interval> covered = merged(by[static_cast<std::size_t>(Role::Compute)]);
+    b.compute = length(covered);
+    const auto take = [&](Role role) {
+      const std::vector<Interval> with = united(covered, merged(by[static_cast<std::size_t>(role)]));
+      const Tick added = length(with) - length(covered);
+      covered = with;
+      return added;
+    };
+    b.optimizer = take(Role::Optimizer);
+    b.tensor = take(Role::Tensor);
+    b.fsdp = take(Role::Fsdp);
+    b.data = take(Role::Data);
+    b.pipeline = take(Role::Pipeline);
+    b.idle = out.step - length(covered);
+    b.busy_end = covered.empty() ? kZeroTick : covered.back().second;
+    out.stages.push_back(b);
+  }
+  out.model_flops = static_cast<double>(t.lowered_model_flops);
+  out.hardware_flops = static_cast<double>(t.lowered_hardware_flops);
+  const double seconds = out.step.seconds();
+  const double peak = t.formulas.peak_flops_per_s * out.chips;
+  if (seconds > 0 && peak > 0) {
+    out.mfu = out.model_flops / (seconds * peak);
+    out.hfu = out.hardware_flops / (seconds * peak);
+  }
+  if (seconds > 0)
+    out.tokens_per_s_per_chip =
+        static_cast<double>(t.global_batch * t.model.seq_len) / seconds / static_cast<double>(out.chips);
+  return out;
+}
+
+std::string format_training_table(const workloads::Workload& w, const RunResult& r) {
+  const workloads::Training& t = *w.training;
+  const workloads::ModelSpec& m = t.model;
+  const workloads::StepFormulas& f = t.formulas;
+  const TrainingResult tr = training_result(w, r);
+  std::string out;
+  out += fmt::format("model     {}: {} layers, d_model {}, {} heads ({} KV) x {}, FFN {}{}, vocab {}, seq {}; {:.3f} B "
+                     "parameters\n",
+                     m.name, m.layers, m.d_model, m.heads, m.kv_heads, m.head_dim, m.ffn, m.gated ? " (gated)" : "",
+                     m.vocab, m.seq_len, static_cast<double>(f.parameters) / 1e9);
+  out += fmt::format("plan      data {} x fsdp {} x tensor {}{} x pipeline {}", t.dp, t.fsdp, t.tp,
+                     t.plan.sequence_parallel ? " (sequence parallel)" : "", t.pp);
+  if (t.pp > 1)
+    out += fmt::format(" ({}{})", workloads::schedule_name(t.plan.schedule),
+                       t.plan.virtual_stages > 1 ? fmt::format(", {} virtual stages", t.plan.virtual_stages) : "");
+  out += fmt::format("; {} microbatches of {} per replica, global batch {} sequences ({} tokens); recompute {}; {} "
+                     "attention{}\n",
+                     t.microbatches, t.microbatch, t.global_batch, t.global_batch * m.seq_len,
+                     workloads::recompute_name(t.recompute), t.causal ? "causal" : "full",
+                     t.plan.sharded_optimizer ? "; sharded optimizer" : "");
+  out += fmt::format("step      {} ms; {:.1f} tokens/s per chip ({} chips)\n", ms(tr.step), tr.tokens_per_s_per_chip,
+                     tr.chips);
+  out += fmt::format("flops     model {:.4g} per step = 6 x N_matmul x tokens + attention 12 x {} x heads x head_dim "
+                     "per token and layer ({}); MFU {:.1f} % = model FLOPs / (step x {} chips x {:.4g} FLOP/s {} "
+                     "peak)\n",
+                     tr.model_flops, t.causal ? "s/2" : "s", t.causal ? "causal: half the keys" : "no causal halving",
+                     100 * tr.mfu, tr.chips, f.peak_flops_per_s, t.dtype);
+  out += fmt::format("          hardware {:.4g} per step (with the recomputed {}); HFU {:.1f} %\n", tr.hardware_flops,
+                     t.recompute == workloads::Recompute::Full        ? "forward passes"
+                     : t.recompute == workloads::Recompute::Selective ? "attention cores"
+                                                                      : "nothing",
+                     100 * tr.hfu);
+  out += fmt::format("memory    {} GB per chip at peak of {} GB HBM{}: weights {}, gradients {}, optimizer {}, "
+                     "activations {} ({:g} microbatches in flight x {} GB per layer), working {}\n",
+                     gb(f.peak_bytes), gb(f.hbm_bytes), f.peak_bytes > f.hbm_bytes ? " (DOES NOT FIT)" : "",
+                     gb(f.weight_bytes), gb(f.gradient_bytes), gb(f.optimizer_bytes), gb(f.activation_bytes),
+                     f.microbatches_in_flight, gb(f.activation_bytes_per_layer), gb(f.working_bytes));
+  out += "\nwhere the step's time goes, per pipeline stage (ms; exposed communication is what no computation hides)\n";
+  out += fmt::format("{:<6} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}\n", "stage", "compute", "tensor", "fsdp",
+                     "data", "pipeline", "optimizer", "idle");
+  for (const StageBreakdown& b : tr.stages)
+    out += fmt::format("{:<6} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}\n", b.stage, ms(b.compute), ms(b.tensor),
+                       ms(b.fsdp), ms(b.data), ms(b.pipeline), ms(b.optimizer), ms(b.idle));
+  out += fmt::format("\n{} ops; {} transfers, {} bytes over links, {} engine events\n", w.ops.size(), r.transfers,
+                     r.link_bytes, r.events);
+  return out;
+}
+
+nlohmann::ordered_json training_json(const workloads::Workload& w, const RunResult& r) {
+  const workloads::Training& t = *w.training;
+  const workloads::ModelSpec& m = t.model;
+  const workloads::StepFormulas& f = t.formulas;
+  const TrainingResult tr = training_result(w, r);
+  using Json = nlohmann::ordered_json;
+  Json j;
+  j["model"] = {{"name", m.name},        {"layers", m.layers}, {"d_model", m.d_model},   {"heads", m.heads},
+                {"kv_heads", m.kv_heads}, {"head_dim", m.head_dim}, {"ffn", m.ffn},     {"gated", m.gated},
+                {"vocab", m.vocab},       {"seq_len", m.seq_len}, {"parameters", f.parameters}};
+  j["plan"] = {{"data", t.dp},
+               {"fsdp", t.fsdp},
+               {"tensor", t.tp},
+               {"sequence_parallel", t.plan.sequence_parallel},
+               {"pipeline", t.pp},
+               {"schedule", workloads::schedule_name(t.plan.schedule)},
+               {"virtual_stages", t.plan.virtual_stages},
+               {"microbatch", t.microbatch},
+               {"microbatches", t.microbatches},
+               {"global_batch", t.global_batch},
+               {"recompute", workloads::recompute_name(t.recompute)},
+               {"causal", t.causal},
+               {"sharded_optimizer", t.plan.sharded_optimizer}};
+  j["step_ps"] = tr.step.ps();
+  j["tokens_per_s_per_chip"] = tr.tokens_per_s_per_chip;
+  j["model_flops"] = tr.model_flops;
+  j["hardware_flops"] = tr.hardware_flops;
+  j["peak_flops_per_s"] = f.peak_flops_per_s;
+  j["mfu"] = tr.mfu;
+  j["hfu"] = tr.hfu;
+  j["memory_bytes"] = {{"weights", f.weight_bytes},
+                       {"gradients", f.gradient_bytes},
+                       {"optimizer", f.optimizer_bytes},
+                       {"activations", f.activation_bytes},
+                       {"activations_per_layer", f.activation_bytes_per_layer},
+                       {"microbatches_in_flight", f.microbatches_in_flight},
+                       {"working", f.working_bytes},
+                       {"peak", f.peak_bytes},
+                       {"hbm", f.hbm_bytes}};
+  Json stages = Json::array();
+  for (const StageBreakdown& b : tr.stages)
+    stages.push_back({{"stage", b.stage},
+                      {"compute_ps", b.compute.ps()},
+                      {"tensor_ps", b.tensor.ps()},
+                      {"fsdp_ps", b.fsdp.ps()},
+                      {"data_ps", b.data.ps()},
+                      {"pipeline_ps", b.pipeline.ps()},
+                      {"optimizer_ps", b.optimizer.ps()},
+                      {"idle_ps", b.idle.ps()}});
+  j["stages"] = stages;
+  j["ops"] = w.ops.size();
+  return j;
+}
+
+}  // namespace meshsim::driver

@@ -1,0 +1,211 @@
+// Training steps, without simulating: the lowered matmuls' FLOPs against the
+// published closed forms (Narayanan et al. 2021, eq. 3; PaLM's 6N + 12LHQT),
+// parameters, Korthikanti et al. 2022's activation bytes (Table 2), the ZeRO
+// byte counts and the pipeline schedules' orders and memory.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "base/error.hpp"
+#include "workloads/training_detail.hpp"
+#include "workloads/workload.hpp"
+
+using namespace meshsim;
+using namespace meshsim::workloads;
+using U = unsigned __int128;
+
+namespace {
+
+// A GPT-style model (MHA, FFN 4h, dropout, biases, tied embeddings, learned
+// positions: what the published formulas assume), on a v5p mesh.
+std::string gpt(const std::string& mesh, const std::string& plan, const std::string& extra = "",
+                std::uint64_t layers = 8, std::uint64_t batch = 16) {
+  return R"({"hardware": "tpu-v5p", "mesh": )" + mesh + R"(, "training": {
+    "model": {"layers": )" + std::to_string(layers) + R"(, "d_model": 512, "heads": 8, "ffn": 2048, "vocab": 1024,
+              "seq_len": 256, "tied_embeddings": true, "learned_positions": true, "dropout": true, "biases": true},
+    "global_batch": )" + std::to_string(batch) + R"(, "microbatch": 1, "causal": false, "parallelism": )" + plan + extra +
+         "}}";
+}
+
+const Training& training(const Workload& w) {
+  REQUIRE(w.training);
+  return *w.training;
+}
+
+// Narayanan et al. eq. 3: 72 B s L h^2 (1 + s/(6h) + V/(12 L h)) per iteration,
+// 96 ... (1 + s/(6h) + V/(16 L h)) with full recompute; as integers.
+U narayanan(U B, U s, U L, U h, U V, bool recompute) {
+  return recompute ? 96 * B * s * L * h * h + 16 * B * L * s * s * h + 6 * B * s * h * V
+                   : 72 * B * s * L * h * h + 12 * B * L * s * s * h + 6 * B * s * h * V;
+}
+
+}  // namespace
+
+TEST_CASE("Training FLOPs: the lowered matmuls equal Narayanan's closed form exactly", "[training]") {
+  const U B = 16, s = 256, L = 8, h = 512, V = 1024;
+  struct Case {
+    const char* mesh;
+    const char* plan;
+  };
+  for (const Case& c : {Case{R"({"D": 4})", R"({"data": ["D"]})"},
+                        Case{R"({"D": 2, "T": 2})", R"({"data": ["D"], "tensor": ["T"]})"},
+                        Case{R"({"T": 4})", R"({"tensor": ["T"], "sequence_parallel": true})"},
+                        Case{R"({"F": 2, "P": 2})", R"({"fsdp": ["F"], "pipeline": "P"})"},
+                        Case{R"({"P": 2, "T": 2})", R"({"pipeline": "P", "schedule": "interleaved", "virtual_stages": 2, "tensor": ["T"]})"}}) {
+    INFO(c.mesh << " " << c.plan);
+    const Workload w = parse_workload(gpt(c.mesh, c.plan), "t.json");
+    const Training& t = training(w);
+    CHECK(t.lowered_model_flops == narayanan(B, s, L, h, V, false));
+    CHECK(t.lowered_hardware_flops == t.lowered_model_flops);
+    CHECK(detail::step_flops(t).model == t.lowered_model_flops);
+  }
+  SECTION("full recompute counts the forward twice in hardware FLOPs only") {
+    const Workload w = parse_workload(gpt(R"({"T": 2})", R"({"tensor": ["T"]})", R"(, "recompute": "full")"), "t.json");
+    CHECK(training(w).lowered_model_flops == narayanan(B, s, L, h, V, false));
+    CHECK(training(w).lowered_hardware_flops == narayanan(B, s, L, h, V, true));
+    CHECK(detail::step_flops(training(w)).hardware == narayanan(B, s, L, h, V, true));
+  }
+  SECTION("selective recompute adds the attention cores' forward: 4 B s^2 h per layer") {
+    const Workload w = parse_workload(gpt(R"({"T": 2})", R"({"tensor": ["T"]})", R"(, "recompute": "selective")"), "t.json");
+    CHECK(training(w).lowered_hardware_flops == narayanan(B, s, L, h, V, false) + 4 * B * s * s * h * L);
+  }
+}
+
+TEST_CASE("Training FLOPs: causal attention halves the s^2 terms (PaLM's 12 L H Q T, halved)", "[training]") {
+  std::string text = gpt(R"({"D": 2})", R"({"data": ["D"]})");
+  text.replace(text.find(R"("causal": false)"), 15, R"("causal": true)");
+  const Workload w = parse_workload(text, "t.json");
+  const U B = 16, s = 256, L = 8, h = 512, V = 1024;
+  // 6 N_matmul per token (N_matmul = 12 L h^2 + V h) + 12 L H Q (s/2) per token.
+  const U tokens = B * s, n_matmul = 12 * L * h * h + V * h;
+  CHECK(training(w).lowered_model_flops == 6 * n_matmul * tokens + 12 * L * h * (s / 2) * tokens);
+}
+
+TEST_CASE("Training FLOPs: GQA and SwiGLU (LLaMA-3-8B's shape) match 6N + attention exactly", "[training]") {
+  const Workload w = parse_workload(R"({"hardware": "tpu-v5p", "mesh": {"T": 4, "P": 2}, "training": {
+    "model": {"preset": "llama3-8b", "layers": 4, "seq_len": 512}, "global_batch": 4,
+    "parallelism": {"tensor": ["T"], "pipeline": "P"}, "allow_oom": true}})", "t.json");
+  const Training& t = training(w);
+  const U h = 4096, kv = 8 * 128, ffn = 14336, L = 4, V = 128256, s = 512, tokens = 4 * s;
+  const U n_matmul = L * (h * h + 2 * h * kv + h * h + 3 * h * ffn) + V * h;  // the head; the embedding is a lookup
+  CHECK(t.lowered_model_flops == 6 * n_matmul * tokens + 12 * L * 32 * 128 * (s / 2) * tokens);
+  // Parameters: the layers, the untied embedding and head, the final RMSNorm.
+  CHECK(t.formulas.parameters == L * (h * h + 2 * h * kv + h * h + 3 * h * ffn + 2 * h) + 2 * V * h + h);
+}
+
+TEST_CASE("Training parameters: GPT's 12 L h^2 (1 + 13/(12h) + (V + s)/(12 L h)), plus the final LayerNorm", "[training]") {
+  const Workload w = parse_workload(gpt(R"({"D": 2})", R"({"data": ["D"]})"), "t.json");
+  const std::uint64_t L = 8, h = 512, V = 1024, s = 256;
+  CHECK(training(w).formulas.parameters == 12 * L * h * h + 13 * L * h + (V + s) * h + 2 * h);
+}
+
+TEST_CASE("Training memory: Korthikanti et al.'s activation bytes per layer, exactly", "[training]") {
+  const std::uint64_t s = 256, b = 1, h = 512, a = 8;
+  const auto per_layer = [&](const std::string& mesh, const std::string& plan, const std::string& recompute) {
+    return training(parse_workload(gpt(mesh, plan, R"(, "recompute": ")" + recompute + "\""), "t.json"))
+        .formulas.activation_bytes_per_layer;
+  };
+  const std::uint64_t sbh = s * b * h, core = 5 * a * s * s * b;
+  CHECK(per_layer(R"({"D": 2})", R"({"data": ["D"]})", "none") == 34 * sbh + core);
+  for (std::uint64_t t : {2u, 4u}) {
+    INFO("t = " << t);
+    const std::string mesh = R"({"T": )" + std::to_string(t) + "}";
+    CHECK(per_layer(mesh, R"({"tensor": ["T"]})", "none") == 10 * sbh + 24 * sbh / t + core / t);
+    CHECK(per_layer(mesh, R"({"tensor": ["T"], "sequence_parallel": true})", "none") == 34 * sbh / t + core / t);
+    CHECK(per_layer(mesh, R"({"tensor": ["T"]})", "selective") == 10 * sbh + 24 * sbh / t);
+    CHECK(per_layer(mesh, R"({"tensor": ["T"], "sequence_parallel": true})", "selective") == 34 * sbh / t);
+    CHECK(per_layer(mesh, R"({"tensor": ["T"]})", "full") == 2 * sbh);
+  }
+}
+
+TEST_CASE("Training memory: ZeRO's 2 + 2 + 12 bytes per parameter, split by the sharding", "[training]") {
+  const auto memory = [](const std::string& mesh, const std::string& plan) {
+    const Workload w = parse_workload(gpt(mesh, plan), "t.json");
+    return std::pair{training(w).formulas, detail::stage_params(training(w), 0).per_chip};
+  };
+  SECTION("data parallel, unsharded: 16 bytes per parameter") {
+    const auto [f, n] = memory(R"({"D": 4})", R"({"data": ["D"]})");
+    CHECK(n == training(parse_workload(gpt(R"({"D": 4})", R"({"data": ["D"]})"), "t.json")).formulas.parameters);
+    CHECK(f.weight_bytes == 2 * n);
+    CHECK(f.gradient_bytes == 2 * n);
+    CHECK(f.optimizer_bytes == 12 * n);
+  }
+  SECTION("sharded optimizer (ZeRO-1) over N_d = 4: 4 + 12 / N_d") {
+    const auto [f, n] = memory(R"({"D": 4})", R"({"data": ["D"], "sharded_optimizer": true})");
+    CHECK(f.weight_bytes + f.gradient_bytes == 4 * n);
+    CHECK(f.optimizer_bytes == 12 * n / 4);
+  }
+  SECTION("FSDP (ZeRO-3) over N_d = 4: 16 / N_d") {
+    const auto [f, n] = memory(R"({"F": 4})", R"({"fsdp": ["F"]})");
+    CHECK(f.weight_bytes == 2 * n / 4);
+    CHECK(f.gradient_bytes == 2 * n / 4);
+    CHECK(f.optimizer_bytes == 12 * n / 4);
+  }
+}
+
+TEST_CASE("Training memory: microbatches in flight under each pipeline schedule", "[training]") {
+  const auto in_flight = [](const std::string& plan) {
+    return training(parse_workload(gpt(R"({"P": 4})", plan, "", 16, 16), "t.json")).formulas.microbatches_in_flight;
+  };
+  CHECK(in_flight(R"({"pipeline": "P", "schedule": "gpipe"})") == 16);
+  CHECK(in_flight(R"({"pipeline": "P", "schedule": "1f1b"})") == 4);
+  CHECK(in_flight(R"({"pipeline": "P", "schedule": "interleaved", "virtual_stages": 2})") ==
+        Approx(4 * (1 + 3.0 / 8)));
+  // The first stage holds L/p layers of that many microbatches.
+  const Workload w = parse_workload(gpt(R"({"P": 4})", R"({"pipeline": "P"})", "", 16, 16), "t.json");
+  CHECK(training(w).formulas.activation_bytes == 4 * (16 / 4) * training(w).formulas.activation_bytes_per_layer);
+}
+
+TEST_CASE("Training lowering: pipeline ops run on their stage's chips, sends pair counterparts", "[training]") {
+  const Workload w = parse_workload(gpt(R"({"D": 2, "P": 2})", R"({"data": ["D"], "pipeline": "P"})"), "t.json");
+  std::size_t sends = 0;
+  for (const Op& op : w.ops) {
+    REQUIRE(op.chips);
+    if (op.kind == OpKind::Send) {
+      ++sends;
+      CHECK(op.pairs.size() == 2);  // every chip of the stage to its counterpart
+      CHECK(op.chips->size() == 4);
+      continue;
+    }
+    CHECK(op.chips->size() == 2);
+  }
+  CHECK(sends == 2 * 8);  // forward and backward over the one boundary, 16 / 2 = 8 microbatches
+  for (std::size_t i = 0; i < w.ops.size(); ++i)
+    for (std::uint32_t d : w.ops[i].deps) CHECK(d < i);
+}
+
+TEST_CASE("Training schedules: every pass once, 1F1B's warm-up of p - s - 1 forwards", "[training]") {
+  // Stage orders are checked through the lowered op names: the passes' first ops.
+  const Workload w = parse_workload(gpt(R"({"P": 4})", R"({"pipeline": "P"})", "", 4, 8), "t.json");
+  std::vector<std::string> stage0;
+  for (std::size_t i = 0; i < w.ops.size(); ++i)
+    if (training(w).op_stages[i] == 0 && (w.ops[i].name.ends_with(".embed") || w.ops[i].name.ends_with("L0.ln1.bwd")))
+      stage0.push_back(w.ops[i].name.substr(0, w.ops[i].name.find('.')));
+  const std::vector<std::string> expected{"F0", "F1", "F2", "F3", "B0", "F4", "B1", "F5", "B2", "F6", "B3", "F7",
+                                          "B4", "B5", "B6", "B7"};
+  CHECK(stage0 == expected);
+}
+
+TEST_CASE("Training: inconsistent plans are one clear error each", "[training]") {
+  const auto error = [](const std::string& text) {
+    try {
+      parse_workload(text, "t.json");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(error(gpt(R"({"T": 3})", R"({"tensor": ["T"]})")) ==
+        "t.json:/training/parallelism: heads 8 are not divisible by the tensor-parallel degree 3");
+  CHECK(error(gpt(R"({"P": 3})", R"({"pipeline": "P"})", "", 8, 18)) ==
+        "t.json:/training/parallelism: layers 8 are not divisible by pipeline stages x virtual stages = 3 x 1");
+  CHECK(error(gpt(R"({"D": 3})", R"({"data": ["D"]})")) ==
+        "t.json:/training/global_batch: global_batch 16 is not divisible by data-parallel replicas x microbatch = 3 "
+        "x 1 (data 3 x fsdp 1)");
+  CHECK(error(gpt(R"({"D": 2, "T": 2})", R"({"data": ["D", "T"], "tensor": ["T"]})")) ==
+        "t.json:/training/parallelism/data: mesh axis T is given to both tensor and data: each axis takes one "
+        "strategy");
+  CHECK(error(gpt(R"({"D": 2, "T": 2})", R"({"data": ["D"]})")) ==
+        "t.json:/training/parallelism/data: mesh axis T takes no strategy: list it under one of data, fsdp, tensor "
+        "or pipeline (the strategies must cover the mesh)");
+}

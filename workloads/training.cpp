@@ -1,0 +1,450 @@
+// The "training" section: model presets, the parallelism plan, its checks, and
+// the step's closed forms (FLOPs, memory). The lowering is lower_training.cpp.
+#include "workloads/training.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "base/error.hpp"
+#include "workloads/lowering.hpp"
+#include "workloads/training_detail.hpp"
+
+namespace meshsim::workloads {
+
+const char* role_name(Role r) {
+  switch (r) {
+    case Role::None: return "other";
+    case Role::Compute: return "compute";
+    case Role::Tensor: return "tensor";
+    case Role::Fsdp: return "fsdp";
+    case Role::Data: return "data";
+    case Role::Pipeline: return "pipeline";
+    case Role::Optimizer: return "optimizer";
+  }
+  return "?";
+}
+
+std::string schedule_name(Schedule s) {
+  switch (s) {
+    case Schedule::GPipe: return "gpipe";
+    case Schedule::OneFOneB: return "1f1b";
+    case Schedule::Interleaved: return "interleaved";
+  }
+  return "?";
+}
+
+std::string recompute_name(Recompute r) {
+  switch (r) {
+    case Recompute::None: return "none";
+    case Recompute::Selective: return "selective";
+    case Recompute::Full: return "full";
+  }
+  return "?";
+}
+
+namespace detail {
+
+namespace {
+
+// Model presets. Every value is the published architecture:
+//  gpt3-175b: Brown et al. 2020 ("Language Models are Few-Shot Learners"),
+//    Table 2.1 (96 layers, d_model 12288, 96 heads of 128, context 2048); FFN 4 x
+//    d_model, learned position embeddings, tied input/output embeddings and
+//    dropout as in GPT-2; vocabulary 51200 = GPT-2's 50257 padded as Megatron-LM
+//    does (Narayanan et al. 2021, arXiv 2104.04473, Table 1 uses V = 51200).
+//  llama3-8b, llama3-70b, llama3-405b: Llama Team, "The Llama 3 Herd of Models"
+//    (arXiv 2407.21783), Table 3 (layers, model dimension, FFN dimension,
+//    attention heads, 8 key/value heads, vocabulary 128,000 -> 128256 in the
+//    released tokenizer config); SwiGLU, RMSNorm, rotary positions, no biases,
+//    untied embeddings, sequence length 8192.
+struct ModelPreset {
+  const char* name;
+  ModelSpec spec;
+};
+
+ModelSpec gpt(std::uint64_t layers, std::uint64_t h, std::uint64_t heads, std::uint64_t seq) {
+  ModelSpec m;
+  m.layers = layers, m.d_model = h, m.heads = heads, m.kv_heads = heads, m.head_dim = h / heads;
+  m.ffn = 4 * h, m.gated = false, m.vocab = 51200, m.seq_len = seq;
+  m.tied_embeddings = true, m.learned_positions = true, m.dropout = true, m.biases = true;
+  return m;
+}
+
+ModelSpec llama(std::uint64_t layers, std::uint64_t h, std::uint64_t heads, std::uint64_t ffn) {
+  ModelSpec m;
+  m.layers = layers, m.d_model = h, m.heads = heads, m.kv_heads = 8, m.head_dim = h / heads;
+  m.ffn = ffn, m.gated = true, m.vocab = 128256, m.seq_len = 8192;
+  return m;
+}
+
+const std::vector<ModelPreset>& model_presets() {
+  static const std::vector<ModelPreset> presets = {
+      {"gpt3-175b", gpt(96, 12288, 96, 2048)},
+      {"llama3-8b", llama(32, 4096, 32, 14336)},
+      {"llama3-70b", llama(80, 8192, 64, 28672)},
+      {"llama3-405b", llama(126, 16384, 128, 53248)},
+  };
+  return presets;
+}
+
+std::string model_preset_names() {
+  std::string s;
+  for (const ModelPreset& p : model_presets()) s += (s.empty() ? "" : ", ") + std::string(p.name);
+  return s;
+}
+
+ModelSpec parse_model(const Cursor& c) {
+  ModelSpec m;
+  m.name = "custom";
+  if (c.raw().is_string()) {
+    const std::string name = c.as_string();
+    for (const ModelPreset& p : model_presets())
+      if (name == p.name) {
+        m = p.spec;
+        m.name = name;
+        return m;
+      }
+    c.fail(fmt::format("unknown model preset '{}' (known: {})", name, model_preset_names()));
+  }
+  c.expect_object();
+  c.only_keys({"preset", "layers", "d_model", "heads", "kv_heads", "head_dim", "ffn", "gated", "vocab", "seq_len",
+               "tied_embeddings", "learned_positions", "dropout", "biases"});
+  bool preset = false;
+  if (auto p = c.find("preset")) {
+    m = parse_model(*p);
+    preset = true;
+  }
+  constexpr std::uint64_t kMaxDim = std::uint64_t{1} << 24;
+  const auto dim = [&](const char* key, std::uint64_t& field, std::uint64_t max) {
+    if (auto v = c.find(key))
+      field = v->as_positive_u64(max);
+    else if (!preset && field == 0)
+      c.fail(fmt::format("missing \"{}\" (or give a \"preset\": {})", key, model_preset_names()));
+  };
+  const std::uint64_t heads_before = m.heads, d_before = m.d_model;
+  dim("layers", m.layers, 4096);
+  dim("d_model", m.d_model, kMaxDim);
+  dim("heads", m.heads, 65536);
+  if (auto v = c.find("kv_heads")) m.kv_heads = v->as_positive_u64(65536);
+  else if (!preset) m.kv_heads = m.heads;
+  if (auto v = c.find("head_dim")) m.head_dim = v->as_positive_u64(65536);
+  else if (!preset || m.heads != heads_before || m.d_model != d_before) {
+    if (m.d_model % m.heads != 0)
+      c.fail(fmt::format("d_model {} is not divisible by heads {}: give \"head_dim\"", m.d_model, m.heads));
+    m.head_dim = m.d_model / m.heads;
+  }
+  dim("ffn", m.ffn, kMaxDim);
+  dim("vocab", m.vocab, kMaxDim);
+  dim("seq_len", m.seq_len, kMaxDim);
+  const auto flag = [&](const char* key, bool& field) {
+    if (auto v = c.find(key)) field = v->as_bool();
+  };
+  flag("gated", m.gated);
+  flag("tied_embeddings", m.tied_embeddings);
+  flag("learned_positions", m.learned_positions);
+  flag("dropout", m.dropout);
+  flag("biases", m.biases);
+  if (m.kv_heads > m.heads || m.heads % m.kv_heads != 0)
+    (c.find("kv_heads") ? *c.find("kv_heads") : c)
+        .fail(fmt::format("kv_heads {} must divide heads {} (MHA: equal, GQA: a divisor, MQA: 1)", m.kv_heads,
+                          m.heads));
+  return m;
+}
+
+std::vector<int> parse_strategy_axes(const Workload& w, const Cursor& c) {
+  std::vector<Cursor> items;
+  if (c.raw().is_string())
+    items.push_back(c);
+  else
+    items = c.elements();
+  std::vector<int> out;
+  for (const Cursor& e : items) {
+    const std::string name = e.as_string();
+    const int a = mesh_axis_index(w, name);
+    if (a < 0) e.fail(fmt::format("unknown mesh axis '{}' (mesh axes: {})", name, known_axes(w)));
+    if (std::find(out.begin(), out.end(), a) != out.end()) e.fail(fmt::format("mesh axis {} is listed twice", name));
+    out.push_back(a);
+  }
+  return out;
+}
+
+}  // namespace
+
+Training parse_training(const Workload& w, const Cursor& c) {
+  c.expect_object();
+  c.only_keys({"model", "global_batch", "microbatch", "dtype", "causal", "parallelism", "recompute", "overlap",
+               "allow_oom"});
+  Training t;
+  t.model = parse_model(c.at("model"));
+  t.global_batch = c.at("global_batch").as_positive_u64(std::uint64_t{1} << 30);
+  if (auto v = c.find("microbatch")) t.microbatch = v->as_positive_u64(std::uint64_t{1} << 20);
+  if (auto v = c.find("dtype")) {
+    t.dtype = v->as_string();
+    if (t.dtype != "bf16" && t.dtype != "fp16") v->fail(fmt::format("training dtype '{}': expected bf16 or fp16", t.dtype));
+  }
+  if (auto v = c.find("causal")) t.causal = v->as_bool();
+  if (auto v = c.find("allow_oom")) t.allow_oom = v->as_bool();
+  if (auto v = c.find("recompute")) {
+    const std::string r = v->as_string();
+    if (r == "none") t.recompute = Recompute::None;
+    else if (r == "selective") t.recompute = Recompute::Selective;
+    else if (r == "full") t.recompute = Recompute::Full;
+    else v->fail(fmt::format("recompute '{}': expected none, selective or full", r));
+  }
+  if (auto o = c.find("overlap")) {
+    o->expect_object();
+    o->only_keys({"gradient_reduction", "fsdp_prefetch"});
+    if (auto v = o->find("gradient_reduction")) t.overlap.gradient_reduction = v->as_bool();
+    if (auto v = o->find("fsdp_prefetch")) t.overlap.fsdp_prefetch = v->as_bool();
+  }
+
+  // The plan: each mesh axis belongs to one strategy; the rest are data parallel.
+  Parallelism& p = t.plan;
+  std::vector<std::string> owner(w.mesh.size());
+  const auto claim = [&](const std::vector<int>& axes, const char* strategy, const Cursor& where) {
+    for (int a : axes) {
+      auto& o = owner[static_cast<std::size_t>(a)];
+      if (!o.empty())
+        where.fail(fmt::format("mesh axis {} is given to both {} and {}: each axis takes one strategy",
+                               w.mesh[static_cast<std::size_t>(a)].name, o, strategy));
+      o = strategy;
+    }
+  };
+  std::optional<Cursor> data_cursor;
+  if (auto pc = c.find("parallelism")) {
+    pc->expect_object();
+    pc->only_keys({"data", "fsdp", "tensor", "sequence_parallel", "pipeline", "schedule", "virtual_stages",
+                   "sharded_optimizer"});
+    if (auto v = pc->find("tensor")) claim(p.tensor = parse_strategy_axes(w, *v), "tensor", *v);
+    if (auto v = pc->find("fsdp")) claim(p.fsdp = parse_strategy_axes(w, *v), "fsdp", *v);
+    if (auto v = pc->find("pipeline")) {
+      if (!v->raw().is_string()) v->fail("expected one mesh axis name (a string)");
+      const std::vector<int> axes = parse_strategy_axes(w, *v);
+      claim(axes, "pipeline", *v);
+      p.pipeline = axes.front();
+    }
+    if (auto v = pc->find("data")) {
+      claim(p.data = parse_strategy_axes(w, *v), "data", *v);
+      data_cursor = *v;
+    }
+    if (auto v = pc->find("sequence_parallel")) p.sequence_parallel = v->as_bool();
+    if (auto v = pc->find("sharded_optimizer")) p.sharded_optimizer = v->as_bool();
+    if (auto v = pc->find("schedule")) {
+      const std::string s = v->as_string();
+      if (s == "gpipe") p.schedule = Schedule::GPipe;
+      else if (s == "1f1b") p.schedule = Schedule::OneFOneB;
+      else if (s == "interleaved") p.schedule = Schedule::Interleaved;
+      else v->fail(fmt::format("schedule '{}': expected gpipe, 1f1b or interleaved", s));
+      if (p.pipeline < 0) v->fail("a schedule needs a \"pipeline\" axis");
+    }
+    if (auto v = pc->find("virtual_stages")) {
+      p.virtual_stages = v->as_positive_u64(1024);
+      if (p.virtual_stages > 1 && p.schedule != Schedule::Interleaved)
+        v->fail("virtual_stages > 1 needs \"schedule\": \"interleaved\"");
+    }
+    if (p.sequence_parallel && p.tensor.empty())
+      pc->at("sequence_parallel").fail("sequence parallelism needs \"tensor\" axes");
+  }
+  // Unclaimed axes of size > 1 are data parallel when "data" is not given; when
+  // it is, every axis must be covered.
+  for (std::size_t a = 0; a < w.mesh.size(); ++a) {
+    if (!owner[a].empty() || w.mesh[a].size == 1) continue;
+    if (data_cursor)
+      data_cursor->fail(fmt::format("mesh axis {} takes no strategy: list it under one of data, fsdp, tensor or "
+                                    "pipeline (the strategies must cover the mesh)",
+                                    w.mesh[a].name));
+    p.data.push_back(static_cast<int>(a));
+  }
+  if (p.schedule == Schedule::Interleaved && p.virtual_stages < 2 && c.find("parallelism"))
+    c.at("parallelism").fail("the interleaved schedule needs \"virtual_stages\" of 2 or more");
+
+  t.dp = axes_product(w, p.data);
+  t.fsdp = axes_product(w, p.fsdp);
+  t.tp = axes_product(w, p.tensor);
+  t.pp = p.pipeline < 0 ? 1 : static_cast<std::uint64_t>(w.mesh[static_cast<std::size_t>(p.pipeline)].size);
+
+  // Divisibility: every shard and stage must be whole.
+  const Cursor where = c.find("parallelism") ? c.at("parallelism") : c;
+  const ModelSpec& m = t.model;
+  if (m.heads % t.tp != 0)
+    where.fail(fmt::format("heads {} are not divisible by the tensor-parallel degree {}", m.heads, t.tp));
+  if (m.kv_heads % t.tp != 0)
+    where.fail(fmt::format("kv_heads {} are not divisible by the tensor-parallel degree {} (meshsim does not "
+                           "replicate KV heads)",
+                           m.kv_heads, t.tp));
+  if (m.ffn % t.tp != 0) where.fail(fmt::format("ffn {} is not divisible by the tensor-parallel degree {}", m.ffn, t.tp));
+  if (m.vocab % t.tp != 0)
+    where.fail(fmt::format("vocab {} is not divisible by the tensor-parallel degree {} (pad it)", m.vocab, t.tp));
+  if (p.sequence_parallel && (m.seq_len * t.microbatch) % t.tp != 0)
+    where.fail(fmt::format("the microbatch's tokens ({} x {}) are not divisible by the tensor-parallel degree {} "
+                           "(sequence parallelism splits them)",
+                           t.microbatch, m.seq_len, t.tp));
+  if (m.layers % (t.pp * p.virtual_stages) != 0)
+    where.fail(fmt::format("layers {} are not divisible by pipeline stages x virtual stages = {} x {}", m.layers, t.pp,
+                           p.virtual_stages));
+  const std::uint64_t replicas = t.dp * t.fsdp;
+  if (t.global_batch % (replicas * t.microbatch) != 0)
+    c.at("global_batch")
+        .fail(fmt::format("global_batch {} is not divisible by data-parallel replicas x microbatch = {} x {} "
+                          "(data {} x fsdp {})",
+                          t.global_batch, replicas, t.microbatch, t.dp, t.fsdp));
+  t.microbatches = t.global_batch / (replicas * t.microbatch);
+  if (t.pp > 1 && p.schedule != Schedule::GPipe && t.microbatches < t.pp)
+    c.at("global_batch")
+        .fail(fmt::format("{} microbatches per replica are fewer than the {} pipeline stages: 1F1B needs at least "
+                          "as many (a larger global_batch or a smaller microbatch)",
+                          t.microbatches, t.pp));
+  if (p.schedule == Schedule::Interleaved && t.microbatches % t.pp != 0)
+    c.at("global_batch")
+        .fail(fmt::format("{} microbatches per replica are not a multiple of the {} pipeline stages (the "
+                          "interleaved schedule needs that)",
+                          t.microbatches, t.pp));
+  if (p.sharded_optimizer && t.dp == 1)
+    where.at("sharded_optimizer").fail("a sharded optimizer needs data-parallel axes (FSDP already shards it)");
+  return t;
+}
+
+// ---------------------------------------------------------------- formulas
+
+LayerParams layer_params(const ModelSpec& m) {
+  LayerParams p;
+  const std::uint64_t h = m.d_model, q = m.heads * m.head_dim, kv = m.kv_heads * m.head_dim;
+  const std::uint64_t up = m.gated ? 2 * m.ffn : m.ffn;
+  p.qkv = h * (q + 2 * kv) + (m.biases ? q + 2 * kv : 0);
+  p.out = q * h;
+  p.up = h * up + (m.biases ? up : 0);
+  p.down = m.ffn * h;
+  // Replicated in tensor parallelism: the norms and the row-parallel biases.
+  p.replicated = (m.biases ? 4 * h : 2 * h) + (m.biases ? 2 * h : 0);
+  return p;
+}
+
+std::uint64_t LayerParams::sharded() const { return qkv + out + up + down; }
+
+std::uint64_t model_parameters(const ModelSpec& m) {
+  const LayerParams l = layer_params(m);
+  const std::uint64_t h = m.d_model;
+  std::uint64_t n = m.layers * (l.sharded() + l.replicated);
+  n += m.vocab * h;                              // input embedding
+  if (!m.tied_embeddings) n += m.vocab * h;      // LM head
+  if (m.learned_positions) n += m.seq_len * h;   // position embedding
+  n += m.biases ? 2 * h : h;                     // final norm
+  return n;
+}
+
+StepFlops step_flops(const Training& t) {
+  const ModelSpec& m = t.model;
+  const LayerParams l = layer_params(m);
+  using U = unsigned __int128;
+  const U tokens = U{t.global_batch} * m.seq_len;
+  // Keys per query: all s, or s/2 on average under a causal mask.
+  const U keys = t.causal ? m.seq_len / 2 : m.seq_len;
+  // Per token and layer, forward: 2 FLOPs per weight of the matmuls (biases are
+  // additions, not counted) and QK^T and PV: 2 x 2 x keys x heads x head_dim.
+  const U layer_weights = U{m.d_model} * m.heads * m.head_dim + 2 * U{m.d_model} * m.kv_heads * m.head_dim +
+                          U{m.heads} * m.head_dim * m.d_model + U{m.d_model} * m.ffn * (m.gated ? 3 : 2);
+  const U attention = 4 * keys * m.heads * m.head_dim;
+  const U layer_forward = 2 * layer_weights + attention;
+  const U head_forward = 2 * U{m.d_model} * m.vocab;
+  StepFlops f;
+  f.model = tokens * (3 * (m.layers * layer_forward + head_forward));
+  U recomputed = 0;
+  if (t.recompute == Recompute::Full) recomputed = m.layers * layer_forward;
+  if (t.recompute == Recompute::Selective) recomputed = m.layers * attention;
+  f.hardware = f.model + tokens * recomputed;
+  (void)l;
+  return f;
+}
+
+ActivationBytes activation_bytes(const Training& t) {
+  const ModelSpec& m = t.model;
+  const std::uint64_t e = 2;  // 16-bit activations
+  const std::uint64_t s = m.seq_len, b = t.microbatch, h = m.d_model, tp = t.tp;
+  const std::uint64_t sp = t.plan.sequence_parallel ? tp : 1;  // what divides the parts outside the TP regions
+  const std::uint64_t sb = s * b, q = m.heads * m.head_dim, kv = m.kv_heads * m.head_dim;
+  const std::uint64_t up = m.gated ? 2 * m.ffn : m.ffn;
+  ActivationBytes a;
+  // Outside the tensor-parallel regions: both norms' inputs, the QKV and MLP
+  // inputs (the norms' outputs), the two dropout masks after the projections.
+  a.outside = (2 * e * sb * h + e * sb * h + e * sb * h + (m.dropout ? 2 * sb * h : 0)) / sp;
+  // Inside, split by TP: Q, K, V, the out-projection's input, the up
+  // projection's outputs and the activation's output.
+  a.inside = (e * sb * q + 2 * e * sb * kv + e * sb * q + e * sb * up + e * sb * m.ffn) / tp;
+  // The attention core: softmax output; with dropout also its mask and output.
+  a.core = (e + (m.dropout ? 1 + e : 0)) * m.heads * s * s * b / tp;
+  a.input = e * sb * h / sp;
+  switch (t.recompute) {
+    case Recompute::None: a.kept = a.outside + a.inside + a.core; break;
+    case Recompute::Selective: a.kept = a.outside + a.inside; break;
+    case Recompute::Full: a.kept = a.input; break;
+  }
+  return a;
+}
+
+double microbatches_in_flight(const Training& t) {
+  const double p = static_cast<double>(t.pp), m = static_cast<double>(t.microbatches);
+  const double v = static_cast<double>(t.plan.virtual_stages);
+  if (t.pp == 1) return 1;
+  switch (t.plan.schedule) {
+    case Schedule::GPipe: return m;
+    case Schedule::OneFOneB: return std::min(p, m);
+    case Schedule::Interleaved: return p * (1 + (p - 1) / (p * v));
+  }
+  return 1;
+}
+
+StageParams stage_params(const Training& t, std::uint64_t stage) {
+  const ModelSpec& m = t.model;
+  const LayerParams l = layer_params(m);
+  const std::uint64_t per_stage = m.layers / t.pp;
+  StageParams p;
+  p.layers = per_stage;
+  // Per chip: sharded matrices over TP, replicated norms.
+  p.per_chip = per_stage * (l.sharded() / t.tp + l.replicated);
+  const std::uint64_t h = m.d_model;
+  if (stage == 0) {  // the input embedding (vocabulary-parallel) and positions
+    p.per_chip += m.vocab * h / t.tp + (m.learned_positions ? m.seq_len * h : 0);
+  }
+  if (stage + 1 == t.pp) {  // the final norm and the LM head (untied, or the tied copy with a pipeline)
+    p.per_chip += m.biases ? 2 * h : h;
+    if (!m.tied_embeddings || t.pp > 1) p.per_chip += m.vocab * h / t.tp;
+  }
+  return p;
+}
+
+StepFormulas step_formulas(const Training& t, const Hardware& hw) {
+  StepFormulas f;
+  f.parameters = model_parameters(t.model);
+  const StepFlops flops = step_flops(t);
+  f.model_flops = static_cast<long double>(flops.model);
+  f.hardware_flops = static_cast<long double>(flops.hardware);
+  f.peak_flops_per_s = hw.chip.bf16_flops_per_s;
+  const ActivationBytes a = activation_bytes(t);
+  f.activation_bytes_per_layer = a.kept;
+  f.microbatches_in_flight = microbatches_in_flight(t);
+  const std::uint64_t opt_shards = t.fsdp * (t.plan.sharded_optimizer ? t.dp : 1);
+  const LayerParams l = layer_params(t.model);
+  for (std::uint64_t s = 0; s < t.pp; ++s) {
+    const StageParams p = stage_params(t, s);
+    const std::uint64_t weights = 2 * p.per_chip / t.fsdp, grads = 2 * p.per_chip / t.fsdp;
+    const std::uint64_t opt = 12 * p.per_chip / opt_shards;
+    const auto acts = static_cast<std::uint64_t>(static_cast<double>(a.kept * p.layers) * f.microbatches_in_flight);
+    std::uint64_t working = 0;
+    // FSDP: the gathered weights of the layer in use, and of the next one when
+    // prefetched.
+    if (t.fsdp > 1) working += (t.overlap.fsdp_prefetch ? 2 : 1) * 2 * (l.sharded() / t.tp + l.replicated);
+    // Full recompute: one layer's activations are rebuilt for its backward pass.
+    if (t.recompute == Recompute::Full) working += a.outside + a.inside + a.core;
+    const std::uint64_t peak = weights + grads + opt + acts + working;
+    if (s == 0 || peak > f.peak_bytes) {
+      f.weight_bytes = weights, f.gradient_bytes = grads, f.optimizer_bytes = opt;
+      f.activation_bytes = acts, f.working_bytes = working, f.peak_bytes = peak;
+    }
+  }
+  f.hbm_bytes = hw.chip.hbm_bytes;
+  return f;
+}
+
+}  // namespace detail
+}  // namespace meshsim::workloads

@@ -1,0 +1,97 @@
+#pragma once
+// Training steps: a decoder-only transformer, a parallelism plan over the mesh
+// axes, and what one optimizer step of it costs. parse_training() reads the
+// workload's "training" section (docs/TRAINING.md) and lower_training() turns one
+// step into lowered ops (local matmuls, elementwise kernels, collectives and
+// stage-to-stage sends) that the engine runs hop by hop like any other workload.
+// The FLOP and memory formulas here are the closed forms the tests check; the
+// step time is never computed here: it emerges from the simulation.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace meshsim::workloads {
+
+struct Workload;
+
+struct ModelSpec {
+  std::string name;            // the preset it came from, or "custom"
+  std::uint64_t layers = 0;    // L
+  std::uint64_t d_model = 0;   // h
+  std::uint64_t heads = 0;     // a (query heads)
+  std::uint64_t kv_heads = 0;  // MHA: = heads; GQA: fewer; MQA: 1
+  std::uint64_t head_dim = 0;  // default h / a
+  std::uint64_t ffn = 0;       // FFN hidden size (per matrix)
+  bool gated = false;          // SwiGLU: gate and up matrices (three in all)
+  std::uint64_t vocab = 0;     // V
+  std::uint64_t seq_len = 0;   // s
+  bool tied_embeddings = false;      // the LM head reuses the embedding matrix
+  bool learned_positions = false;    // a learned position embedding of s x h (GPT); else rotary (no parameters)
+  bool dropout = false;              // dropout masks are kept for the backward pass (Korthikanti's accounting)
+  bool biases = false;               // linear layers and norms have biases (GPT); LLaMA has none
+};
+
+enum class Schedule { GPipe, OneFOneB, Interleaved };
+enum class Recompute { None, Selective, Full };
+
+struct Parallelism {
+  std::vector<int> data, fsdp, tensor;  // mesh axes of each strategy
+  int pipeline = -1;                    // mesh axis, -1: none
+  bool sequence_parallel = false;
+  Schedule schedule = Schedule::OneFOneB;
+  std::uint64_t virtual_stages = 1;  // v (interleaved 1F1B)
+  bool sharded_optimizer = false;    // ZeRO-1 / distributed optimizer over the data axes
+};
+
+struct Overlap {
+  bool gradient_reduction = true;  // data-parallel reductions issued per layer during the backward pass
+  bool fsdp_prefetch = true;       // FSDP gathers issued one layer ahead
+};
+
+// The closed forms of one step (per step, per chip where said).
+struct StepFormulas {
+  std::uint64_t parameters = 0;             // N, the whole model
+  long double model_flops = 0;              // the model's FLOPs per step (no recompute), whole cluster
+  long double hardware_flops = 0;           // with recomputed forward passes
+  double peak_flops_per_s = 0;              // the chip's dense peak for the dtype
+  // Memory per chip (bytes), on the most loaded pipeline stage.
+  std::uint64_t weight_bytes = 0, gradient_bytes = 0, optimizer_bytes = 0;
+  std::uint64_t activation_bytes_per_layer = 0;  // one microbatch, one layer, under the recompute policy
+  std::uint64_t activation_bytes = 0;            // kept across the schedule's microbatches in flight
+  std::uint64_t working_bytes = 0;               // gathered FSDP layers, a recomputed layer's activations
+  std::uint64_t peak_bytes = 0;
+  std::uint64_t hbm_bytes = 0;
+  double microbatches_in_flight = 0;
+};
+
+// What an op of a training step belongs to, for the step's breakdown.
+enum class Role : std::uint8_t { None, Compute, Tensor, Fsdp, Data, Pipeline, Optimizer };
+const char* role_name(Role r);
+
+struct Training {
+  ModelSpec model;
+  Parallelism plan;
+  Overlap overlap;
+  Recompute recompute = Recompute::None;
+  bool causal = true;
+  std::string dtype = "bf16";
+  std::uint64_t global_batch = 0;  // sequences per step
+  std::uint64_t microbatch = 1;    // sequences per microbatch per replica
+  bool allow_oom = false;
+  // Derived.
+  std::uint64_t dp = 1, fsdp = 1, tp = 1, pp = 1;
+  std::uint64_t microbatches = 1;  // m, per replica
+  StepFormulas formulas;
+  // FLOPs of the lowered matmuls, summed over chips (the tests hold them to
+  // the closed forms): without and with the recomputed ones.
+  unsigned __int128 lowered_model_flops = 0, lowered_hardware_flops = 0;
+  std::vector<Role> op_roles;        // per lowered op
+  std::vector<int> op_stages;        // per lowered op: its pipeline stage (-1: a send between two)
+  std::vector<int> chip_stage;       // per chip: its pipeline stage
+  std::vector<std::string> notes;    // what the lowering assumed, for reports
+};
+
+std::string schedule_name(Schedule s);
+std::string recompute_name(Recompute r);
+
+}  // namespace meshsim::workloads
