@@ -141,7 +141,7 @@ std::string training_explain(const workloads::Workload& w) {
                              workloads::schedule_name(t.plan.schedule), p, mb, (p - 1) / mb, (mb + p - 1) / mb);
   }
   // Memory.
-  const wd::ActivationBytes a = wd::activation_bytes(t);
+  const wd::ActivationBytes a = wd::activation_bytes(t, false);
   const std::uint64_t sbh = m.seq_len * t.microbatch * m.d_model;
   out += fmt::format("\nmemory per chip (the most loaded stage; 1e9-byte GB):\n");
   const std::uint64_t opt_shards = t.fsdp * (t.plan.sharded_optimizer ? t.dp : 1);

@@ -53,7 +53,7 @@ TrainingResult training_result(const workloads::Workload& w, const RunResult& r)
   out.step = r.makespan;
   out.chips = w.make_torus().num_chips();
   // Per stage and role, the ops' intervals (a send belongs to both its stages).
-  constexpr std::size_t kRoles = 7;
+  constexpr std::size_t kRoles = static_cast<std::size_t>(Role::Context) + 1;
   std::vector<std::array<std::vector<Interval>, kRoles>> spans(t.pp);
   for (std::size_t i = 0; i < w.ops.size(); ++i) {
     // From when all its chips could start it (a send's receivers enter it at once) to its last byte.
@@ -81,6 +81,8 @@ TrainingResult training_result(const workloads::Workload& w, const RunResult& r)
     };
     b.optimizer = take(Role::Optimizer);
     b.tensor = take(Role::Tensor);
+    b.expert = take(Role::Expert);
+    b.context = take(Role::Context);
     b.fsdp = take(Role::Fsdp);
     b.data = take(Role::Data);
     b.pipeline = take(Role::Pipeline);
@@ -112,8 +114,9 @@ std::string format_training_table(const workloads::Workload& w, const RunResult&
                      "parameters\n",
                      m.name, m.layers, m.d_model, m.heads, m.kv_heads, m.head_dim, m.ffn, m.gated ? " (gated)" : "",
                      m.vocab, m.seq_len, static_cast<double>(f.parameters) / 1e9);
-  out += fmt::format("plan      data {} x fsdp {} x tensor {}{} x pipeline {}", t.dp, t.fsdp, t.tp,
-                     t.plan.sequence_parallel ? " (sequence parallel)" : "", t.pp);
+  out += fmt::format("plan      data {} x fsdp {} x tensor {}{} x pipeline {}{}{}", t.dp, t.fsdp, t.tp,
+                     t.plan.sequence_parallel ? " (sequence parallel)" : "", t.pp,
+                     t.ep > 1 ? fmt::format(" x expert {}", t.ep) : "", t.cp > 1 ? fmt::format(" x context {}", t.cp) : "");
   if (t.pp > 1)
     out += fmt::format(" ({}{})", workloads::schedule_name(t.plan.schedule),
                        t.plan.virtual_stages > 1 ? fmt::format(", {} virtual stages", t.plan.virtual_stages) : "");
@@ -140,11 +143,16 @@ std::string format_training_table(const workloads::Workload& w, const RunResult&
                      gb(f.weight_bytes), gb(f.gradient_bytes), gb(f.optimizer_bytes), gb(f.activation_bytes),
                      f.microbatches_in_flight, gb(f.activation_bytes_per_layer), gb(f.working_bytes));
   out += "\nwhere the step's time goes, per pipeline stage (ms; exposed communication is what no computation hides)\n";
-  out += fmt::format("{:<6} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}\n", "stage", "compute", "tensor", "fsdp",
-                     "data", "pipeline", "optimizer", "idle");
+  // Only the strategies the plan uses get a column.
+  const bool expert = t.ep > 1, context = t.cp > 1;
+  out += fmt::format("{:<6} {:>11} {:>11}{}{} {:>11} {:>11} {:>11} {:>11} {:>11}\n", "stage", "compute", "tensor",
+                     expert ? fmt::format(" {:>11}", "expert") : "", context ? fmt::format(" {:>11}", "context") : "",
+                     "fsdp", "data", "pipeline", "optimizer", "idle");
   for (const StageBreakdown& b : tr.stages)
-    out += fmt::format("{:<6} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}\n", b.stage, ms(b.compute), ms(b.tensor),
-                       ms(b.fsdp), ms(b.data), ms(b.pipeline), ms(b.optimizer), ms(b.idle));
+    out += fmt::format("{:<6} {:>11} {:>11}{}{} {:>11} {:>11} {:>11} {:>11} {:>11}\n", b.stage, ms(b.compute),
+                       ms(b.tensor), expert ? fmt::format(" {:>11}", ms(b.expert)) : "",
+                       context ? fmt::format(" {:>11}", ms(b.context)) : "", ms(b.fsdp), ms(b.data), ms(b.pipeline),
+                       ms(b.optimizer), ms(b.idle));
   out += fmt::format("\n{} ops; {} transfers, {} bytes over links, {} engine events\n", w.ops.size(), r.transfers,
                      r.link_bytes, r.events);
   return out;
@@ -161,6 +169,8 @@ nlohmann::ordered_json training_json(const workloads::Workload& w, const RunResu
                 {"kv_heads", m.kv_heads}, {"head_dim", m.head_dim}, {"ffn", m.ffn},     {"gated", m.gated},
                 {"vocab", m.vocab},       {"seq_len", m.seq_len}, {"parameters", f.parameters}};
   j["plan"] = {{"data", t.dp},
+               {"expert", t.ep},
+               {"context", t.cp},
                {"fsdp", t.fsdp},
                {"tensor", t.tp},
                {"sequence_parallel", t.plan.sequence_parallel},
@@ -194,6 +204,8 @@ nlohmann::ordered_json training_json(const workloads::Workload& w, const RunResu
     stages.push_back({{"stage", b.stage},
                       {"compute_ps", b.compute.ps()},
                       {"tensor_ps", b.tensor.ps()},
+                      {"expert_ps", b.expert.ps()},
+                      {"context_ps", b.context.ps()},
                       {"fsdp_ps", b.fsdp.ps()},
                       {"data_ps", b.data.ps()},
                       {"pipeline_ps", b.pipeline.ps()},

@@ -15,13 +15,13 @@
 namespace meshsim::driver {
 
 // One stage's step time split into disjoint parts: time computing (the local
-// kernels), then communication that no computation hides, by strategy (tensor,
-// fsdp, data, pipeline sends, in that order of precedence when several
-// overlap), the optimizer step, and idle time (the pipeline bubble: waiting for
+// kernels), the optimizer step, then communication that no computation hides,
+// by strategy (tensor, expert, context, fsdp, data, pipeline sends, in that
+// order of precedence when several overlap), and idle time (the pipeline bubble: waiting for
 // another stage). The parts add up to the step time exactly.
 struct StageBreakdown {
   int stage = 0;
-  Tick compute, tensor, fsdp, data, pipeline, optimizer, idle;
+  Tick compute, tensor, expert, context, fsdp, data, pipeline, optimizer, idle;
   Tick busy_end;  // the stage's last op ended
 };
 

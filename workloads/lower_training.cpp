@@ -94,6 +94,18 @@ class StepLowerer {
     stages_.assign(p, Stage{});
     coords_ = mesh_coordinates(w_, torus_);
     t_.chip_stage.assign(torus_.num_chips(), 0);
+    for (topology::ChipId c = 0; c < torus_.num_chips(); ++c)
+      if (!coords_[c].empty()) chip_at_[coords_[c]] = c;
+    // Gradients of the weights outside the experts are summed over every axis
+    // that splits the batch or the sequence; the experts' over those but the
+    // expert axes (each expert lives on one chip of them).
+    for (const std::vector<int>* axes : {&t_.plan.data, &t_.plan.context}) {
+      dense_reduce_axes_.insert(dense_reduce_axes_.end(), axes->begin(), axes->end());
+      expert_reduce_axes_.insert(expert_reduce_axes_.end(), axes->begin(), axes->end());
+    }
+    dense_reduce_axes_.insert(dense_reduce_axes_.end(), t_.plan.expert.begin(), t_.plan.expert.end());
+    std::sort(dense_reduce_axes_.begin(), dense_reduce_axes_.end());
+    std::sort(expert_reduce_axes_.begin(), expert_reduce_axes_.end());
     if (p == 1) return;  // every op runs on every chip
     const auto axis = static_cast<std::size_t>(t_.plan.pipeline);
     std::vector<std::vector<topology::ChipId>> sets(p);
@@ -101,7 +113,6 @@ class StepLowerer {
       if (coords_[c].empty()) continue;
       sets[static_cast<std::size_t>(coords_[c][axis])].push_back(c);
       t_.chip_stage[c] = coords_[c][axis];
-      chip_at_[coords_[c]] = c;
     }
     for (std::uint64_t s = 0; s < p; ++s) stages_[s].chips = std::make_shared<const std::vector<topology::ChipId>>(sets[s]);
   }
@@ -115,6 +126,37 @@ class StepLowerer {
       out.emplace_back(c, chip_at_.at(k));
     }
     return out;
+  }
+  // Every chip of stage `s` to the next chip of its ring over `axes` (their
+  // coordinates read as one number, the first axis major).
+  std::vector<std::pair<topology::ChipId, topology::ChipId>> ring_pairs(std::uint64_t s,
+                                                                        const std::vector<int>& axes) const {
+    std::vector<std::pair<topology::ChipId, topology::ChipId>> out;
+    const auto each = [&](topology::ChipId c) {
+      std::vector<int> k = coords_[c];
+      // Add one to the combined coordinate, carrying from the last axis.
+      for (std::size_t i = axes.size(); i-- > 0;) {
+        const auto a = static_cast<std::size_t>(axes[i]);
+        if (++k[a] < w_.mesh[a].size) break;
+        k[a] = 0;
+      }
+      out.emplace_back(c, chip_at_.at(k));
+    };
+    if (stages_[s].chips)
+      for (topology::ChipId c : *stages_[s].chips) each(c);
+    else
+      for (topology::ChipId c = 0; c < torus_.num_chips(); ++c) each(c);
+    return out;
+  }
+  // A send of `bytes` from every chip of stage s to its ring neighbour over `axes`.
+  std::uint32_t ring_send(std::uint64_t s, const std::string& name, const std::vector<int>& axes, std::uint64_t bytes,
+                          Role role, std::vector<std::uint32_t> deps) {
+    Op op = named(OpKind::Send, name);
+    op.bytes = std::max<std::uint64_t>(bytes, 1);
+    op.pairs = ring_pairs(s, axes);
+    op.src = op.pairs.front().first;
+    op.dst = op.pairs.front().second;
+    return emit(std::move(op), role, s, Stream::None, std::move(deps));
   }
   ChipList union_of(std::uint64_t a, std::uint64_t b) const {
     std::vector<topology::ChipId> u(*stages_[a].chips);
@@ -150,12 +192,14 @@ class StepLowerer {
       const unsigned __int128 chips = op.chips ? op.chips->size() : torus_.num_chips();
       const unsigned __int128 f = 2 * static_cast<unsigned __int128>(op.batch) * op.m * op.k * op.n * chips;
       hardware_flops_ += f;
-      if (!recomputed) model_flops_ += f;
+      // An expert's matmul also multiplies the padding up to its capacity: the
+      // model's FLOPs count only the routed tokens.
+      if (!recomputed) model_flops_ += useful_ ? f / useful_->second * useful_->first : f;
     }
     const auto index = static_cast<std::uint32_t>(w_.ops.size());
     w_.ops.push_back(std::move(op));
     t_.op_roles.push_back(role);
-    t_.op_stages.push_back(w_.ops.back().kind == OpKind::Send ? -1 : static_cast<int>(stage));
+    t_.op_stages.push_back(role == Role::Pipeline ? -1 : static_cast<int>(stage));
     if (last) *last = index;
     return index;
   }
@@ -172,6 +216,16 @@ class StepLowerer {
     Op op = named(OpKind::Matmul, name);
     op.m = m, op.k = k, op.n = n, op.batch = batch;
     return emit(std::move(op), Role::Compute, s, Stream::Main, std::move(deps), recomputing_);
+  }
+  // An expert matmul of `batch` experts, each over expert_rows() tokens (the
+  // capacity; m for the forward and dX products, k for dW), of which `useful`
+  // in all carry routed tokens.
+  std::uint32_t expert_matmul(std::uint64_t s, const std::string& name, std::uint64_t batch, std::uint64_t m,
+                              std::uint64_t k, std::uint64_t n, std::uint64_t useful) {
+    useful_ = std::pair{useful, batch * expert_rows()};
+    const std::uint32_t id = matmul(s, name, m, k, n, batch);
+    useful_.reset();
+    return id;
   }
   std::uint32_t elementwise(std::uint64_t s, const std::string& name, std::uint64_t bytes) {
     Op op = named(OpKind::Elementwise, name);
@@ -203,8 +257,12 @@ class StepLowerer {
   }
 
   // ------------------------------------------------------------ shapes
-  std::uint64_t tokens() const { return t_.microbatch * m_.seq_len; }  // S = b s
+  // S: a microbatch's tokens on one chip (b s, or b s / cp: context parallelism
+  // splits every sequence), before sequence parallelism splits them further.
+  std::uint64_t tokens() const { return t_.microbatch * m_.seq_len / t_.cp; }
+  std::uint64_t queries() const { return m_.seq_len / t_.cp; }  // per sequence, on one chip
   std::uint64_t sp() const { return t_.plan.sequence_parallel ? t_.tp : 1; }
+  // Keys a query attends to: s, or s/2 on average under a causal mask.
   std::uint64_t keys() const { return t_.causal ? m_.seq_len / 2 : m_.seq_len; }
   std::uint64_t heads_local() const { return m_.heads / t_.tp; }
   std::uint64_t qkv_local() const { return (m_.heads + 2 * m_.kv_heads) / t_.tp * m_.head_dim; }
@@ -212,10 +270,16 @@ class StepLowerer {
   std::uint64_t ffn_local() const { return m_.ffn / t_.tp; }
   std::uint64_t up_local() const { return (m_.gated ? 2 : 1) * ffn_local(); }
   std::uint64_t vocab_local() const { return m_.vocab / t_.tp; }
-  std::uint64_t layer_bytes() const {  // one layer's weights on one chip before FSDP
-    const LayerParams l = layer_params(m_);
-    return e_ * (l.sharded() / t_.tp + l.replicated);
+  // One layer's weights on one chip before FSDP: outside the experts, and the
+  // chip's experts.
+  std::uint64_t dense_layer_bytes(std::uint64_t l) const {
+    const LayerParams p = layer_params(m_, m_.moe_layer(l));
+    return e_ * (p.sharded() / t_.tp + p.replicated + p.router);
   }
+  std::uint64_t expert_layer_bytes(std::uint64_t l) const {
+    return e_ * layer_params(m_, m_.moe_layer(l)).experts / t_.ep;
+  }
+  std::uint64_t layer_bytes(std::uint64_t l) const { return dense_layer_bytes(l) + expert_layer_bytes(l); }
   std::uint64_t embedding_bytes() const { return e_ * vocab_local() * m_.d_model; }
 
   // ------------------------------------------------------------ passes
@@ -250,7 +314,11 @@ class StepLowerer {
       for (std::uint64_t l = end; l-- > first;) {
         const std::vector<std::uint32_t> deps = l + 1 == end && g < last_chunk() ? in : std::vector<std::uint32_t>{};
         layer_backward(s, l, deps);
-        if (last_microbatch) data_reduce(s, fmt::format("dp.L{}", l), layer_bytes() / t_.fsdp);
+        if (last_microbatch) {
+          data_reduce(s, fmt::format("dp.L{}", l), dense_layer_bytes(l) / t_.fsdp, dense_reduce_axes_);
+          if (m_.moe_layer(l))
+            data_reduce(s, fmt::format("dp.L{}.experts", l), expert_layer_bytes(l) / t_.fsdp, expert_reduce_axes_);
+        }
       }
       if (g == 0) {
         prefix_ = fmt::format("B{}.", j);
@@ -258,10 +326,10 @@ class StepLowerer {
         if (t_.fsdp > 1)
           collective(s, "embed.reduce", OpKind::ReduceScatter, t_.plan.fsdp, embedding_bytes(), Role::Fsdp,
                      Stream::Fsdp, {*st.main});
-        if (last_microbatch) data_reduce(s, "dp.embed", embedding_bytes() / t_.fsdp);
+        if (last_microbatch) data_reduce(s, "dp.embed", embedding_bytes() / t_.fsdp, dense_reduce_axes_);
       }
       if (g == last_chunk() && last_microbatch && (!m_.tied_embeddings || t_.pp > 1))
-        data_reduce(s, "dp.head", embedding_bytes() / t_.fsdp);
+        data_reduce(s, "dp.head", embedding_bytes() / t_.fsdp, dense_reduce_axes_);
       if (g > 0) send(s, g, j, false);
     }
   }
@@ -314,37 +382,214 @@ class StepLowerer {
     begin_layer(s);
     const std::string saved = prefix_;
     prefix_ += fmt::format("L{}.", l);
-    if (const auto gather = fsdp_gather(s, "gather", layer_bytes())) in.push_back(*gather);
-    forward_ops(s, in);
+    if (const auto gather = fsdp_gather(s, "gather", layer_bytes(l))) in.push_back(*gather);
+    forward_ops(s, l, in);
     prefix_ = saved;
   }
 
   // One layer's forward kernels (also what full recompute re-runs).
-  void forward_ops(std::uint64_t s, const std::vector<std::uint32_t>& in) {
+  void forward_ops(std::uint64_t s, std::uint64_t l, const std::vector<std::uint32_t>& in) {
     const std::uint64_t S = tokens(), h = m_.d_model, e = e_;
     {
       Op op = named(OpKind::Elementwise, "ln1");
       op.hbm_bytes = 2 * e * S * h / sp();
       emit(std::move(op), Role::Compute, s, Stream::Main, in);
     }
-    tensor_gather(s, "ag1");
-    matmul(s, "qkv", S, h, qkv_local());
-    attention_core(s);
-    matmul(s, "out", S, q_local(), h);
-    tensor_reduce(s, "out.reduce");
+    gathered_matmul(s, "ag1", "qkv", h, qkv_local());
+    attention_forward(s);
+    reduced_matmul(s, "out", "out.reduce", q_local(), h);
     elementwise(s, "add_ln2", 5 * e * S * h / sp());  // residual add (read 2, write 1), norm (read 1, write 1)
-    tensor_gather(s, "ag2");
-    matmul(s, "up", S, h, up_local());
-    elementwise(s, "act", (m_.gated ? 3 : 2) * e * S * ffn_local());
-    matmul(s, "down", S, ffn_local(), h);
-    tensor_reduce(s, "down.reduce");
+    if (m_.moe_layer(l)) {
+      moe_forward(s);
+    } else {
+      gathered_matmul(s, "ag2", "up", h, up_local());
+      elementwise(s, "act", (m_.gated ? 3 : 2) * e * S * ffn_local());
+      reduced_matmul(s, "down", "down.reduce", ffn_local(), h);
+    }
     elementwise(s, "add", 3 * e * S * h / sp());
   }
+
+  // A column-parallel matmul of the gathered activations [S, k] x [k, n]: with
+  // sequence parallelism its all-gather first, or with collective matmuls
+  // (overlap.tensor) in tp steps, each multiplying the part that has arrived
+  // while the next part comes from the ring neighbour.
+  void gathered_matmul(std::uint64_t s, const std::string& gather, const std::string& name, std::uint64_t k,
+                       std::uint64_t n) {
+    if (!t_.overlap.tensor) {
+      tensor_gather(s, gather);
+      matmul(s, name, tokens(), k, n);
+      return;
+    }
+    const std::uint64_t part = tokens() / t_.tp;
+    const std::uint32_t before = *stages_[s].main;  // the part the chip holds is ready
+    std::optional<std::uint32_t> arrived;
+    for (std::uint64_t i = 0; i < t_.tp; ++i) {
+      std::optional<std::uint32_t> next;
+      if (i + 1 < t_.tp) {
+        // Forward the part that arrived last (or the chip's own) while multiplying.
+        std::vector<std::uint32_t> deps{before};
+        if (arrived) deps.push_back(*arrived);
+        next = ring_send(s, fmt::format("{}.step{}", gather, i), t_.plan.tensor, e_ * part * m_.d_model, Role::Tensor,
+                         deps);
+      }
+      matmul(s, fmt::format("{}.part{}", name, i), part, k, n, 1,
+             arrived ? std::vector<std::uint32_t>{*arrived} : std::vector<std::uint32_t>{});
+      arrived = next;
+    }
+  }
+  // A row-parallel matmul [S, k] x [k, n] whose partial sums are reduced over
+  // the TP group (all-reduce, or reduce-scatter with sequence parallelism); with
+  // collective matmuls in tp steps, each part's partial sum passed on to be
+  // added to the next chip's while it computes its own.
+  void reduced_matmul(std::uint64_t s, const std::string& name, const std::string& reduce, std::uint64_t k,
+                      std::uint64_t n) {
+    if (!t_.overlap.tensor) {
+      matmul(s, name, tokens(), k, n);
+      tensor_reduce(s, reduce);
+      return;
+    }
+    const std::uint64_t part = tokens() / t_.tp;
+    std::optional<std::uint32_t> passed;
+    for (std::uint64_t i = 0; i < t_.tp; ++i) {
+      const std::uint32_t mm = matmul(s, fmt::format("{}.part{}", name, i), part, k, n);
+      if (i + 1 == t_.tp) break;
+      std::vector<std::uint32_t> deps{mm};
+      if (passed) deps.push_back(*passed);
+      passed = ring_send(s, fmt::format("{}.step{}", reduce, i), t_.plan.tensor, e_ * part * m_.d_model, Role::Tensor,
+                         deps);
+    }
+    // The chip's own part is complete once the last partial sum has arrived.
+    Op done = named(OpKind::Elementwise, reduce + ".add");
+    done.hbm_bytes = 3 * e_ * part * m_.d_model;
+    emit(std::move(done), Role::Compute, s, Stream::Main, {*passed});
+  }
+
+  // Attention: QK^T, softmax, PV per local head; with context parallelism as a
+  // ring (each chip holds s/cp queries; the keys and values of the cp parts go
+  // round the ring, one part a step, while the chip works on the part it has).
+  void attention_forward(std::uint64_t s) { attention_core(s); }
   void attention_core(std::uint64_t s) {
-    const std::uint64_t batch = t_.microbatch * heads_local(), q = m_.seq_len, k = keys();
-    matmul(s, "qk", q, m_.head_dim, k, batch);
-    elementwise(s, "softmax", 2 * e_ * batch * q * k);
-    matmul(s, "pv", q, k, m_.head_dim, batch);
+    const std::uint64_t batch = t_.microbatch * heads_local(), q = queries(), k = keys() / t_.cp;
+    const std::uint32_t before = *stages_[s].main;  // the chip's own keys and values are ready
+    std::optional<std::uint32_t> arrived;
+    for (std::uint64_t r = 0; r < t_.cp; ++r) {
+      const std::string step = t_.cp > 1 ? fmt::format(".r{}", r) : "";
+      std::optional<std::uint32_t> next;
+      if (r + 1 < t_.cp) {
+        // Pass on the part that arrived last (or the chip's own) while computing.
+        std::vector<std::uint32_t> deps{before};
+        if (arrived) deps.push_back(*arrived);
+        next = ring_send(s, fmt::format("kv.send{}", r), t_.plan.context, kv_part_bytes(), Role::Context, deps);
+      }
+      matmul(s, "qk" + step, q, m_.head_dim, k, batch,
+             arrived ? std::vector<std::uint32_t>{*arrived} : std::vector<std::uint32_t>{});
+      elementwise(s, "softmax" + step, 2 * e_ * batch * q * k);
+      matmul(s, "pv" + step, q, k, m_.head_dim, batch);
+      arrived = next;
+    }
+  }
+  // The keys and values of one chip's part of the sequence (local KV heads).
+  std::uint64_t kv_part_bytes() const {
+    return 2 * e_ * t_.microbatch * queries() * (m_.kv_heads / t_.tp) * m_.head_dim;
+  }
+  // The ring backward: the keys and values go round as in the forward pass;
+  // each part's dK and dV accumulate as it travels (a chip adds its share, then
+  // passes the part on) and come home after cp steps.
+  void attention_backward(std::uint64_t s) {
+    const std::uint64_t batch = t_.microbatch * heads_local(), q = queries(), k = keys() / t_.cp, d = m_.head_dim;
+    const std::uint32_t before = *stages_[s].main;
+    std::optional<std::uint32_t> kv, dkv;  // the last sends of each
+    for (std::uint64_t r = 0; r < t_.cp; ++r) {
+      const std::string step = t_.cp > 1 ? fmt::format(".r{}", r) : "";
+      std::optional<std::uint32_t> next_kv;
+      if (r + 1 < t_.cp) {
+        std::vector<std::uint32_t> deps{before};
+        if (kv) deps.push_back(*kv);
+        next_kv = ring_send(s, fmt::format("kv.send{}", r), t_.plan.context, kv_part_bytes(), Role::Context, deps);
+      }
+      matmul(s, "pv.dp" + step, q, d, k, batch, kv ? std::vector<std::uint32_t>{*kv} : std::vector<std::uint32_t>{});
+      matmul(s, "pv.dv" + step, k, q, d, batch);
+      elementwise(s, "softmax.bwd" + step, 2 * 2 * e_ * batch * q * k);
+      matmul(s, "qk.dq" + step, q, k, d, batch);
+      const std::uint32_t last = matmul(s, "qk.dk" + step, k, q, d, batch);
+      if (t_.cp > 1) {
+        std::vector<std::uint32_t> deps{last};
+        if (dkv) deps.push_back(*dkv);
+        dkv = ring_send(s, fmt::format("dkv.send{}", r), t_.plan.context, kv_part_bytes(), Role::Context, deps);
+      }
+      kv = next_kv;
+    }
+    if (dkv) emit_join(s, "kv.done", *dkv);
+  }
+  // An elementwise no-op that orders the main stream after `op` (the last
+  // gradients of a ring have come home).
+  std::uint32_t emit_join(std::uint64_t s, const std::string& name, std::uint32_t op) {
+    Op done = named(OpKind::Elementwise, name);
+    done.hbm_bytes = 2 * kv_part_bytes();  // the arriving dK, dV added to the chip's own
+    return emit(std::move(done), Role::Compute, s, Stream::Main, {op});
+  }
+
+  // Mixture of experts on the chip's tokens (split by SP when TP > 1): the
+  // router, the dispatch all-to-all over the expert axes, every local expert's
+  // FFN on its tokens (capacity-padded), the combine all-to-all, the weighted sum.
+  std::uint64_t moe_tokens() const { return tokens() / sp(); }
+  std::uint64_t moe_dispatched() const { return dispatched_tokens(t_, moe_tokens()); }
+  std::uint64_t local_experts() const { return m_.experts / t_.ep; }
+  std::uint64_t expert_rows() const {  // tokens per local expert, padded
+    return (moe_dispatched() + local_experts() - 1) / local_experts();
+  }
+  std::uint64_t expert_up() const { return (m_.gated ? 2 : 1) * m_.expert_ffn; }
+  void expert_all_to_all(std::uint64_t s, const std::string& name) {
+    if (t_.ep == 1) return;
+    // V: what the whole group holds: every chip's dispatched tokens.
+    collective(s, name, OpKind::AllToAll, t_.plan.expert, t_.ep * e_ * moe_dispatched() * m_.d_model, Role::Expert,
+               Stream::Main);
+  }
+  void moe_forward(std::uint64_t s) {
+    const std::uint64_t T = moe_tokens(), h = m_.d_model, E = m_.experts, routed = T * m_.top_k;
+    matmul(s, "router", T, h, E);
+    elementwise(s, "route", 2 * e_ * T * E);  // softmax and top-k over the logits
+    expert_all_to_all(s, "dispatch");
+    expert_matmul(s, "experts.up", local_experts(), expert_rows(), h, expert_up(), routed);
+    elementwise(s, "experts.act", (m_.gated ? 3 : 2) * e_ * moe_dispatched() * m_.expert_ffn);
+    expert_matmul(s, "experts.down", local_experts(), expert_rows(), m_.expert_ffn, h, routed);
+    expert_all_to_all(s, "combine");
+    elementwise(s, "combine.sum", e_ * (moe_dispatched() + T) * h);
+  }
+  void moe_backward(std::uint64_t s) {
+    const std::uint64_t T = moe_tokens(), h = m_.d_model, E = m_.experts, routed = T * m_.top_k;
+    elementwise(s, "combine.sum.bwd", 2 * e_ * (moe_dispatched() + T) * h);
+    expert_all_to_all(s, "combine.bwd");
+    expert_matmul(s, "experts.down.dx", local_experts(), expert_rows(), h, m_.expert_ffn, routed);
+    expert_matmul(s, "experts.down.dw", local_experts(), m_.expert_ffn, expert_rows(), h, routed);
+    elementwise(s, "experts.act.bwd", 2 * (m_.gated ? 3 : 2) * e_ * moe_dispatched() * m_.expert_ffn);
+    expert_matmul(s, "experts.up.dx", local_experts(), expert_rows(), expert_up(), h, routed);
+    expert_matmul(s, "experts.up.dw", local_experts(), h, expert_rows(), expert_up(), routed);
+    expert_all_to_all(s, "dispatch.bwd");
+    elementwise(s, "route.bwd", 2 * 2 * e_ * T * E);
+    matmul(s, "router.dx", T, E, h);
+    matmul(s, "router.dw", h, T, E);
+  }
+
+  // A column-parallel matmul's backward: its input gradient [S, n] x [n, h]
+  // reduced over the TP group, and its weight gradient [h, S] x [S, n], which
+  // with sequence parallelism needs the forward's input gathered again. With
+  // collective matmuls the reduction runs in steps under the dX parts and the
+  // gather under dX (issued before it, as Megatron-LM does).
+  void input_gradient(std::uint64_t s, const std::string& again, const std::string& dx, const std::string& reduce,
+                      std::uint64_t n, const std::string& dw) {
+    if (t_.overlap.tensor) {
+      const std::uint32_t gather = collective(s, again, OpKind::AllGather, t_.plan.tensor,
+                                              e_ * tokens() * m_.d_model, Role::Tensor, Stream::None,
+                                              {*stages_[s].main});
+      reduced_matmul(s, dx, reduce, n, m_.d_model);
+      matmul(s, dw, m_.d_model, tokens(), n, 1, {gather});
+      return;
+    }
+    tensor_gather(s, again);
+    matmul(s, dx, tokens(), n, m_.d_model);
+    matmul(s, dw, m_.d_model, tokens(), n);
+    tensor_reduce(s, reduce);
   }
 
   void layer_backward(std::uint64_t s, std::uint64_t l, const std::vector<std::uint32_t>& in) {
@@ -353,12 +598,12 @@ class StepLowerer {
     prefix_ += fmt::format("L{}.", l);
     const std::uint64_t S = tokens(), h = m_.d_model, e = e_, sp_ = sp();
     std::vector<std::uint32_t> deps = in;
-    if (const auto gather = fsdp_gather(s, "gather", layer_bytes())) deps.push_back(*gather);
+    if (const auto gather = fsdp_gather(s, "gather", layer_bytes(l))) deps.push_back(*gather);
     // Recompute: the whole forward, or only the attention core.
     if (t_.recompute == Recompute::Full) {
       prefix_ = saved + fmt::format("R.L{}.", l);
       recomputing_ = true;
-      forward_ops(s, deps);
+      forward_ops(s, l, deps);
       recomputing_ = false;
       prefix_ = saved + fmt::format("L{}.", l);
       deps.clear();
@@ -366,17 +611,17 @@ class StepLowerer {
     Op first = named(OpKind::Elementwise, "add.bwd");  // the residual's gradient, passed on and added
     first.hbm_bytes = 3 * e * S * h / sp_;
     emit(std::move(first), Role::Compute, s, Stream::Main, deps);
-    tensor_gather(s, "down.ag");  // backward of the forward's reduce-scatter
-    matmul(s, "down.dx", S, h, ffn_local());
-    matmul(s, "down.dw", ffn_local(), S, h);
-    elementwise(s, "act.bwd", 2 * (m_.gated ? 3 : 2) * e * S * ffn_local());
-    tensor_gather(s, "ag2.again");  // the norm's output, gathered again for up's weight gradient
-    matmul(s, "up.dx", S, up_local(), h);
-    matmul(s, "up.dw", h, S, up_local());
-    tensor_reduce(s, "up.reduce");
+    if (m_.moe_layer(l)) {
+      moe_backward(s);
+    } else {
+      gathered_matmul(s, "down.ag", "down.dx", h, ffn_local());  // backward of the forward's reduce-scatter
+      matmul(s, "down.dw", ffn_local(), S, h);
+      elementwise(s, "act.bwd", 2 * (m_.gated ? 3 : 2) * e * S * ffn_local());
+      // (ag2.again: the norm's output, gathered again for up's weight gradient)
+      input_gradient(s, "ag2.again", "up.dx", "up.reduce", up_local(), "up.dw");
+    }
     elementwise(s, "add_ln2.bwd", 2 * 5 * e * S * h / sp_);
-    tensor_gather(s, "out.ag");
-    matmul(s, "out.dx", S, h, q_local());
+    gathered_matmul(s, "out.ag", "out.dx", h, q_local());
     matmul(s, "out.dw", q_local(), S, h);
     if (t_.recompute == Recompute::Selective) {
       prefix_ = saved + fmt::format("R.L{}.", l);
@@ -385,19 +630,19 @@ class StepLowerer {
       recomputing_ = false;
       prefix_ = saved + fmt::format("L{}.", l);
     }
-    const std::uint64_t batch = t_.microbatch * heads_local(), q = m_.seq_len, k = keys(), d = m_.head_dim;
-    matmul(s, "pv.dp", q, d, k, batch);
-    matmul(s, "pv.dv", k, q, d, batch);
-    elementwise(s, "softmax.bwd", 2 * 2 * e * batch * q * k);
-    matmul(s, "qk.dq", q, k, d, batch);
-    matmul(s, "qk.dk", k, q, d, batch);
-    tensor_gather(s, "ag1.again");
-    matmul(s, "qkv.dx", S, qkv_local(), h);
-    matmul(s, "qkv.dw", h, S, qkv_local());
-    tensor_reduce(s, "qkv.reduce");
+    attention_backward(s);
+    input_gradient(s, "ag1.again", "qkv.dx", "qkv.reduce", qkv_local(), "qkv.dw");
     elementwise(s, "ln1.bwd", 2 * 2 * e * S * h / sp_);
+    // With sequence parallelism each chip's gradients of the weights the TP
+    // group replicates (norms, row-parallel biases, an MoE router) cover its own
+    // tokens only: all-reduce them over the group (Megatron-LM does the same).
+    if (t_.tp > 1 && t_.plan.sequence_parallel) {
+      const LayerParams lp = layer_params(m_, m_.moe_layer(l));
+      collective(s, "norm_grads.reduce", OpKind::AllReduce, t_.plan.tensor, e * (lp.replicated + lp.router),
+                 Role::Tensor, Stream::Main);
+    }
     if (t_.fsdp > 1)
-      collective(s, "reduce", OpKind::ReduceScatter, t_.plan.fsdp, layer_bytes(), Role::Fsdp, Stream::Fsdp,
+      collective(s, "reduce", OpKind::ReduceScatter, t_.plan.fsdp, layer_bytes(l), Role::Fsdp, Stream::Fsdp,
                  {*stages_[s].main});
     prefix_ = saved;
   }
@@ -434,25 +679,42 @@ class StepLowerer {
                  Stream::Fsdp, {*stages_[s].main});
   }
 
-  // A data-parallel gradient reduction of `bytes` per chip: an all-reduce, or a
-  // reduce-scatter when the optimizer is sharded. With overlap it is issued as
-  // soon as its gradients are final; without, after the stage's last backward.
-  void data_reduce(std::uint64_t s, const std::string& name, std::uint64_t bytes) {
-    if (t_.dp == 1) return;
-    Stage& st = stages_[s];
-    std::vector<std::uint32_t> deps{*st.main};
-    if (st.fsdp) deps.push_back(*st.fsdp);
-    Op op;
-    op.kind = t_.plan.sharded_optimizer ? OpKind::ReduceScatter : OpKind::AllReduce;
-    op.name = t_.pp > 1 ? fmt::format("s{}.{}", s, name) : name;
-    op.group = "gradients";
-    op.mesh_axes = t_.plan.data;
-    op.hw_axes = hardware_axes(w_, t_.plan.data);
-    op.bytes = std::max<std::uint64_t>(bytes, 1);
-    if (t_.overlap.gradient_reduction)
-      emit(std::move(op), Role::Data, s, Stream::Data, deps);
-    else
-      deferred_[s].push_back(std::move(op));
+  // The gradient reduction of `bytes` per chip over `axes` (the data axes and,
+  // for weights they replicate, the expert and context axes): an all-reduce; with
+  // a sharded optimizer a reduce-scatter over the data axes (the optimizer's
+  // shards) and an all-reduce of the shard over the rest. With overlap it is
+  // issued as soon as its gradients are final; without, after the stage's last
+  // backward pass.
+  void data_reduce(std::uint64_t s, const std::string& name, std::uint64_t bytes, const std::vector<int>& axes) {
+    if (axes_product(w_, axes) == 1) return;
+    const std::string base = t_.pp > 1 ? fmt::format("s{}.{}", s, name) : name;
+    const auto reduction = [&](OpKind kind, const std::string& op_name, const std::vector<int>& over,
+                               std::uint64_t v) {
+      Op op;
+      op.kind = kind;
+      op.name = op_name;
+      op.group = "gradients";
+      op.mesh_axes = over;
+      op.hw_axes = hardware_axes(w_, over);
+      op.bytes = std::max<std::uint64_t>(v, 1);
+      if (t_.overlap.gradient_reduction) {
+        Stage& st = stages_[s];
+        std::vector<std::uint32_t> deps{*st.main};
+        if (st.fsdp) deps.push_back(*st.fsdp);
+        emit(std::move(op), Role::Data, s, Stream::Data, deps);
+      } else {
+        deferred_[s].push_back(std::move(op));
+      }
+    };
+    if (!t_.plan.sharded_optimizer) {
+      reduction(OpKind::AllReduce, base, axes, bytes);
+      return;
+    }
+    std::vector<int> rest;
+    for (int a : axes)
+      if (std::find(t_.plan.data.begin(), t_.plan.data.end(), a) == t_.plan.data.end()) rest.push_back(a);
+    reduction(OpKind::ReduceScatter, base, t_.plan.data, bytes);
+    if (axes_product(w_, rest) > 1) reduction(OpKind::AllReduce, base + ".rest", rest, bytes / t_.dp);
   }
 
   void optimizer_step(std::uint64_t s) {
@@ -494,6 +756,8 @@ class StepLowerer {
   std::vector<Stage> stages_;
   std::map<std::tuple<bool, std::uint64_t, std::uint64_t>, std::uint32_t> sends_;  // (forward, to chunk, mb) -> op
   std::map<std::uint64_t, std::vector<Op>> deferred_;
+  std::vector<int> dense_reduce_axes_, expert_reduce_axes_;  // where gradients are summed
+  std::optional<std::pair<std::uint64_t, std::uint64_t>> useful_;  // (routed, capacity) of an expert matmul
   std::uint64_t layers_per_chunk_ = 1;
   std::uint64_t e_ = 2;
   std::string prefix_;

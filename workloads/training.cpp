@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "base/error.hpp"
 #include "workloads/lowering.hpp"
@@ -21,6 +22,8 @@ const char* role_name(Role r) {
     case Role::Data: return "data";
     case Role::Pipeline: return "pipeline";
     case Role::Optimizer: return "optimizer";
+    case Role::Expert: return "expert";
+    case Role::Context: return "context";
   }
   return "?";
 }
@@ -58,6 +61,10 @@ namespace {
 //    attention heads, 8 key/value heads, vocabulary 128,000 -> 128256 in the
 //    released tokenizer config); SwiGLU, RMSNorm, rotary positions, no biases,
 //    untied embeddings, sequence length 8192.
+//  mixtral-8x7b: Jiang et al. 2024, "Mixtral of Experts" (arXiv 2401.04088),
+//    Table 1 (dim 4096, 32 layers, head_dim 128, hidden_dim 14336, 32 heads, 8
+//    KV heads, context 32768, vocabulary 32000, 8 experts, top 2), every layer
+//    an MoE of SwiGLU experts; capacity factor 1 (dropless routing, balanced).
 struct ModelPreset {
   const char* name;
   ModelSpec spec;
@@ -78,12 +85,20 @@ ModelSpec llama(std::uint64_t layers, std::uint64_t h, std::uint64_t heads, std:
   return m;
 }
 
+ModelSpec mixtral() {
+  ModelSpec m = llama(32, 4096, 32, 14336);
+  m.vocab = 32000, m.seq_len = 32768;
+  m.experts = 8, m.top_k = 2, m.expert_ffn = 14336;
+  return m;
+}
+
 const std::vector<ModelPreset>& model_presets() {
   static const std::vector<ModelPreset> presets = {
       {"gpt3-175b", gpt(96, 12288, 96, 2048)},
       {"llama3-8b", llama(32, 4096, 32, 14336)},
       {"llama3-70b", llama(80, 8192, 64, 28672)},
       {"llama3-405b", llama(126, 16384, 128, 53248)},
+      {"mixtral-8x7b", mixtral()},
   };
   return presets;
 }
@@ -109,7 +124,8 @@ ModelSpec parse_model(const Cursor& c) {
   }
   c.expect_object();
   c.only_keys({"preset", "layers", "d_model", "heads", "kv_heads", "head_dim", "ffn", "gated", "vocab", "seq_len",
-               "tied_embeddings", "learned_positions", "dropout", "biases"});
+               "tied_embeddings", "learned_positions", "dropout", "biases", "experts", "top_k", "expert_ffn",
+               "capacity_factor", "moe_every"});
   bool preset = false;
   if (auto p = c.find("preset")) {
     m = parse_model(*p);
@@ -145,6 +161,20 @@ ModelSpec parse_model(const Cursor& c) {
   flag("learned_positions", m.learned_positions);
   flag("dropout", m.dropout);
   flag("biases", m.biases);
+  if (auto v = c.find("experts")) m.experts = v->as_positive_u64(65536);
+  if (auto v = c.find("top_k")) m.top_k = v->as_positive_u64(65536);
+  if (auto v = c.find("expert_ffn")) m.expert_ffn = v->as_positive_u64(kMaxDim);
+  if (auto v = c.find("capacity_factor")) {
+    m.capacity_factor = v->as_positive_double(64);
+    if (m.capacity_factor < 1) v->fail(fmt::format("capacity_factor {:g} must be at least 1", m.capacity_factor));
+  }
+  if (auto v = c.find("moe_every")) m.moe_every = v->as_positive_u64(4096);
+  if (m.experts > 0 && m.expert_ffn == 0) m.expert_ffn = m.ffn;
+  if (m.experts == 0)
+    for (const char* key : {"top_k", "expert_ffn", "capacity_factor", "moe_every"})
+      if (auto v = c.find(key)) v->fail(fmt::format("\"{}\" needs \"experts\" (a mixture-of-experts model)", key));
+  if (m.top_k > m.experts && m.experts > 0)
+    c.at("top_k").fail(fmt::format("top_k {} is more than the {} experts", m.top_k, m.experts));
   if (m.kv_heads > m.heads || m.heads % m.kv_heads != 0)
     (c.find("kv_heads") ? *c.find("kv_heads") : c)
         .fail(fmt::format("kv_heads {} must divide heads {} (MHA: equal, GQA: a divisor, MQA: 1)", m.kv_heads,
@@ -194,9 +224,10 @@ Training parse_training(const Workload& w, const Cursor& c) {
   }
   if (auto o = c.find("overlap")) {
     o->expect_object();
-    o->only_keys({"gradient_reduction", "fsdp_prefetch"});
+    o->only_keys({"gradient_reduction", "fsdp_prefetch", "tensor"});
     if (auto v = o->find("gradient_reduction")) t.overlap.gradient_reduction = v->as_bool();
     if (auto v = o->find("fsdp_prefetch")) t.overlap.fsdp_prefetch = v->as_bool();
+    if (auto v = o->find("tensor")) t.overlap.tensor = v->as_bool();
   }
 
   // The plan: each mesh axis belongs to one strategy; the rest are data parallel.
@@ -215,9 +246,14 @@ Training parse_training(const Workload& w, const Cursor& c) {
   if (auto pc = c.find("parallelism")) {
     pc->expect_object();
     pc->only_keys({"data", "fsdp", "tensor", "sequence_parallel", "pipeline", "schedule", "virtual_stages",
-                   "sharded_optimizer"});
+                   "sharded_optimizer", "expert", "context"});
     if (auto v = pc->find("tensor")) claim(p.tensor = parse_strategy_axes(w, *v), "tensor", *v);
     if (auto v = pc->find("fsdp")) claim(p.fsdp = parse_strategy_axes(w, *v), "fsdp", *v);
+    if (auto v = pc->find("expert")) {
+      claim(p.expert = parse_strategy_axes(w, *v), "expert", *v);
+      if (t.model.experts == 0) v->fail("expert parallelism needs a mixture-of-experts model (\"experts\" in the model)");
+    }
+    if (auto v = pc->find("context")) claim(p.context = parse_strategy_axes(w, *v), "context", *v);
     if (auto v = pc->find("pipeline")) {
       if (!v->raw().is_string()) v->fail("expected one mesh axis name (a string)");
       const std::vector<int> axes = parse_strategy_axes(w, *v);
@@ -251,8 +287,8 @@ Training parse_training(const Workload& w, const Cursor& c) {
   for (std::size_t a = 0; a < w.mesh.size(); ++a) {
     if (!owner[a].empty() || w.mesh[a].size == 1) continue;
     if (data_cursor)
-      data_cursor->fail(fmt::format("mesh axis {} takes no strategy: list it under one of data, fsdp, tensor or "
-                                    "pipeline (the strategies must cover the mesh)",
+      data_cursor->fail(fmt::format("mesh axis {} takes no strategy: list it under one of data, fsdp, tensor, "
+                                    "pipeline, expert or context (the strategies must cover the mesh)",
                                     w.mesh[a].name));
     p.data.push_back(static_cast<int>(a));
   }
@@ -263,6 +299,8 @@ Training parse_training(const Workload& w, const Cursor& c) {
   t.fsdp = axes_product(w, p.fsdp);
   t.tp = axes_product(w, p.tensor);
   t.pp = p.pipeline < 0 ? 1 : static_cast<std::uint64_t>(w.mesh[static_cast<std::size_t>(p.pipeline)].size);
+  t.ep = axes_product(w, p.expert);
+  t.cp = axes_product(w, p.context);
 
   // Divisibility: every shard and stage must be whole.
   const Cursor where = c.find("parallelism") ? c.at("parallelism") : c;
@@ -276,19 +314,39 @@ Training parse_training(const Workload& w, const Cursor& c) {
   if (m.ffn % t.tp != 0) where.fail(fmt::format("ffn {} is not divisible by the tensor-parallel degree {}", m.ffn, t.tp));
   if (m.vocab % t.tp != 0)
     where.fail(fmt::format("vocab {} is not divisible by the tensor-parallel degree {} (pad it)", m.vocab, t.tp));
-  if (p.sequence_parallel && (m.seq_len * t.microbatch) % t.tp != 0)
-    where.fail(fmt::format("the microbatch's tokens ({} x {}) are not divisible by the tensor-parallel degree {} "
-                           "(sequence parallelism splits them)",
-                           t.microbatch, m.seq_len, t.tp));
+  const std::uint64_t halves = t.causal && t.cp > 1 ? 2 : 1;
+  if (m.seq_len % (t.cp * halves) != 0)
+    where.fail(fmt::format("seq_len {} is not divisible by {} x the context-parallel degree {} (each chip holds an "
+                           "equal part of every sequence{})",
+                           m.seq_len, halves, t.cp, halves == 2 ? ", and causal attention halves each part's keys" : ""));
+  if (p.sequence_parallel && (m.seq_len / t.cp * t.microbatch) % t.tp != 0)
+    where.fail(fmt::format("the microbatch's tokens on a chip ({} x {}) are not divisible by the tensor-parallel "
+                           "degree {} (sequence parallelism splits them)",
+                           t.microbatch, m.seq_len / t.cp, t.tp));
+  if (m.experts > 0) {
+    if (m.experts % t.ep != 0)
+      where.fail(fmt::format("experts {} are not divisible by the expert-parallel degree {}", m.experts, t.ep));
+    if (t.tp > 1 && !p.sequence_parallel)
+      where.fail("a mixture-of-experts model with tensor parallelism needs \"sequence_parallel\": true (each "
+                 "chip routes its own part of the tokens)");
+    if (m.layers < m.moe_every)
+      c.at("model").fail(fmt::format("moe_every {} is more than the {} layers: no layer would be an MoE layer",
+                                     m.moe_every, m.layers));
+  }
+  if (t.overlap.tensor && (t.tp == 1 || !p.sequence_parallel))
+    c.at("overlap").at("tensor").fail("collective matmuls (\"tensor\": true) need tensor axes with "
+                                      "\"sequence_parallel\": true");
   if (m.layers % (t.pp * p.virtual_stages) != 0)
     where.fail(fmt::format("layers {} are not divisible by pipeline stages x virtual stages = {} x {}", m.layers, t.pp,
                            p.virtual_stages));
-  const std::uint64_t replicas = t.dp * t.fsdp;
+  // Expert axes split the batch too (they are data parallel outside the experts).
+  const std::uint64_t replicas = t.dp * t.fsdp * t.ep;
   if (t.global_batch % (replicas * t.microbatch) != 0)
     c.at("global_batch")
         .fail(fmt::format("global_batch {} is not divisible by data-parallel replicas x microbatch = {} x {} "
-                          "(data {} x fsdp {})",
-                          t.global_batch, replicas, t.microbatch, t.dp, t.fsdp));
+                          "(data {} x fsdp {}{})",
+                          t.global_batch, replicas, t.microbatch, t.dp, t.fsdp,
+                          t.ep > 1 ? fmt::format(" x expert {}", t.ep) : ""));
   t.microbatches = t.global_batch / (replicas * t.microbatch);
   if (t.pp > 1 && p.schedule != Schedule::GPipe && t.microbatches < t.pp)
     c.at("global_batch")
@@ -307,25 +365,36 @@ Training parse_training(const Workload& w, const Cursor& c) {
 
 // ---------------------------------------------------------------- formulas
 
-LayerParams layer_params(const ModelSpec& m) {
+LayerParams layer_params(const ModelSpec& m, bool moe) {
   LayerParams p;
   const std::uint64_t h = m.d_model, q = m.heads * m.head_dim, kv = m.kv_heads * m.head_dim;
-  const std::uint64_t up = m.gated ? 2 * m.ffn : m.ffn;
   p.qkv = h * (q + 2 * kv) + (m.biases ? q + 2 * kv : 0);
   p.out = q * h;
+  // Replicated in tensor parallelism: the norms and the row-parallel biases.
+  p.replicated = (m.biases ? 4 * h : 2 * h) + (m.biases ? h : 0);
+  if (moe) {
+    // The router and the experts (split over the expert axes, not by TP).
+    const std::uint64_t up = m.gated ? 2 * m.expert_ffn : m.expert_ffn;
+    p.router = h * m.experts;
+    p.experts = m.experts * (h * up + m.expert_ffn * h + (m.biases ? up + h : 0));
+    return p;
+  }
+  const std::uint64_t up = m.gated ? 2 * m.ffn : m.ffn;
   p.up = h * up + (m.biases ? up : 0);
   p.down = m.ffn * h;
-  // Replicated in tensor parallelism: the norms and the row-parallel biases.
-  p.replicated = (m.biases ? 4 * h : 2 * h) + (m.biases ? 2 * h : 0);
+  if (m.biases) p.replicated += h;  // the down projection's bias
   return p;
 }
 
 std::uint64_t LayerParams::sharded() const { return qkv + out + up + down; }
 
 std::uint64_t model_parameters(const ModelSpec& m) {
-  const LayerParams l = layer_params(m);
   const std::uint64_t h = m.d_model;
-  std::uint64_t n = m.layers * (l.sharded() + l.replicated);
+  std::uint64_t n = 0;
+  for (std::uint64_t l = 0; l < m.layers; ++l) {
+    const LayerParams p = layer_params(m, m.moe_layer(l));
+    n += p.sharded() + p.replicated + p.router + p.experts;
+  }
   n += m.vocab * h;                              // input embedding
   if (!m.tied_embeddings) n += m.vocab * h;      // LM head
   if (m.learned_positions) n += m.seq_len * h;   // position embedding
@@ -335,44 +404,63 @@ std::uint64_t model_parameters(const ModelSpec& m) {
 
 StepFlops step_flops(const Training& t) {
   const ModelSpec& m = t.model;
-  const LayerParams l = layer_params(m);
   using U = unsigned __int128;
   const U tokens = U{t.global_batch} * m.seq_len;
   // Keys per query: all s, or s/2 on average under a causal mask.
   const U keys = t.causal ? m.seq_len / 2 : m.seq_len;
-  // Per token and layer, forward: 2 FLOPs per weight of the matmuls (biases are
-  // additions, not counted) and QK^T and PV: 2 x 2 x keys x heads x head_dim.
-  const U layer_weights = U{m.d_model} * m.heads * m.head_dim + 2 * U{m.d_model} * m.kv_heads * m.head_dim +
-                          U{m.heads} * m.head_dim * m.d_model + U{m.d_model} * m.ffn * (m.gated ? 3 : 2);
+  // Per token and layer, forward: 2 FLOPs per weight a token meets in a matmul
+  // (biases are additions, not counted; an MoE token meets the router and
+  // top_k experts) and QK^T and PV: 2 x 2 x keys x heads x head_dim.
+  const U attention_weights = U{m.d_model} * m.heads * m.head_dim + 2 * U{m.d_model} * m.kv_heads * m.head_dim +
+                              U{m.heads} * m.head_dim * m.d_model;
+  const U dense_mlp = U{m.d_model} * m.ffn * (m.gated ? 3 : 2);
+  const U moe_mlp = U{m.d_model} * m.experts + U{m.top_k} * m.d_model * m.expert_ffn * (m.gated ? 3 : 2);
   const U attention = 4 * keys * m.heads * m.head_dim;
-  const U layer_forward = 2 * layer_weights + attention;
+  U forward = 0;
+  for (std::uint64_t l = 0; l < m.layers; ++l)
+    forward += 2 * (attention_weights + (m.moe_layer(l) ? moe_mlp : dense_mlp)) + attention;
   const U head_forward = 2 * U{m.d_model} * m.vocab;
   StepFlops f;
-  f.model = tokens * (3 * (m.layers * layer_forward + head_forward));
+  f.model = tokens * (3 * (forward + head_forward));
   U recomputed = 0;
-  if (t.recompute == Recompute::Full) recomputed = m.layers * layer_forward;
+  if (t.recompute == Recompute::Full) recomputed = forward;
   if (t.recompute == Recompute::Selective) recomputed = m.layers * attention;
   f.hardware = f.model + tokens * recomputed;
-  (void)l;
   return f;
 }
 
-ActivationBytes activation_bytes(const Training& t) {
+std::uint64_t dispatched_tokens(const Training& t, std::uint64_t tokens) {
+  const ModelSpec& m = t.model;
+  // Copies of the chip's tokens sent to experts, padded to the capacity.
+  return static_cast<std::uint64_t>(std::ceil(static_cast<double>(tokens * m.top_k) * m.capacity_factor));
+}
+
+ActivationBytes activation_bytes(const Training& t, bool moe) {
   const ModelSpec& m = t.model;
   const std::uint64_t e = 2;  // 16-bit activations
-  const std::uint64_t s = m.seq_len, b = t.microbatch, h = m.d_model, tp = t.tp;
+  const std::uint64_t s = m.seq_len / t.cp, b = t.microbatch, h = m.d_model, tp = t.tp;
   const std::uint64_t sp = t.plan.sequence_parallel ? tp : 1;  // what divides the parts outside the TP regions
   const std::uint64_t sb = s * b, q = m.heads * m.head_dim, kv = m.kv_heads * m.head_dim;
-  const std::uint64_t up = m.gated ? 2 * m.ffn : m.ffn;
   ActivationBytes a;
   // Outside the tensor-parallel regions: both norms' inputs, the QKV and MLP
   // inputs (the norms' outputs), the two dropout masks after the projections.
   a.outside = (2 * e * sb * h + e * sb * h + e * sb * h + (m.dropout ? 2 * sb * h : 0)) / sp;
-  // Inside, split by TP: Q, K, V, the out-projection's input, the up
+  // Inside, split by TP: Q, K, V, the out-projection's input, and (dense) the up
   // projection's outputs and the activation's output.
-  a.inside = (e * sb * q + 2 * e * sb * kv + e * sb * q + e * sb * up + e * sb * m.ffn) / tp;
+  a.inside = (e * sb * q + 2 * e * sb * kv + e * sb * q) / tp;
+  if (moe) {
+    // The router's logits, the dispatched tokens, each expert's up outputs and
+    // activation output, the expert outputs to combine (tokens split by SP).
+    const std::uint64_t d = dispatched_tokens(t, sb / sp);
+    const std::uint64_t up = m.gated ? 2 * m.expert_ffn : m.expert_ffn;
+    a.inside += e * (sb / sp) * m.experts + e * d * (h + up + m.expert_ffn + h);
+  } else {
+    const std::uint64_t up = m.gated ? 2 * m.ffn : m.ffn;
+    a.inside += (e * sb * up + e * sb * m.ffn) / tp;
+  }
   // The attention core: softmax output; with dropout also its mask and output.
-  a.core = (e + (m.dropout ? 1 + e : 0)) * m.heads * s * s * b / tp;
+  // (With context parallelism a chip's s/cp queries meet all s keys over the ring.)
+  a.core = (e + (m.dropout ? 1 + e : 0)) * m.heads * s * (s * t.cp) * b / tp;
   a.input = e * sb * h / sp;
   switch (t.recompute) {
     case Recompute::None: a.kept = a.outside + a.inside + a.core; break;
@@ -394,22 +482,33 @@ double microbatches_in_flight(const Training& t) {
   return 1;
 }
 
+std::vector<std::uint64_t> stage_layers(const Training& t, std::uint64_t stage) {
+  const std::uint64_t chunks = t.pp * t.plan.virtual_stages, per_chunk = t.model.layers / chunks;
+  std::vector<std::uint64_t> out;
+  for (std::uint64_t c = 0; c < t.plan.virtual_stages; ++c)
+    for (std::uint64_t l = 0; l < per_chunk; ++l) out.push_back((c * t.pp + stage) * per_chunk + l);
+  return out;
+}
+
 StageParams stage_params(const Training& t, std::uint64_t stage) {
   const ModelSpec& m = t.model;
-  const LayerParams l = layer_params(m);
-  const std::uint64_t per_stage = m.layers / t.pp;
   StageParams p;
-  p.layers = per_stage;
-  // Per chip: sharded matrices over TP, replicated norms.
-  p.per_chip = per_stage * (l.sharded() / t.tp + l.replicated);
+  for (std::uint64_t l : stage_layers(t, stage)) {
+    const LayerParams lp = layer_params(m, m.moe_layer(l));
+    ++p.layers;
+    // Per chip: sharded matrices over TP, replicated norms and router, experts over EP.
+    p.dense_per_chip += lp.sharded() / t.tp + lp.replicated + lp.router;
+    p.expert_per_chip += lp.experts / t.ep;
+  }
   const std::uint64_t h = m.d_model;
   if (stage == 0) {  // the input embedding (vocabulary-parallel) and positions
-    p.per_chip += m.vocab * h / t.tp + (m.learned_positions ? m.seq_len * h : 0);
+    p.dense_per_chip += m.vocab * h / t.tp + (m.learned_positions ? m.seq_len * h : 0);
   }
   if (stage + 1 == t.pp) {  // the final norm and the LM head (untied, or the tied copy with a pipeline)
-    p.per_chip += m.biases ? 2 * h : h;
-    if (!m.tied_embeddings || t.pp > 1) p.per_chip += m.vocab * h / t.tp;
+    p.dense_per_chip += m.biases ? 2 * h : h;
+    if (!m.tied_embeddings || t.pp > 1) p.dense_per_chip += m.vocab * h / t.tp;
   }
+  p.per_chip = p.dense_per_chip + p.expert_per_chip;
   return p;
 }
 
@@ -420,22 +519,30 @@ StepFormulas step_formulas(const Training& t, const Hardware& hw) {
   f.model_flops = static_cast<long double>(flops.model);
   f.hardware_flops = static_cast<long double>(flops.hardware);
   f.peak_flops_per_s = hw.chip.bf16_flops_per_s;
-  const ActivationBytes a = activation_bytes(t);
-  f.activation_bytes_per_layer = a.kept;
+  f.activation_bytes_per_layer = activation_bytes(t, false).kept;
   f.microbatches_in_flight = microbatches_in_flight(t);
   const std::uint64_t opt_shards = t.fsdp * (t.plan.sharded_optimizer ? t.dp : 1);
-  const LayerParams l = layer_params(t.model);
   for (std::uint64_t s = 0; s < t.pp; ++s) {
     const StageParams p = stage_params(t, s);
     const std::uint64_t weights = 2 * p.per_chip / t.fsdp, grads = 2 * p.per_chip / t.fsdp;
     const std::uint64_t opt = 12 * p.per_chip / opt_shards;
-    const auto acts = static_cast<std::uint64_t>(static_cast<double>(a.kept * p.layers) * f.microbatches_in_flight);
+    std::uint64_t kept = 0, largest_layer = 0, largest_full = 0;
+    for (std::uint64_t l : stage_layers(t, s)) {
+      const bool moe = t.model.moe_layer(l);
+      const ActivationBytes a = activation_bytes(t, moe);
+      kept += a.kept;
+      const LayerParams lp = layer_params(t.model, moe);
+      largest_layer = std::max(largest_layer, 2 * (lp.sharded() / t.tp + lp.replicated + lp.router + lp.experts / t.ep));
+      largest_full = std::max(largest_full, a.outside + a.inside + a.core);
+    }
+    // The stage's layers' activations, for as many microbatches as are in flight.
+    const auto acts = static_cast<std::uint64_t>(static_cast<double>(kept) * f.microbatches_in_flight);
     std::uint64_t working = 0;
     // FSDP: the gathered weights of the layer in use, and of the next one when
     // prefetched.
-    if (t.fsdp > 1) working += (t.overlap.fsdp_prefetch ? 2 : 1) * 2 * (l.sharded() / t.tp + l.replicated);
+    if (t.fsdp > 1) working += (t.overlap.fsdp_prefetch ? 2 : 1) * largest_layer;
     // Full recompute: one layer's activations are rebuilt for its backward pass.
-    if (t.recompute == Recompute::Full) working += a.outside + a.inside + a.core;
+    if (t.recompute == Recompute::Full) working += largest_full;
     const std::uint64_t peak = weights + grads + opt + acts + working;
     if (s == 0 || peak > f.peak_bytes) {
       f.weight_bytes = weights, f.gradient_bytes = grads, f.optimizer_bytes = opt;

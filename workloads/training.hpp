@@ -29,6 +29,16 @@ struct ModelSpec {
   bool learned_positions = false;    // a learned position embedding of s x h (GPT); else rotary (no parameters)
   bool dropout = false;              // dropout masks are kept for the backward pass (Korthikanti's accounting)
   bool biases = false;               // linear layers and norms have biases (GPT); LLaMA has none
+  // Mixture of experts: `experts` FFNs of `expert_ffn` in every `moe_every`-th
+  // layer (layer l when (l + 1) % moe_every == 0), each token routed to `top_k` of
+  // them; an expert takes at most capacity_factor x its fair share of tokens.
+  std::uint64_t experts = 0;  // 0: dense
+  std::uint64_t top_k = 1;
+  std::uint64_t expert_ffn = 0;
+  double capacity_factor = 1.0;
+  std::uint64_t moe_every = 1;
+  bool moe_layer(std::uint64_t l) const { return experts > 0 && (l + 1) % moe_every == 0; }
+  std::uint64_t moe_layers() const { return experts > 0 ? layers / moe_every : 0; }
 };
 
 enum class Schedule { GPipe, OneFOneB, Interleaved };
@@ -36,6 +46,8 @@ enum class Recompute { None, Selective, Full };
 
 struct Parallelism {
   std::vector<int> data, fsdp, tensor;  // mesh axes of each strategy
+  std::vector<int> expert;              // experts split over these (they are data parallel for the rest)
+  std::vector<int> context;             // the sequence split over these (ring attention)
   int pipeline = -1;                    // mesh axis, -1: none
   bool sequence_parallel = false;
   Schedule schedule = Schedule::OneFOneB;
@@ -46,6 +58,7 @@ struct Parallelism {
 struct Overlap {
   bool gradient_reduction = true;  // data-parallel reductions issued per layer during the backward pass
   bool fsdp_prefetch = true;       // FSDP gathers issued one layer ahead
+  bool tensor = false;             // collective matmuls: SP gathers and reduce-scatters in steps under the GEMMs
 };
 
 // The closed forms of one step (per step, per chip where said).
@@ -65,7 +78,7 @@ struct StepFormulas {
 };
 
 // What an op of a training step belongs to, for the step's breakdown.
-enum class Role : std::uint8_t { None, Compute, Tensor, Fsdp, Data, Pipeline, Optimizer };
+enum class Role : std::uint8_t { None, Compute, Tensor, Fsdp, Data, Pipeline, Optimizer, Expert, Context };
 const char* role_name(Role r);
 
 struct Training {
@@ -79,7 +92,7 @@ struct Training {
   std::uint64_t microbatch = 1;    // sequences per microbatch per replica
   bool allow_oom = false;
   // Derived.
-  std::uint64_t dp = 1, fsdp = 1, tp = 1, pp = 1;
+  std::uint64_t dp = 1, fsdp = 1, tp = 1, pp = 1, ep = 1, cp = 1;
   std::uint64_t microbatches = 1;  // m, per replica
   StepFormulas formulas;
   // FLOPs of the lowered matmuls, summed over chips (the tests hold them to

@@ -206,6 +206,51 @@ TEST_CASE("Training: inconsistent plans are one clear error each", "[training]")
         "t.json:/training/parallelism/data: mesh axis T is given to both tensor and data: each axis takes one "
         "strategy");
   CHECK(error(gpt(R"({"D": 2, "T": 2})", R"({"data": ["D"]})")) ==
-        "t.json:/training/parallelism/data: mesh axis T takes no strategy: list it under one of data, fsdp, tensor "
-        "or pipeline (the strategies must cover the mesh)");
+        "t.json:/training/parallelism/data: mesh axis T takes no strategy: list it under one of data, fsdp, tensor, "
+        "pipeline, expert or context (the strategies must cover the mesh)");
+}
+
+TEST_CASE("Training FLOPs: mixture of experts counts the router and top_k experts per token, not the padding", "[training]") {
+  const auto text = [](double capacity) {
+    return R"({"hardware": "tpu-v5p", "mesh": {"E": 4, "T": 2}, "training": {
+      "model": {"layers": 4, "d_model": 256, "heads": 4, "ffn": 1024, "vocab": 512, "seq_len": 128, "gated": true,
+                "experts": 8, "top_k": 2, "moe_every": 2, "capacity_factor": )" +
+           std::to_string(capacity) + R"(},
+      "global_batch": 8, "parallelism": {"expert": ["E"], "tensor": ["T"], "sequence_parallel": true}}})";
+  };
+  const U h = 256, ffn = 1024, L = 4, V = 512, s = 128, tokens = 8 * s, E = 8, k = 2;
+  const U attention_weights = 4 * h * h;  // MHA: Q, K, V, O
+  const U dense = attention_weights + 3 * h * ffn, moe = attention_weights + h * E + k * 3 * h * ffn;
+  const U expected = 6 * ((L / 2) * dense + (L / 2) * moe + V * h) * tokens + 12 * L * h * (s / 2) * tokens;
+  for (double capacity : {1.0, 1.25}) {
+    INFO("capacity factor " << capacity);
+    const Workload w = parse_workload(text(capacity), "t.json");
+    CHECK(training(w).lowered_model_flops == expected);
+    CHECK(detail::step_flops(training(w)).model == expected);
+    if (capacity > 1) CHECK(training(w).lowered_hardware_flops > expected);  // the padded rows
+  }
+  // Parameters: every expert counts, the router too.
+  const Workload w = parse_workload(text(1.0), "t.json");
+  CHECK(training(w).formulas.parameters ==
+        (L / 2) * (dense + 2 * h) + (L / 2) * (attention_weights + h * E + E * 3 * h * ffn + 2 * h) + 2 * V * h + h);
+}
+
+TEST_CASE("Training FLOPs: context parallelism and collective matmuls move work, not FLOPs", "[training]") {
+  const U B = 16, s = 256, L = 8, h = 512, V = 1024;
+  for (const char* plan : {R"({"context": ["C"], "data": ["D"]})",
+                           R"({"context": ["C"], "tensor": ["D"], "sequence_parallel": true})"}) {
+    INFO(plan);
+    const Workload w = parse_workload(gpt(R"({"C": 4, "D": 2})", plan), "t.json");
+    CHECK(training(w).lowered_model_flops == narayanan(B, s, L, h, V, false));
+  }
+  const Workload w = parse_workload(
+      gpt(R"({"T": 4})", R"({"tensor": ["T"], "sequence_parallel": true})", R"(, "overlap": {"tensor": true})"), "t.json");
+  CHECK(training(w).lowered_model_flops == narayanan(B, s, L, h, V, false));
+}
+
+TEST_CASE("Training memory: context parallelism splits every layer's activations", "[training]") {
+  const auto per_layer = [](const std::string& mesh, const std::string& plan) {
+    return training(parse_workload(gpt(mesh, plan), "t.json")).formulas.activation_bytes_per_layer;
+  };
+  CHECK(per_layer(R"({"C": 4})", R"({"context": ["C"]})") == per_layer(R"({"D": 4})", R"({"data": ["D"]})") / 4);
 }
