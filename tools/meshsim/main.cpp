@@ -20,6 +20,7 @@
 #include "tools/meshsim/hardware_commands.hpp"
 #include "tools/meshsim/progress.hpp"
 #include "tools/meshsim/limit_options.hpp"
+#include "verify/training_verifier.hpp"
 #include "verify/verifier.hpp"
 #include "workloads/workload.hpp"
 
@@ -133,7 +134,9 @@ int main(int argc, char** argv) {
   bool verify = false;
   run->add_flag("--verify", verify,
                 "Also execute the lowered program on small random data (every chip its own shard, real data "
-                "movement and sums) and check every result against the unsharded computation");
+                "movement and sums) and check every result against the unsharded computation; a training step: "
+                "every transformer layer's forward and backward ops on microbatch 0, its outputs and gradients "
+                "against the unsharded layers");
   meshsim::driver::Limits limits;
   meshsim::cli::add_limit_options(*run, limits);
 
@@ -184,10 +187,8 @@ int main(int argc, char** argv) {
     if (!trace_window.empty()) window = parse_window(trace_window);
     meshsim::workloads::Workload w = meshsim::workloads::load_workload(workload_path);
     meshsim::tool::apply_calibration_file(w, calibration_path);
-    if (verify && w.training)
-      throw meshsim::InputError(w.file, "/training",
-                                "--verify does not check training steps yet: their lowered ops carry bytes, not data "
-                                "(run without --verify)");
+    // A training step that --verify cannot execute is refused before simulating.
+    if (verify && w.training) meshsim::verify::check_training_verifiable(w);
     meshsim::driver::SimulateOptions options;
     options.busiest_links = links;
     options.simgrid_config = simgrid_config;
@@ -221,7 +222,12 @@ int main(int argc, char** argv) {
       if (!quiet && !json_to_stdout) std::fputs(meshsim::driver::format_table(w, result).c_str(), stdout);
       if (!json_path.empty()) write_output(json_path, meshsim::driver::format_json(w, result));
     }
-    if (verify) {
+    if (verify && w.training) {
+      const meshsim::verify::Report report = meshsim::verify::verify_training(w);
+      std::fputs(("\n" + meshsim::verify::format_training_report(report)).c_str(), json_to_stdout ? stderr : stdout);
+      if (!report.ok()) return fail(workload_path + ": verification failed: the lowered training step does not "
+                                                    "compute the unsharded layers' activations and gradients");
+    } else if (verify) {
       const meshsim::verify::Report report = meshsim::verify::verify(w);
       std::fputs(("\n" + meshsim::verify::format_report(report)).c_str(), json_to_stdout ? stderr : stdout);
       if (!report.ok()) return fail(workload_path + ": verification failed: the lowered program does not compute "
