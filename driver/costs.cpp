@@ -104,8 +104,8 @@ namespace {
 //                             over NVLink, to other nodes over its NIC
 //   Send:                     the route's latency, bytes/B
 collectives::ClosedForm gpu_closed_form(const workloads::Op& op, const workloads::Workload& w,
-                                        const topology::Torus& torus, collectives::gpu::Algorithm algorithm) {
-  const topology::Fabric fabric = w.make_fabric();
+                                        const topology::Torus& torus, const topology::Fabric& fabric,
+                                        collectives::gpu::Algorithm algorithm) {
   collectives::ClosedForm f;
   if (op.kind == OpKind::Send) {
     double bw = 0;
@@ -191,11 +191,16 @@ collectives::ClosedForm gpu_closed_form(const workloads::Op& op, const workloads
 }  // namespace
 
 GpuChoice gpu_algorithm(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus) {
+  return gpu_algorithm(op, w, torus, w.make_fabric());
+}
+
+GpuChoice gpu_algorithm(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus,
+                        const topology::Fabric& fabric) {
   using collectives::gpu::Algorithm;
   const std::vector<Algorithm> options = collectives::gpu::candidates(op.kind, torus, op.hw_axes);
   if (!op.algorithm.empty()) {
     for (Algorithm a : options)
-      if (op.algorithm == collectives::gpu::algorithm_name(a)) return {a, gpu_closed_form(op, w, torus, a)};
+      if (op.algorithm == collectives::gpu::algorithm_name(a)) return {a, gpu_closed_form(op, w, torus, fabric, a)};
     std::string known;
     for (Algorithm a : options) known += fmt::format("{}{}", known.empty() ? "" : ", ", collectives::gpu::algorithm_name(a));
     throw InputError(w.file, op.pointer + "/algorithm",
@@ -203,9 +208,9 @@ GpuChoice gpu_algorithm(const workloads::Op& op, const workloads::Workload& w, c
                                  known));
   }
   // As NCCL does: the algorithm its cost model says is fastest for this size.
-  GpuChoice best{options.front(), gpu_closed_form(op, w, torus, options.front())};
+  GpuChoice best{options.front(), gpu_closed_form(op, w, torus, fabric, options.front())};
   for (Algorithm a : options) {
-    const collectives::ClosedForm f = gpu_closed_form(op, w, torus, a);
+    const collectives::ClosedForm f = gpu_closed_form(op, w, torus, fabric, a);
     if (f.time_s() < best.closed.time_s()) best = {a, f};
   }
   return best;
@@ -214,8 +219,18 @@ GpuChoice gpu_algorithm(const workloads::Op& op, const workloads::Workload& w, c
 collectives::ClosedForm communication_closed_form(const workloads::Op& op, const workloads::Workload& w,
                                     const topology::Torus& torus) {
   if (w.hardware.gpu)
-    return op.kind == OpKind::Send ? gpu_closed_form(op, w, torus, collectives::gpu::Algorithm::Direct)
-                                   : gpu_algorithm(op, w, torus).closed;
+    return communication_closed_form(op, w, torus, w.make_fabric());
+  return torus_closed_form(op, w, torus);
+}
+
+collectives::ClosedForm communication_closed_form(const workloads::Op& op, const workloads::Workload& w,
+                                                  const topology::Torus& torus, const topology::Fabric& fabric) {
+  return op.kind == OpKind::Send ? gpu_closed_form(op, w, torus, fabric, collectives::gpu::Algorithm::Direct)
+                                 : gpu_algorithm(op, w, torus, fabric).closed;
+}
+
+collectives::ClosedForm torus_closed_form(const workloads::Op& op, const workloads::Workload& w,
+                                          const topology::Torus& torus) {
   std::vector<int> sizes;
   for (int a : op.hw_axes) sizes.push_back(torus.axis(a).size);
   collectives::ClosedFormInput in;
@@ -231,5 +246,18 @@ collectives::ClosedForm communication_closed_form(const workloads::Op& op, const
   return collectives::cheat_sheet(in);
 }
 
+GpuChoices::GpuChoices(const workloads::Workload& w, const topology::Torus& torus)
+    : w_(w), torus_(torus), fabric_(w.make_fabric()) {}
+
+const GpuChoice& GpuChoices::operator()(const workloads::Op& op) {
+  Key key{static_cast<int>(op.kind), op.hw_axes, op.bytes, op.algorithm, op.kind == OpKind::Send ? op.src : 0,
+          op.kind == OpKind::Send ? op.dst : 0};
+  const auto it = memo_.find(key);
+  if (it != memo_.end()) return it->second;
+  GpuChoice c = op.kind == OpKind::Send ? GpuChoice{collectives::gpu::Algorithm::Direct,
+                                                    communication_closed_form(op, w_, torus_, fabric_)}
+                                        : gpu_algorithm(op, w_, torus_, fabric_);
+  return memo_.emplace(std::move(key), c).first->second;
+}
 
 }  // namespace meshsim::driver

@@ -2,7 +2,10 @@
 // The expected costs printed beside simulated times: the roofline of a lowered
 // matmul (its local shard shapes at the chip's peak rate for its dtype, scaled by
 // the matmul efficiency) and the cheat sheet's closed form of a communication op.
+#include <map>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "kernels/roofline.hpp"
 #include "sim/collectives/closed_form.hpp"
@@ -27,8 +30,32 @@ struct GpuChoice {
   collectives::ClosedForm closed;
 };
 GpuChoice gpu_algorithm(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus);
+GpuChoice gpu_algorithm(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus,
+                        const topology::Fabric& fabric);  // `fabric` is w.make_fabric()
 
 collectives::ClosedForm communication_closed_form(const workloads::Op& op, const workloads::Workload& w,
                                                   const topology::Torus& torus);
+collectives::ClosedForm communication_closed_form(const workloads::Op& op, const workloads::Workload& w,
+                                                  const topology::Torus& torus, const topology::Fabric& fabric);
+collectives::ClosedForm torus_closed_form(const workloads::Op& op, const workloads::Workload& w,
+                                          const topology::Torus& torus);
+
+// gpu_algorithm (and a send's closed form) memoized for one workload: the
+// choice depends only on the op's kind, hardware axes, bytes, the algorithm it
+// names and a send's ends, so ops alike (a training step's thousands of
+// layers) share one. Not for a workload whose hardware changes meanwhile.
+class GpuChoices {
+ public:
+  GpuChoices(const workloads::Workload& w, const topology::Torus& torus);
+  const GpuChoice& operator()(const workloads::Op& op);
+  const topology::Fabric& fabric() const { return fabric_; }
+
+ private:
+  using Key = std::tuple<int, std::vector<int>, std::uint64_t, std::string, std::uint32_t, std::uint32_t>;
+  const workloads::Workload& w_;
+  const topology::Torus& torus_;
+  topology::Fabric fabric_;
+  std::map<Key, GpuChoice> memo_;
+};
 
 }  // namespace meshsim::driver

@@ -8,7 +8,9 @@
 #include "sim/collectives/gpu.hpp"
 
 #include <algorithm>
+#include <map>
 #include <optional>
+#include <tuple>
 
 namespace meshsim::driver {
 
@@ -59,6 +61,49 @@ std::uint64_t estimate_torus_transfers(const workloads::Op& op, const topology::
 
 }  // namespace
 
+namespace {
+
+// Every group builds the same transfers: an op on a subset of the chips (a
+// union of groups) has that share of `all`, the transfers over every chip.
+std::uint64_t chips_share(const workloads::Op& op, const topology::Torus& t, std::uint64_t all) {
+  if (!op.chips) return all;
+  const unsigned __int128 part =
+      (static_cast<unsigned __int128>(all) * op.chips->size() + t.num_chips() - 1) / t.num_chips();
+  return static_cast<std::uint64_t>(part);
+}
+
+// estimate_transfers for every op of one workload, with the GPU algorithm
+// choices and the collectives' transfer bounds memoized (ops alike share them).
+class Estimator {
+ public:
+  Estimator(const workloads::Workload& w, const topology::Torus& t) : w_(w), t_(t) {
+    if (w.hardware.gpu) choices_.emplace(w, t);
+  }
+  const topology::Fabric* fabric() const { return choices_ ? &choices_->fabric() : nullptr; }
+  GpuChoices* choices() { return choices_ ? &*choices_ : nullptr; }
+  std::uint64_t operator()(const workloads::Op& op) {
+    if (!choices_ || !is_collective(op.kind)) return estimate_transfers(op, w_, t_, fabric());
+    const collectives::gpu::Algorithm a = (*choices_)(op).algorithm;
+    const Key key{static_cast<int>(op.kind), op.hw_axes, op.bytes, static_cast<int>(a)};
+    auto it = bounds_.find(key);
+    if (it == bounds_.end())
+      it = bounds_
+               .emplace(key, collectives::gpu::transfer_bound(choices_->fabric(), t_, op.kind, a, op.hw_axes, op.bytes,
+                                                              w_.hardware.forward_chunk_bytes))
+               .first;
+    return chips_share(op, t_, it->second);
+  }
+
+ private:
+  using Key = std::tuple<int, std::vector<int>, std::uint64_t, int>;
+  const workloads::Workload& w_;
+  const topology::Torus& t_;
+  std::optional<GpuChoices> choices_;
+  std::map<Key, std::uint64_t> bounds_;
+};
+
+}  // namespace
+
 std::uint64_t estimate_transfers(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& t,
                                  const topology::Fabric* fabric) {
   if (!fabric) return estimate_torus_transfers(op, t);
@@ -72,21 +117,16 @@ std::uint64_t estimate_transfers(const workloads::Op& op, const workloads::Workl
     case OpKind::Elementwise:
       return 0;
     default: {
-      const std::uint64_t all = collectives::gpu::transfer_bound(
-          *fabric, t, op.kind, gpu_algorithm(op, w, t).algorithm, op.hw_axes, op.bytes, w.hardware.forward_chunk_bytes);
-      if (!op.chips) return all;
-      // Every group builds the same transfers: the op's share of the groups.
-      const unsigned __int128 share =
-          (static_cast<unsigned __int128>(all) * op.chips->size() + t.num_chips() - 1) / t.num_chips();
-      return static_cast<std::uint64_t>(share);
+      return chips_share(op, t,
+                         collectives::gpu::transfer_bound(*fabric, t, op.kind, gpu_algorithm(op, w, t, *fabric).algorithm,
+                                                          op.hw_axes, op.bytes, w.hardware.forward_chunk_bytes));
     }
   }
 }
 
 RunSize estimate_run(const workloads::Workload& w, const topology::Torus& torus) {
   RunSize size;
-  std::optional<topology::Fabric> fabric;
-  if (w.hardware.gpu) fabric.emplace(w.make_fabric());
+  Estimator estimate(w, torus);
   const auto saturating_add = [](std::uint64_t a, std::uint64_t b) { return a > ~b ? ~std::uint64_t{0} : a + b; };
   const auto saturating_mul = [](std::uint64_t a, std::uint64_t b) {
     return b != 0 && a > ~std::uint64_t{0} / b ? ~std::uint64_t{0} : a * b;
@@ -94,7 +134,7 @@ RunSize estimate_run(const workloads::Workload& w, const topology::Torus& torus)
   std::uint64_t joins = 0;
   for (std::size_t i = 0; i < w.ops.size(); ++i) {
     const workloads::Op& op = w.ops[i];
-    const std::uint64_t transfers = estimate_transfers(op, w, torus, fabric ? &*fabric : nullptr);
+    const std::uint64_t transfers = estimate(op);
     if (i == 0 || transfers > size.biggest_op_transfers) size.biggest_op = i, size.biggest_op_transfers = transfers;
     size.transfers = saturating_add(size.transfers, transfers);
     // An entry and an exit join per chip; a matmul adds a compute per chip.
@@ -147,9 +187,9 @@ Expanded expand(const workloads::Workload& w, const topology::Torus& torus) {
   out.chips = chips;
   // Resources: the links (torus link slots, or the fabric's links), then one
   // compute unit per chip.
-  std::optional<topology::Fabric> fabric;
-  if (w.hardware.gpu) {
-    fabric.emplace(w.make_fabric());
+  Estimator estimator(w, torus);
+  const topology::Fabric* fabric = estimator.fabric();
+  if (fabric) {
     // Switch nodes after the GPUs: an NVLink switch per node, a leaf per rail, the spines.
     const auto nvswitch = [&](std::uint32_t gpu) { return chips + static_cast<std::uint32_t>(fabric->node_of(gpu)); };
     const std::uint32_t leaves = chips + static_cast<std::uint32_t>(fabric->nodes());
@@ -192,7 +232,7 @@ Expanded expand(const workloads::Workload& w, const topology::Torus& torus) {
     for (const workloads::Op& op : w.ops) {
       std::uint64_t estimate = 0;
       try {
-        estimate = estimate_transfers(op, w, torus, fabric ? &*fabric : nullptr);
+        estimate = estimator(op);
       } catch (const InputError&) {
         // An op with no algorithm that applies: reported in order below.
       }
@@ -225,7 +265,7 @@ Expanded expand(const workloads::Workload& w, const topology::Torus& torus) {
       for (std::uint32_t dep : op.deps)
         if (const auto at = out.op_ports[dep].position(c)) b.depend(exits[dep][*at], entry[c]);
     }
-    const std::uint64_t estimate = estimate_transfers(op, w, torus, fabric ? &*fabric : nullptr);
+    const std::uint64_t estimate = estimator(op);
     if (b.num_tasks() + estimate + 2ull * n > kMaxTasks)
       throw InputError(w.file, op.pointer,
                        fmt::format("this op needs about {} hop transfers; with the ops before it that is more than "
@@ -239,7 +279,7 @@ Expanded expand(const workloads::Workload& w, const topology::Torus& torus) {
       case OpKind::AllReduce:
       case OpKind::AllToAll:
         if (fabric)
-          collectives::gpu::build(b, *fabric, torus, op.kind, gpu_algorithm(op, w, torus).algorithm, op.hw_axes,
+          collectives::gpu::build(b, *fabric, torus, op.kind, (*estimator.choices())(op).algorithm, op.hw_axes,
                                   op.bytes, w.hardware.forward_chunk_bytes, ports);
         else
           collectives::build(b, torus, op.kind, op.hw_axes, op.bytes, ports);

@@ -22,12 +22,12 @@ namespace meshsim::driver {
 namespace {
 
 // How the expansion runs an op (sim/collectives/), in words for traces.
-std::string algorithm_name(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus) {
-  if (w.hardware.gpu) {
+std::string algorithm_name(const workloads::Op& op, const topology::Torus& torus, GpuChoices* gpu) {
+  if (gpu) {
     if (op.kind == OpKind::Matmul) return "local matmul";
     if (op.kind == OpKind::Elementwise) return "local elementwise";
     if (op.kind == OpKind::Send) return "routed";
-    return collectives::gpu::algorithm_name(gpu_algorithm(op, w, torus).algorithm);
+    return collectives::gpu::algorithm_name((*gpu)(op).algorithm);
   }
   switch (op.kind) {
     case OpKind::Matmul:
@@ -129,15 +129,20 @@ traces::TraceLayout trace_layout(const workloads::Workload& w, const topology::T
   traces::TraceLayout l;
   l.chips = torus.num_chips();
   l.chip_names = n.chips;
+  // A training step's pipeline stages, in the chips' names.
+  if (w.training && w.training->pp > 1)
+    for (std::uint32_t c = 0; c < l.chips; ++c) l.chip_names[c] += fmt::format(" stage {}", w.training->chip_stage[c]);
   l.track_names = n.tracks;
   l.resource_chip = n.resource_chip;
   l.resource_src = n.resource_src;
   l.resource_dst = n.resource_dst;
   l.resource_track = n.resource_track;
+  std::optional<GpuChoices> gpu;
+  if (w.hardware.gpu) gpu.emplace(w, torus);
   for (const workloads::Op& op : w.ops) {
     l.op_names.push_back(op.name);
     l.op_kinds.emplace_back(kind_name(op.kind));
-    l.op_algorithms.push_back(algorithm_name(op, w, torus));
+    l.op_algorithms.push_back(algorithm_name(op, torus, gpu ? &*gpu : nullptr));
   }
   l.forward_chunk_bytes = w.hardware.forward_chunk_bytes;
   l.op_ports = ex.op_ports;
@@ -253,6 +258,8 @@ std::string first_few(const std::vector<std::string>& items, std::size_t shown, 
 std::vector<OpResult> op_results(const workloads::Workload& w, const topology::Torus& torus, const Expanded& ex,
                                  const std::vector<sim::OpTiming>& timings, const std::vector<Tick>& all_ready) {
   std::vector<OpResult> out;
+  std::optional<GpuChoices> gpu;
+  if (w.hardware.gpu) gpu.emplace(w, torus);
   for (std::size_t i = 0; i < w.ops.size(); ++i) {
     const workloads::Op& op = w.ops[i];
     const sim::OpTiming& t = timings[i];
@@ -273,9 +280,8 @@ std::vector<OpResult> op_results(const workloads::Workload& w, const topology::T
       o.flops = op.kind == OpKind::Matmul ? matmul_flops(op) : 0;
       o.bound = op.kind == OpKind::Matmul && roof.compute_bound() ? "compute" : "memory";
     } else {
-      const collectives::ClosedForm f = communication_closed_form(op, w, torus);
-      if (w.hardware.gpu && op.kind != OpKind::Send)
-        o.algorithm = collectives::gpu::algorithm_name(gpu_algorithm(op, w, torus).algorithm);
+      const collectives::ClosedForm f = gpu ? (*gpu)(op).closed : torus_closed_form(op, w, torus);
+      if (gpu && op.kind != OpKind::Send) o.algorithm = collectives::gpu::algorithm_name((*gpu)(op).algorithm);
       o.latency_s = f.latency_s;
       o.bandwidth_s = f.bandwidth_s;
       o.closed_s = f.time_s();
