@@ -13,6 +13,7 @@ endforeach()
 file(REMOVE_RECURSE "${WORK_DIR}")
 file(MAKE_DIRECTORY "${WORK_DIR}")
 file(COPY_FILE "${SOURCE_DIR}/examples/allgather_ring4_v5e.json" "${WORK_DIR}/arrays.json")
+file(COPY_FILE "${SOURCE_DIR}/tests/verify/training_small.json" "${WORK_DIR}/training.json")
 file(COPY_FILE "${SOURCE_DIR}/tests/sweep/tpu_two_ops.json" "${WORK_DIR}/w.json")
 file(WRITE "${WORK_DIR}/bad.csv" "bytes,time_us\n1024,abc\n")
 set(failures "")
@@ -54,6 +55,9 @@ expect_error("meshsim: error: --algorithm: expected ring, tree, nvls, hierarchic
 expect_error("meshsim: error: --measured: needs --plot PREFIX" sweep w.json --measured bad.csv)
 expect_error("meshsim: error: --plot: needs a sweep over bytes (--bytes FROM:TO) of at least one collective or send"
              sweep w.json -q --plot p)
+# A training step (it crashed the sweep once: no "ops" to read).
+expect_error("meshsim: error: training.json: sweep varies ops' bytes, meshes, presets and GPU algorithms; a training step has no ops to vary (run meshsim run on each variant of it)"
+             sweep training.json --preset tpu-v5e)
 expect_error("meshsim: error: --op and --axes describe a collective instead of a WORKLOAD file; give one or the other"
              sweep w.json --op all_gather)
 expect_error("meshsim: error: --csv: './w.json' is the workload file; it would be overwritten" sweep w.json --csv ./w.json)

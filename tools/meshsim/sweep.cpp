@@ -181,6 +181,9 @@ Sweep::Sweep(SweepSpec spec) : spec_(std::move(spec)) {
     // The base file first, exactly as `meshsim run` reads it (same errors).
     (void)workloads::load_workload(file_);
     base_ = Json::parse(read_text(file_));
+    if (base_.contains("training"))
+      throw Error(file_ + ": sweep varies ops' bytes, meshes, presets and GPU algorithms; a training step has no "
+                          "ops to vary (run meshsim run on each variant of it)");
     if (!spec_.bytes.empty()) {
       bool any = false;
       for (const Json& op : base_.at("ops")) any = any || op.contains("bytes");

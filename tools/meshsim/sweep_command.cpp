@@ -104,6 +104,8 @@ int run_sweep(const SweepOptions& o) {
     early = e.what();
   } catch (const std::bad_alloc&) {
     early = "out of memory";
+  } catch (const std::exception& e) {
+    early = std::string("internal error: ") + e.what();
   }
   early = par->first_error(early);
   if (!early.empty()) return root ? fail(early) : 0;
