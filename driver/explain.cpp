@@ -86,11 +86,14 @@ std::string training_line(const workloads::Op& op, const workloads::Workload& w,
                          us(elementwise_cost(op, w.hardware, w.file).time().seconds()));
     default: {
       const collectives::ClosedForm f = communication_closed_form(op, w, torus);
-      return fmt::format("{}: {} over {}, V = {} bytes; closed form {} (latency {}, bandwidth {}){}", op.name,
-                         kind_name(op.kind), op.mesh_axes.empty() ? "pipeline stages" : mesh_names(op, w), op.bytes,
-                         us(f.time_s()), us(f.latency_s), us(f.bandwidth_s),
-                         op.kind == OpKind::Send ? fmt::format(", {} pairs at once", workloads::send_pairs(op).size())
-                                                 : "");
+      if (op.kind == OpKind::Send)
+        return fmt::format("{}: send of {} bytes from each of {} chips to its partner at once; closed form of one "
+                           "{} (latency {}, bandwidth {})",
+                           op.name, op.bytes, workloads::send_pairs(op).size(), us(f.time_s()), us(f.latency_s),
+                           us(f.bandwidth_s));
+      return fmt::format("{}: {} over {}, V = {} bytes; closed form {} (latency {}, bandwidth {})", op.name,
+                         kind_name(op.kind), mesh_names(op, w), op.bytes, us(f.time_s()), us(f.latency_s),
+                         us(f.bandwidth_s));
     }
   }
 }
@@ -102,10 +105,11 @@ std::string training_explain(const workloads::Workload& w) {
   const workloads::StepFormulas& f = t.formulas;
   const topology::Torus torus = w.make_torus();
   std::string out = fmt::format(
-      "training step: {} ({:.3f} B parameters) on {} chips: data {} x fsdp {} x tensor {}{} x pipeline {}; {} "
+      "training step: {} ({:.3f} B parameters) on {} chips: data {} x fsdp {} x tensor {}{} x pipeline {}{}{}; {} "
       "microbatches of {} x {} tokens per replica\n\n",
       m.name, static_cast<double>(f.parameters) / 1e9, torus.num_chips(), t.dp, t.fsdp, t.tp,
-      t.plan.sequence_parallel ? " (sequence parallel)" : "", t.pp, t.microbatches, t.microbatch, m.seq_len);
+      t.plan.sequence_parallel ? " (sequence parallel)" : "", t.pp, t.ep > 1 ? fmt::format(" x expert {}", t.ep) : "",
+      t.cp > 1 ? fmt::format(" x context {}", t.cp) : "", t.microbatches, t.microbatch, m.seq_len);
   // One layer of the first microbatch on the first stage, as lowered.
   const std::uint64_t first = 0;
   for (const char* pass : {"F0", "B0"}) {
@@ -145,9 +149,10 @@ std::string training_explain(const workloads::Workload& w) {
   const std::uint64_t sbh = m.seq_len * t.microbatch * m.d_model;
   out += fmt::format("\nmemory per chip (the most loaded stage; 1e9-byte GB):\n");
   const std::uint64_t opt_shards = t.fsdp * (t.plan.sharded_optimizer ? t.dp : 1);
-  out += fmt::format("  weights 2 B x params / fsdp = {}; gradients 2 B x params / fsdp = {}; optimizer (fp32 master, "
-                     "momentum, variance) 12 B x params / {} = {}\n",
-                     gigabytes(static_cast<double>(f.weight_bytes)), gigabytes(static_cast<double>(f.gradient_bytes)),
+  out += fmt::format("  weights 2 B x params / fsdp = {}; gradients {} B x params / fsdp = {}; optimizer (fp32 "
+                     "master, momentum, variance) 12 B x params / {} = {}\n",
+                     gigabytes(static_cast<double>(f.weight_bytes)), t.gradient_bytes,
+                     gigabytes(static_cast<double>(f.gradient_bytes)),
                      opt_shards, gigabytes(static_cast<double>(f.optimizer_bytes)));
   out += fmt::format("  activations per layer and microbatch (s b h = {}): outside TP regions {} ({:.4g} s b h), inside "
                      "{} ({:.4g} s b h), attention core {}, layer input {}; kept under recompute {}: {}\n",

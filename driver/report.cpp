@@ -79,6 +79,17 @@ std::string topology_line(const workloads::Workload& w) {
   return s;
 }
 
+std::string busiest_links_table(const RunResult& r) {
+  if (r.busiest_links.empty()) return {};
+  std::string out = "\nbusiest links (one direction each)\n";
+  for (const LinkLoad& l : r.busiest_links) {
+    const double util = r.makespan.ps() > 0 ? static_cast<double>(l.busy.ps()) / static_cast<double>(r.makespan.ps()) : 0;
+    out += fmt::format("  {:<20} {:>15} bytes  busy {:>13} us  ({:.1f}% of the run)\n", l.name, l.bytes, us(l.busy),
+                       100 * util);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string format_table(const workloads::Workload& w, const RunResult& r) {
@@ -101,6 +112,7 @@ std::string format_table(const workloads::Workload& w, const RunResult& r) {
   if (w.training) {
     out += '\n';
     out += format_training_table(w, r);
+    out += busiest_links_table(r);
     return out;
   }
   out += "\n";
@@ -141,20 +153,20 @@ std::string format_table(const workloads::Workload& w, const RunResult& r) {
       if (!c.steps.empty()) out += fmt::format("    {}\n", fmt::join(c.steps, " -> "));
     }
   }
-  if (!r.busiest_links.empty()) {
-    out += "\nbusiest links (one direction each)\n";
-    for (const LinkLoad& l : r.busiest_links) {
-      const double util = r.makespan.ps() > 0 ? static_cast<double>(l.busy.ps()) / static_cast<double>(r.makespan.ps()) : 0;
-      out += fmt::format("  {:<20} {:>15} bytes  busy {:>13} us  ({:.1f}% of the run)\n", l.name, l.bytes, us(l.busy),
-                         100 * util);
-    }
-  }
+  out += busiest_links_table(r);
   return out;
 }
 
 namespace {
 
 using Json = nlohmann::ordered_json;
+
+void add_busiest_links(Json& j, const RunResult& r) {
+  if (r.busiest_links.empty()) return;
+  Json links = Json::array();
+  for (const LinkLoad& l : r.busiest_links) links.push_back({{"link", l.name}, {"bytes", l.bytes}, {"busy_ps", l.busy.ps()}});
+  j["busiest_links"] = links;
+}
 
 Json run_json(const workloads::Workload& w, const RunResult& r) {
   const topology::Torus t = w.make_torus();
@@ -190,6 +202,7 @@ Json run_json(const workloads::Workload& w, const RunResult& r) {
     j["transfers"] = r.transfers;
     j["link_bytes"] = r.link_bytes;
     j["events"] = r.events;
+    add_busiest_links(j, r);
     return j;
   }
   Json ops = Json::array();
@@ -241,11 +254,7 @@ Json run_json(const workloads::Workload& w, const RunResult& r) {
     j["simgrid_hosts"] = r.hosts;
     j["simgrid_routes"] = r.routes;
   }
-  if (!r.busiest_links.empty()) {
-    Json links = Json::array();
-    for (const LinkLoad& l : r.busiest_links) links.push_back({{"link", l.name}, {"bytes", l.bytes}, {"busy_ps", l.busy.ps()}});
-    j["busiest_links"] = links;
-  }
+  add_busiest_links(j, r);
   return j;
 }
 

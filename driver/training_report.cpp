@@ -124,7 +124,8 @@ std::string format_training_table(const workloads::Workload& w, const RunResult&
                      "attention{}\n",
                      t.microbatches, t.microbatch, t.global_batch, t.global_batch * m.seq_len,
                      workloads::recompute_name(t.recompute), t.causal ? "causal" : "full",
-                     t.plan.sharded_optimizer ? "; sharded optimizer" : "");
+                     std::string(t.plan.sharded_optimizer ? "; sharded optimizer" : "") +
+                         (t.gradient_bytes == 4 ? "; fp32 gradients" : ""));
   out += fmt::format("step      {} ms; {:.1f} tokens/s per chip ({} chips)\n", ms(tr.step), tr.tokens_per_s_per_chip,
                      tr.chips);
   out += fmt::format("flops     model {:.4g} per step = 6 x N_matmul x tokens + attention 12 x {} x heads x head_dim "

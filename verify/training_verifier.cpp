@@ -1582,6 +1582,11 @@ void check_training_verifiable(const Workload& w) {
         "--verify does not execute mixture-of-experts layers yet: give the model no experts, or run without "
         "--verify");
   if (t.cp > 1) refuse("--verify does not execute context parallelism yet: drop \"context\", or run without --verify");
+  if (t.gradient_bytes != 2)
+    refuse("--verify executes 16-bit gradient reductions: give \"gradient_dtype\": \"bf16\", or run without --verify");
+  if (m.parallel_block)
+    refuse("--verify does not execute parallel attention+MLP blocks yet: give the model \"parallel_block\": false, or "
+           "run without --verify");
   if (t.overlap.tensor)
     refuse(
         "--verify does not execute collective matmuls yet: give \"overlap\": {\"tensor\": false}, or run without "

@@ -104,6 +104,10 @@ class StepLowerer {
       expert_reduce_axes_.insert(expert_reduce_axes_.end(), axes->begin(), axes->end());
     }
     dense_reduce_axes_.insert(dense_reduce_axes_.end(), t_.plan.expert.begin(), t_.plan.expert.end());
+    // Tensor parallelism does not split the experts: each TP chip runs its own
+    // (sequence-parallel) tokens through whole experts, so their gradients are
+    // summed over the tensor axes too.
+    expert_reduce_axes_.insert(expert_reduce_axes_.end(), t_.plan.tensor.begin(), t_.plan.tensor.end());
     std::sort(dense_reduce_axes_.begin(), dense_reduce_axes_.end());
     std::sort(expert_reduce_axes_.begin(), expert_reduce_axes_.end());
     if (p == 1) return;  // every op runs on every chip
@@ -168,18 +172,22 @@ class StepLowerer {
   // ------------------------------------------------------------ emitting
   struct Stage {
     ChipList chips;
-    std::optional<std::uint32_t> main, fsdp, data;  // the last op of each stream
+    std::optional<std::uint32_t> main, fsdp, fsdp_reduce, data;  // the last op of each stream
     std::optional<std::uint32_t> main_before_layer;  // the main stream before the current layer began
     std::optional<std::uint32_t> main_before_previous_layer;
     std::vector<std::uint64_t> backward_done;  // per chunk: backward passes finished
   };
-  enum class Stream { Main, Fsdp, Data, None };
+  // As PyTorch FSDP and Megatron-LM issue them: the compute stream, FSDP's
+  // all-gathers and its reduce-scatters on streams of their own, the
+  // data-parallel reductions on another; a send or ring step on none.
+  enum class Stream { Main, Fsdp, FsdpReduce, Data, None };
 
   std::uint32_t emit(Op op, Role role, std::uint64_t stage, Stream stream, std::vector<std::uint32_t> deps = {},
                      bool recomputed = false) {
     Stage& st = stages_[stage];
     std::optional<std::uint32_t>* last = stream == Stream::Main   ? &st.main
                                          : stream == Stream::Fsdp ? &st.fsdp
+                                         : stream == Stream::FsdpReduce ? &st.fsdp_reduce
                                          : stream == Stream::Data ? &st.data
                                                                   : nullptr;
     if (last && last->has_value()) deps.push_back(**last);
@@ -280,7 +288,18 @@ class StepLowerer {
     return e_ * layer_params(m_, m_.moe_layer(l)).experts / t_.ep;
   }
   std::uint64_t layer_bytes(std::uint64_t l) const { return dense_layer_bytes(l) + expert_layer_bytes(l); }
-  std::uint64_t embedding_bytes() const { return e_ * vocab_local() * m_.d_model; }
+  // The gradients of weights of `weight_bytes` (16-bit): in the gradient dtype.
+  std::uint64_t grads(std::uint64_t weight_bytes) const { return weight_bytes / e_ * t_.gradient_bytes; }
+  // The first stage's weights besides its layers: the vocabulary-parallel
+  // embedding and learned positions; the last stage's: the final norm and the
+  // LM head (untied, or the tied copy a pipeline keeps on its last stage).
+  std::uint64_t embedding_bytes() const {
+    return e_ * (vocab_local() * m_.d_model + (m_.learned_positions ? m_.seq_len * m_.d_model : 0));
+  }
+  bool separate_head() const { return !m_.tied_embeddings || t_.pp > 1; }
+  std::uint64_t head_bytes() const {
+    return e_ * ((separate_head() ? vocab_local() * m_.d_model : 0) + (m_.biases ? 2 : 1) * m_.d_model);
+  }
 
   // ------------------------------------------------------------ passes
   std::uint64_t global_chunk(std::uint64_t s, std::uint64_t chunk) const { return chunk * t_.pp + s; }
@@ -315,21 +334,24 @@ class StepLowerer {
         const std::vector<std::uint32_t> deps = l + 1 == end && g < last_chunk() ? in : std::vector<std::uint32_t>{};
         layer_backward(s, l, deps);
         if (last_microbatch) {
-          data_reduce(s, fmt::format("dp.L{}", l), dense_layer_bytes(l) / t_.fsdp, dense_reduce_axes_);
+          data_reduce(s, fmt::format("dp.L{}", l), grads(dense_layer_bytes(l)) / t_.fsdp, dense_reduce_axes_);
           if (m_.moe_layer(l))
-            data_reduce(s, fmt::format("dp.L{}.experts", l), expert_layer_bytes(l) / t_.fsdp, expert_reduce_axes_);
+            data_reduce(s, fmt::format("dp.L{}.experts", l), grads(expert_layer_bytes(l)) / t_.fsdp,
+                        expert_reduce_axes_);
         }
       }
       if (g == 0) {
         prefix_ = fmt::format("B{}.", j);
-        elementwise(s, "embed.bwd", 2 * e_ * tokens() * m_.d_model / sp());
+        // The vocabulary-parallel lookup's weight gradient needs every token's
+        // output gradient: with sequence parallelism, gathered first.
+        tensor_gather(s, "embed.ag");
+        elementwise(s, "embed.bwd", 2 * e_ * tokens() * m_.d_model);
         if (t_.fsdp > 1)
-          collective(s, "embed.reduce", OpKind::ReduceScatter, t_.plan.fsdp, embedding_bytes(), Role::Fsdp,
-                     Stream::Fsdp, {*st.main});
-        if (last_microbatch) data_reduce(s, "dp.embed", embedding_bytes() / t_.fsdp, dense_reduce_axes_);
+          collective(s, "embed.reduce", OpKind::ReduceScatter, t_.plan.fsdp, grads(embedding_bytes()), Role::Fsdp,
+                     Stream::FsdpReduce, {*st.main});
+        if (last_microbatch) data_reduce(s, "dp.embed", grads(embedding_bytes()) / t_.fsdp, dense_reduce_axes_);
       }
-      if (g == last_chunk() && last_microbatch && (!m_.tied_embeddings || t_.pp > 1))
-        data_reduce(s, "dp.head", embedding_bytes() / t_.fsdp, dense_reduce_axes_);
+      if (g == last_chunk() && last_microbatch) data_reduce(s, "dp.head", grads(head_bytes()) / t_.fsdp, dense_reduce_axes_);
       if (g > 0) send(s, g, j, false);
     }
   }
@@ -372,7 +394,7 @@ class StepLowerer {
     begin_layer(s);
     const auto gather = fsdp_gather(s, "embed.gather", embedding_bytes());
     Op op = named(OpKind::Elementwise, "embed");
-    op.hbm_bytes = 2 * e_ * tokens() * m_.d_model / sp();
+    op.hbm_bytes = 2 * e_ * tokens() * m_.d_model;  // every token's row (partial sums over the TP group)
     emit(std::move(op), Role::Compute, s, Stream::Main, gather ? std::vector<std::uint32_t>{*gather} : std::vector<std::uint32_t>{});
     // The vocabulary-parallel lookup leaves partial sums over the TP group.
     tensor_reduce(s, "embed.reduce");
@@ -394,6 +416,18 @@ class StepLowerer {
       Op op = named(OpKind::Elementwise, "ln1");
       op.hbm_bytes = 2 * e * S * h / sp();
       emit(std::move(op), Role::Compute, s, Stream::Main, in);
+    }
+    if (m_.parallel_block) {
+      // Both branches read the one gathered norm output; their row-parallel
+      // partial sums are added and reduced once.
+      gathered_matmul(s, "ag1", "qkv", h, qkv_local());
+      attention_forward(s);
+      matmul(s, "out", S, q_local(), h);
+      matmul(s, "up", S, h, up_local());
+      elementwise(s, "act", (m_.gated ? 3 : 2) * e * S * ffn_local());
+      reduced_matmul(s, "down", "block.reduce", ffn_local(), h);
+      elementwise(s, "add", 4 * e * S * h / sp());  // x + attention + MLP
+      return;
     }
     gathered_matmul(s, "ag1", "qkv", h, qkv_local());
     attention_forward(s);
@@ -592,6 +626,34 @@ class StepLowerer {
     tensor_reduce(s, reduce);
   }
 
+  // The parallel block's backward: the output gradient gathered once feeds both
+  // branches; the input gradients of QKV and up are partial sums, added and
+  // reduced once; both weight gradients need the norm's output gathered again.
+  void parallel_block_backward(std::uint64_t s, const std::string& saved, std::uint64_t l) {
+    const std::uint64_t S = tokens(), h = m_.d_model, e = e_;
+    gathered_matmul(s, "block.ag", "down.dx", h, ffn_local());
+    matmul(s, "down.dw", ffn_local(), S, h);
+    elementwise(s, "act.bwd", 2 * (m_.gated ? 3 : 2) * e * S * ffn_local());
+    tensor_gather(s, "ag1.again");
+    matmul(s, "up.dx", S, up_local(), h);
+    matmul(s, "up.dw", h, S, up_local());
+    matmul(s, "out.dx", S, h, q_local());
+    matmul(s, "out.dw", q_local(), S, h);
+    if (t_.recompute == Recompute::Selective) {
+      prefix_ = saved + fmt::format("R.L{}.", l);
+      recomputing_ = true;
+      attention_core(s);
+      recomputing_ = false;
+      prefix_ = saved + fmt::format("L{}.", l);
+    }
+    attention_backward(s);
+    matmul(s, "qkv.dx", S, qkv_local(), h);
+    matmul(s, "qkv.dw", h, S, qkv_local());
+    tensor_reduce(s, "block.dx.reduce");
+    elementwise(s, "ln1.bwd", 2 * 2 * e * S * h / sp());
+    layer_gradients_done(s, l);
+  }
+
   void layer_backward(std::uint64_t s, std::uint64_t l, const std::vector<std::uint32_t>& in) {
     begin_layer(s);
     const std::string saved = prefix_;
@@ -611,6 +673,11 @@ class StepLowerer {
     Op first = named(OpKind::Elementwise, "add.bwd");  // the residual's gradient, passed on and added
     first.hbm_bytes = 3 * e * S * h / sp_;
     emit(std::move(first), Role::Compute, s, Stream::Main, deps);
+    if (m_.parallel_block) {
+      parallel_block_backward(s, saved, l);
+      prefix_ = saved;
+      return;
+    }
     if (m_.moe_layer(l)) {
       moe_backward(s);
     } else {
@@ -633,25 +700,30 @@ class StepLowerer {
     attention_backward(s);
     input_gradient(s, "ag1.again", "qkv.dx", "qkv.reduce", qkv_local(), "qkv.dw");
     elementwise(s, "ln1.bwd", 2 * 2 * e * S * h / sp_);
-    // With sequence parallelism each chip's gradients of the weights the TP
-    // group replicates (norms, row-parallel biases, an MoE router) cover its own
-    // tokens only: all-reduce them over the group (Megatron-LM does the same).
+    layer_gradients_done(s, l);
+    prefix_ = saved;
+  }
+
+  // After a layer's backward: with sequence parallelism each chip's gradients
+  // of the weights the TP group replicates (norms, row-parallel biases, an MoE
+  // router) cover its own tokens only, so they are all-reduced over the group
+  // (Megatron-LM does the same); with FSDP the gradients are reduce-scattered.
+  void layer_gradients_done(std::uint64_t s, std::uint64_t l) {
     if (t_.tp > 1 && t_.plan.sequence_parallel) {
       const LayerParams lp = layer_params(m_, m_.moe_layer(l));
-      collective(s, "norm_grads.reduce", OpKind::AllReduce, t_.plan.tensor, e * (lp.replicated + lp.router),
+      collective(s, "norm_grads.reduce", OpKind::AllReduce, t_.plan.tensor, e_ * (lp.replicated + lp.router),
                  Role::Tensor, Stream::Main);
     }
     if (t_.fsdp > 1)
-      collective(s, "reduce", OpKind::ReduceScatter, t_.plan.fsdp, layer_bytes(l), Role::Fsdp, Stream::Fsdp,
+      collective(s, "reduce", OpKind::ReduceScatter, t_.plan.fsdp, grads(layer_bytes(l)), Role::Fsdp, Stream::FsdpReduce,
                  {*stages_[s].main});
-    prefix_ = saved;
   }
 
   void head_forward(std::uint64_t s) {
     begin_layer(s);
     const std::uint64_t S = tokens(), h = m_.d_model;
     std::vector<std::uint32_t> deps;
-    if (const auto gather = fsdp_gather(s, "head.gather", embedding_bytes())) deps.push_back(*gather);
+    if (const auto gather = fsdp_gather(s, "head.gather", head_bytes())) deps.push_back(*gather);
     Op norm = named(OpKind::Elementwise, "final_norm");
     norm.hbm_bytes = 2 * e_ * S * h / sp();
     emit(std::move(norm), Role::Compute, s, Stream::Main, deps);
@@ -664,9 +736,10 @@ class StepLowerer {
       collective(s, "loss.allreduce", OpKind::AllReduce, t_.plan.tensor, 8 * S, Role::Tensor, Stream::Main);
   }
   void head_backward(std::uint64_t s, const std::vector<std::uint32_t>& in) {
+    begin_layer(s);
     const std::uint64_t S = tokens(), h = m_.d_model;
     std::vector<std::uint32_t> deps = in;
-    if (const auto gather = fsdp_gather(s, "head.gather", embedding_bytes())) deps.push_back(*gather);
+    if (const auto gather = fsdp_gather(s, "head.gather", head_bytes())) deps.push_back(*gather);
     Op loss = named(OpKind::Elementwise, "loss.bwd");
     loss.hbm_bytes = 2 * e_ * S * vocab_local();
     emit(std::move(loss), Role::Compute, s, Stream::Main, deps);
@@ -675,8 +748,8 @@ class StepLowerer {
     tensor_reduce(s, "head.reduce");
     elementwise(s, "final_norm.bwd", 2 * 2 * e_ * S * h / sp());
     if (t_.fsdp > 1)
-      collective(s, "head.reduce_fsdp", OpKind::ReduceScatter, t_.plan.fsdp, embedding_bytes(), Role::Fsdp,
-                 Stream::Fsdp, {*stages_[s].main});
+      collective(s, "head.reduce_fsdp", OpKind::ReduceScatter, t_.plan.fsdp, grads(head_bytes()), Role::Fsdp,
+                 Stream::FsdpReduce, {*stages_[s].main});
   }
 
   // The gradient reduction of `bytes` per chip over `axes` (the data axes and,
@@ -700,7 +773,7 @@ class StepLowerer {
       if (t_.overlap.gradient_reduction) {
         Stage& st = stages_[s];
         std::vector<std::uint32_t> deps{*st.main};
-        if (st.fsdp) deps.push_back(*st.fsdp);
+        if (st.fsdp_reduce) deps.push_back(*st.fsdp_reduce);
         emit(std::move(op), Role::Data, s, Stream::Data, deps);
       } else {
         deferred_[s].push_back(std::move(op));
@@ -719,9 +792,14 @@ class StepLowerer {
 
   void optimizer_step(std::uint64_t s) {
     Stage& st = stages_[s];
-    for (Op& op : deferred_[s]) emit(std::move(op), Role::Data, s, Stream::Data, {*st.main});
+    for (Op& op : deferred_[s]) {
+      std::vector<std::uint32_t> after{*st.main};
+      if (st.fsdp_reduce) after.push_back(*st.fsdp_reduce);
+      emit(std::move(op), Role::Data, s, Stream::Data, after);
+    }
     std::vector<std::uint32_t> deps{*st.main};
     if (st.fsdp) deps.push_back(*st.fsdp);
+    if (st.fsdp_reduce) deps.push_back(*st.fsdp_reduce);
     if (st.data) deps.push_back(*st.data);
     const StageParams params = stage_params(t_, s);
     const std::uint64_t shards = t_.fsdp * (t_.plan.sharded_optimizer ? t_.dp : 1);
@@ -730,9 +808,9 @@ class StepLowerer {
     op.name = t_.pp > 1 ? fmt::format("s{}.optimizer", s) : "optimizer";
     op.group = "optimizer";
     // Adam on the chip's shard: reads the fp32 master weight, momentum and
-    // variance and the 16-bit gradient, writes the three fp32 values and the
-    // 16-bit weight: 28 bytes per parameter.
-    op.hbm_bytes = 28 * params.per_chip / shards;
+    // variance and the gradient, writes the three fp32 values and the 16-bit
+    // weight: 26 bytes per parameter and the gradient's 2 or 4.
+    op.hbm_bytes = (26 + t_.gradient_bytes) * params.per_chip / shards;
     const std::uint32_t step = emit(std::move(op), Role::Optimizer, s, Stream::Main, deps);
     if (t_.plan.sharded_optimizer) {
       Op gather;

@@ -125,9 +125,10 @@ ModelSpec parse_model(const Cursor& c) {
   c.expect_object();
   c.only_keys({"preset", "layers", "d_model", "heads", "kv_heads", "head_dim", "ffn", "gated", "vocab", "seq_len",
                "tied_embeddings", "learned_positions", "dropout", "biases", "experts", "top_k", "expert_ffn",
-               "capacity_factor", "moe_every"});
+               "capacity_factor", "moe_every", "parallel_block"});
   bool preset = false;
   if (auto p = c.find("preset")) {
+    if (!p->raw().is_string()) p->fail(fmt::format("expected a model preset name ({})", model_preset_names()));
     m = parse_model(*p);
     preset = true;
   }
@@ -161,6 +162,7 @@ ModelSpec parse_model(const Cursor& c) {
   flag("learned_positions", m.learned_positions);
   flag("dropout", m.dropout);
   flag("biases", m.biases);
+  flag("parallel_block", m.parallel_block);
   if (auto v = c.find("experts")) m.experts = v->as_positive_u64(65536);
   if (auto v = c.find("top_k")) m.top_k = v->as_positive_u64(65536);
   if (auto v = c.find("expert_ffn")) m.expert_ffn = v->as_positive_u64(kMaxDim);
@@ -173,8 +175,10 @@ ModelSpec parse_model(const Cursor& c) {
   if (m.experts == 0)
     for (const char* key : {"top_k", "expert_ffn", "capacity_factor", "moe_every"})
       if (auto v = c.find(key)) v->fail(fmt::format("\"{}\" needs \"experts\" (a mixture-of-experts model)", key));
+  if (m.parallel_block && m.experts > 0)
+    c.at("parallel_block").fail("a parallel attention+MLP block with mixture-of-experts layers is not modelled");
   if (m.top_k > m.experts && m.experts > 0)
-    c.at("top_k").fail(fmt::format("top_k {} is more than the {} experts", m.top_k, m.experts));
+    (c.find("top_k") ? *c.find("top_k") : c).fail(fmt::format("top_k {} is more than the {} experts", m.top_k, m.experts));
   if (m.kv_heads > m.heads || m.heads % m.kv_heads != 0)
     (c.find("kv_heads") ? *c.find("kv_heads") : c)
         .fail(fmt::format("kv_heads {} must divide heads {} (MHA: equal, GQA: a divisor, MQA: 1)", m.kv_heads,
@@ -203,15 +207,31 @@ std::vector<int> parse_strategy_axes(const Workload& w, const Cursor& c) {
 
 Training parse_training(const Workload& w, const Cursor& c) {
   c.expect_object();
-  c.only_keys({"model", "global_batch", "microbatch", "dtype", "causal", "parallelism", "recompute", "overlap",
-               "allow_oom"});
+  c.only_keys({"model", "global_batch", "global_batch_tokens", "microbatch", "dtype", "gradient_dtype", "causal",
+               "parallelism", "recompute", "overlap", "allow_oom"});
   Training t;
   t.model = parse_model(c.at("model"));
-  t.global_batch = c.at("global_batch").as_positive_u64(std::uint64_t{1} << 30);
+  // The batch in sequences, or in tokens (a whole number of sequences).
+  const std::optional<Cursor> sequences = c.find("global_batch"), tokens = c.find("global_batch_tokens");
+  if (sequences && tokens) tokens->fail("give one of \"global_batch\" (sequences) and \"global_batch_tokens\"");
+  if (tokens) {
+    const std::uint64_t n = tokens->as_positive_u64(std::uint64_t{1} << 50);
+    if (n % t.model.seq_len != 0)
+      tokens->fail(fmt::format("{} tokens are not a whole number of sequences of {}", n, t.model.seq_len));
+    t.global_batch = n / t.model.seq_len;
+    if (t.global_batch > (std::uint64_t{1} << 30)) tokens->fail("more than 2^30 sequences");
+  } else {
+    t.global_batch = c.at("global_batch").as_positive_u64(std::uint64_t{1} << 30);
+  }
   if (auto v = c.find("microbatch")) t.microbatch = v->as_positive_u64(std::uint64_t{1} << 20);
   if (auto v = c.find("dtype")) {
     t.dtype = v->as_string();
     if (t.dtype != "bf16" && t.dtype != "fp16") v->fail(fmt::format("training dtype '{}': expected bf16 or fp16", t.dtype));
+  }
+  if (auto v = c.find("gradient_dtype")) {
+    const std::string g = v->as_string();
+    if (g == "fp32") t.gradient_bytes = 4;
+    else if (g != "bf16" && g != "fp16") v->fail(fmt::format("gradient_dtype '{}': expected bf16, fp16 or fp32", g));
   }
   if (auto v = c.find("causal")) t.causal = v->as_bool();
   if (auto v = c.find("allow_oom")) t.allow_oom = v->as_bool();
@@ -336,25 +356,49 @@ Training parse_training(const Workload& w, const Cursor& c) {
   if (t.overlap.tensor && (t.tp == 1 || !p.sequence_parallel))
     c.at("overlap").at("tensor").fail("collective matmuls (\"tensor\": true) need tensor axes with "
                                       "\"sequence_parallel\": true");
+  if (p.virtual_stages > 1 && t.pp == 1)
+    where.fail("virtual stages need a pipeline of 2 or more stages (the pipeline axis has 1)");
   if (m.layers % (t.pp * p.virtual_stages) != 0)
     where.fail(fmt::format("layers {} are not divisible by pipeline stages x virtual stages = {} x {}", m.layers, t.pp,
                            p.virtual_stages));
   // Expert axes split the batch too (they are data parallel outside the experts).
   const std::uint64_t replicas = t.dp * t.fsdp * t.ep;
+  // The byte counts are exact integers: refuse a model whose counts would pass
+  // 2^62 (long double estimates of the largest: all weights with their
+  // optimizer states, one layer's attention scores for all microbatches).
+  {
+    using LD = long double;
+    const LD h = static_cast<LD>(m.d_model), q = static_cast<LD>(m.heads * m.head_dim);
+    const LD kv = static_cast<LD>(m.kv_heads * m.head_dim), s = static_cast<LD>(m.seq_len);
+    const LD layer = h * (q + 2 * kv) + q * h + 3 * h * static_cast<LD>(m.ffn) +
+                     static_cast<LD>(m.experts) * 3 * h * static_cast<LD>(m.expert_ffn);
+    const LD params = static_cast<LD>(m.layers) * layer + 2 * static_cast<LD>(m.vocab) * h + s * h;
+    const LD scores = 5 * static_cast<LD>(m.heads) * s * s * static_cast<LD>(t.microbatch) *
+                      static_cast<LD>(t.global_batch) * static_cast<LD>(m.layers);
+    const LD widest = std::max({h, static_cast<LD>(m.ffn), static_cast<LD>(m.vocab),
+                                static_cast<LD>(m.expert_ffn) * static_cast<LD>(m.top_k) * m.capacity_factor});
+    const LD activation = 8 * s * static_cast<LD>(t.microbatch) * widest;  // one microbatch's widest tensor
+    constexpr LD kLimit = static_cast<LD>(std::uint64_t{1} << 62);
+    if (16 * params > kLimit || scores > kLimit || activation > kLimit)
+      c.at("model").fail(fmt::format("the model is too large for meshsim's byte counts (about {:.3g} parameters, "
+                                     "{:.3g} bytes of attention scores): they must stay below 2^62",
+                                     static_cast<double>(params), static_cast<double>(scores)));
+  }
+  const Cursor batch_at = c.find("global_batch") ? c.at("global_batch") : c.at("global_batch_tokens");
   if (t.global_batch % (replicas * t.microbatch) != 0)
-    c.at("global_batch")
+    batch_at
         .fail(fmt::format("global_batch {} is not divisible by data-parallel replicas x microbatch = {} x {} "
                           "(data {} x fsdp {}{})",
                           t.global_batch, replicas, t.microbatch, t.dp, t.fsdp,
                           t.ep > 1 ? fmt::format(" x expert {}", t.ep) : ""));
   t.microbatches = t.global_batch / (replicas * t.microbatch);
   if (t.pp > 1 && p.schedule != Schedule::GPipe && t.microbatches < t.pp)
-    c.at("global_batch")
-        .fail(fmt::format("{} microbatches per replica are fewer than the {} pipeline stages: 1F1B needs at least "
-                          "as many (a larger global_batch or a smaller microbatch)",
+    batch_at
+        .fail(fmt::format("{} microbatches per replica are fewer than the {} pipeline stages: 1F1B and interleaved "
+                          "1F1B need at least as many (a larger global_batch or a smaller microbatch)",
                           t.microbatches, t.pp));
   if (p.schedule == Schedule::Interleaved && t.microbatches % t.pp != 0)
-    c.at("global_batch")
+    batch_at
         .fail(fmt::format("{} microbatches per replica are not a multiple of the {} pipeline stages (the "
                           "interleaved schedule needs that)",
                           t.microbatches, t.pp));
@@ -370,8 +414,9 @@ LayerParams layer_params(const ModelSpec& m, bool moe) {
   const std::uint64_t h = m.d_model, q = m.heads * m.head_dim, kv = m.kv_heads * m.head_dim;
   p.qkv = h * (q + 2 * kv) + (m.biases ? q + 2 * kv : 0);
   p.out = q * h;
-  // Replicated in tensor parallelism: the norms and the row-parallel biases.
-  p.replicated = (m.biases ? 4 * h : 2 * h) + (m.biases ? h : 0);
+  // Replicated in tensor parallelism: the norms (one in a parallel block) and
+  // the row-parallel biases.
+  p.replicated = (m.parallel_block ? 1 : 2) * (m.biases ? 2 * h : h) + (m.biases ? h : 0);
   if (moe) {
     // The router and the experts (split over the expert axes, not by TP).
     const std::uint64_t up = m.gated ? 2 * m.expert_ffn : m.expert_ffn;
@@ -445,6 +490,8 @@ ActivationBytes activation_bytes(const Training& t, bool moe) {
   // Outside the tensor-parallel regions: both norms' inputs, the QKV and MLP
   // inputs (the norms' outputs), the two dropout masks after the projections.
   a.outside = (2 * e * sb * h + e * sb * h + e * sb * h + (m.dropout ? 2 * sb * h : 0)) / sp;
+  // A parallel block has one norm, whose output both branches read.
+  if (m.parallel_block) a.outside = (e * sb * h + e * sb * h + (m.dropout ? 2 * sb * h : 0)) / sp;
   // Inside, split by TP: Q, K, V, the out-projection's input, and (dense) the up
   // projection's outputs and the activation's output.
   a.inside = (e * sb * q + 2 * e * sb * kv + e * sb * q) / tp;
@@ -473,11 +520,15 @@ ActivationBytes activation_bytes(const Training& t, bool moe) {
 double microbatches_in_flight(const Training& t) {
   const double p = static_cast<double>(t.pp), m = static_cast<double>(t.microbatches);
   const double v = static_cast<double>(t.plan.virtual_stages);
+  // GPipe runs every forward pass before the first backward, with or without
+  // stages; without stages the others take one microbatch at a time. No
+  // schedule holds more than its m microbatches.
+  if (t.plan.schedule == Schedule::GPipe) return m;
   if (t.pp == 1) return 1;
   switch (t.plan.schedule) {
     case Schedule::GPipe: return m;
     case Schedule::OneFOneB: return std::min(p, m);
-    case Schedule::Interleaved: return p * (1 + (p - 1) / (p * v));
+    case Schedule::Interleaved: return std::min(p * (1 + (p - 1) / (p * v)), m);
   }
   return 1;
 }
@@ -519,12 +570,11 @@ StepFormulas step_formulas(const Training& t, const Hardware& hw) {
   f.model_flops = static_cast<long double>(flops.model);
   f.hardware_flops = static_cast<long double>(flops.hardware);
   f.peak_flops_per_s = hw.chip.bf16_flops_per_s;
-  f.activation_bytes_per_layer = activation_bytes(t, false).kept;
   f.microbatches_in_flight = microbatches_in_flight(t);
   const std::uint64_t opt_shards = t.fsdp * (t.plan.sharded_optimizer ? t.dp : 1);
   for (std::uint64_t s = 0; s < t.pp; ++s) {
     const StageParams p = stage_params(t, s);
-    const std::uint64_t weights = 2 * p.per_chip / t.fsdp, grads = 2 * p.per_chip / t.fsdp;
+    const std::uint64_t weights = 2 * p.per_chip / t.fsdp, grads = t.gradient_bytes * p.per_chip / t.fsdp;
     const std::uint64_t opt = 12 * p.per_chip / opt_shards;
     std::uint64_t kept = 0, largest_layer = 0, largest_full = 0;
     for (std::uint64_t l : stage_layers(t, s)) {
@@ -538,15 +588,24 @@ StepFormulas step_formulas(const Training& t, const Hardware& hw) {
     // The stage's layers' activations, for as many microbatches as are in flight.
     const auto acts = static_cast<std::uint64_t>(static_cast<double>(kept) * f.microbatches_in_flight);
     std::uint64_t working = 0;
-    // FSDP: the gathered weights of the layer in use, and of the next one when
+    // FSDP: the gathered weights of the unit in use (a layer, or the first
+    // stage's embedding, or the last stage's head), and of the next one when
     // prefetched.
-    if (t.fsdp > 1) working += (t.overlap.fsdp_prefetch ? 2 : 1) * largest_layer;
+    const std::uint64_t h = t.model.d_model, vocab = t.model.vocab / t.tp;
+    std::uint64_t unit = largest_layer;
+    if (s == 0) unit = std::max(unit, 2 * (vocab * h + (t.model.learned_positions ? t.model.seq_len * h : 0)));
+    if (s + 1 == t.pp && (!t.model.tied_embeddings || t.pp > 1)) unit = std::max(unit, 2 * vocab * h);
+    if (t.fsdp > 1) working += (t.overlap.fsdp_prefetch ? 2 : 1) * unit;
     // Full recompute: one layer's activations are rebuilt for its backward pass.
     if (t.recompute == Recompute::Full) working += largest_full;
+    // The last stage: one microbatch's logits (16-bit) and their fp32 softmax
+    // for the loss's backward, over the chip's vocabulary shard.
+    if (s + 1 == t.pp) working += (2 + 4) * (t.model.seq_len / t.cp) * t.microbatch * vocab;
     const std::uint64_t peak = weights + grads + opt + acts + working;
     if (s == 0 || peak > f.peak_bytes) {
       f.weight_bytes = weights, f.gradient_bytes = grads, f.optimizer_bytes = opt;
       f.activation_bytes = acts, f.working_bytes = working, f.peak_bytes = peak;
+      f.activation_bytes_per_layer = kept / std::max<std::uint64_t>(stage_layers(t, s).size(), 1);
     }
   }
   f.hbm_bytes = hw.chip.hbm_bytes;

@@ -37,6 +37,9 @@ struct ModelSpec {
   std::uint64_t expert_ffn = 0;
   double capacity_factor = 1.0;
   std::uint64_t moe_every = 1;
+  // GPT-J / PaLM's parallel block: attention and MLP read the same normed input
+  // and their outputs are added (one norm, one tensor-parallel reduction).
+  bool parallel_block = false;
   bool moe_layer(std::uint64_t l) const { return experts > 0 && (l + 1) % moe_every == 0; }
   std::uint64_t moe_layers() const { return experts > 0 ? layers / moe_every : 0; }
 };
@@ -88,6 +91,9 @@ struct Training {
   Recompute recompute = Recompute::None;
   bool causal = true;
   std::string dtype = "bf16";
+  // Gradients (their memory, reductions and optimizer reads): 16-bit as ZeRO and
+  // PyTorch FSDP keep them, or fp32 as Megatron-LM accumulates them under bf16.
+  std::uint64_t gradient_bytes = 2;
   std::uint64_t global_batch = 0;  // sequences per step
   std::uint64_t microbatch = 1;    // sequences per microbatch per replica
   bool allow_oom = false;

@@ -189,6 +189,9 @@ int main(int argc, char** argv) {
     meshsim::tool::apply_calibration_file(w, calibration_path);
     // A training step that --verify cannot execute is refused before simulating.
     if (verify && w.training) meshsim::verify::check_training_verifiable(w);
+    if (critical && w.training)
+      throw meshsim::Error("--critical-path: a training step has thousands of ops; its per-stage breakdown says "
+                           "where the time goes, and --trace FILE --trace-chips 0 shows one chip's timeline");
     meshsim::driver::SimulateOptions options;
     options.busiest_links = links;
     options.simgrid_config = simgrid_config;

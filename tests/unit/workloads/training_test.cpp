@@ -254,3 +254,55 @@ TEST_CASE("Training memory: context parallelism splits every layer's activations
   };
   CHECK(per_layer(R"({"C": 4})", R"({"context": ["C"]})") == per_layer(R"({"D": 4})", R"({"data": ["D"]})") / 4);
 }
+
+TEST_CASE("Training: the parallel attention+MLP block has the same FLOPs, one norm and one TP reduction", "[training]") {
+  const auto text = [](bool parallel) {
+    return std::string(R"({"hardware": "tpu-v5p", "mesh": {"T": 4}, "training": {
+      "model": {"layers": 4, "d_model": 256, "heads": 4, "ffn": 1024, "vocab": 512, "seq_len": 128,
+                "parallel_block": )") + (parallel ? "true" : "false") + R"(},
+      "global_batch": 4, "parallelism": {"tensor": ["T"], "sequence_parallel": true}}})";
+  };
+  const Workload serial = parse_workload(text(false), "t.json"), parallel = parse_workload(text(true), "t.json");
+  CHECK(training(parallel).lowered_model_flops == training(serial).lowered_model_flops);
+  CHECK(training(parallel).lowered_model_flops == detail::step_flops(training(parallel)).model);
+  CHECK(training(parallel).formulas.parameters == training(serial).formulas.parameters - 4 * 256);
+  const auto count = [](const Workload& w, OpKind kind) {
+    std::size_t n = 0;
+    for (const Op& op : w.ops) n += op.kind == kind && op.name.starts_with("F0.L0.") ? 1u : 0u;
+    return n;
+  };
+  // Forward of a layer: one gather and one reduce-scatter instead of two each.
+  CHECK(count(serial, OpKind::AllGather) == 2);
+  CHECK(count(serial, OpKind::ReduceScatter) == 2);
+  CHECK(count(parallel, OpKind::AllGather) == 1);
+  CHECK(count(parallel, OpKind::ReduceScatter) == 1);
+}
+
+TEST_CASE("Training: the global batch in tokens is a whole number of sequences", "[training]") {
+  const Workload w = parse_workload(
+      R"({"hardware": "tpu-v5p", "mesh": {"D": 2}, "training": {
+      "model": {"layers": 2, "d_model": 256, "heads": 4, "ffn": 1024, "vocab": 512, "seq_len": 128},
+      "global_batch_tokens": 1024}})",
+      "t.json");
+  CHECK(training(w).global_batch == 8);
+  CHECK(training(w).microbatches == 4);
+}
+
+TEST_CASE("Training memory: Megatron's fp32 gradients, 18 bytes per parameter, 6 + 12/d with its distributed optimizer", "[training]") {
+  const auto memory = [](const std::string& plan) {
+    const Workload w = parse_workload(gpt(R"({"D": 4})", plan, R"(, "gradient_dtype": "fp32")"), "t.json");
+    return std::pair{training(w).formulas, detail::stage_params(training(w), 0).per_chip};
+  };
+  {
+    const auto [f, n] = memory(R"({"data": ["D"]})");
+    CHECK(f.weight_bytes + f.gradient_bytes + f.optimizer_bytes == 18 * n);
+  }
+  const auto [f, n] = memory(R"({"data": ["D"], "sharded_optimizer": true})");
+  CHECK(f.weight_bytes + f.gradient_bytes == 6 * n);
+  CHECK(f.optimizer_bytes == 12 * n / 4);
+  // The gradient reductions move fp32: twice the bf16 bytes.
+  const Workload fp32 = parse_workload(gpt(R"({"D": 4})", R"({"data": ["D"]})", R"(, "gradient_dtype": "fp32")"), "t.json");
+  const Workload bf16 = parse_workload(gpt(R"({"D": 4})", R"({"data": ["D"]})"), "t.json");
+  for (std::size_t i = 0; i < fp32.ops.size(); ++i)
+    if (fp32.ops[i].group == "gradients") CHECK(fp32.ops[i].bytes == 2 * bf16.ops[i].bytes);
+}
