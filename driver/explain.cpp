@@ -146,7 +146,7 @@ std::string training_explain(const workloads::Workload& w) {
   }
   // Memory.
   const wd::ActivationBytes a = wd::activation_bytes(t, false);
-  const std::uint64_t sbh = m.seq_len * t.microbatch * m.d_model;
+  const std::uint64_t sbh = m.seq_len / t.cp * t.microbatch * m.d_model;  // a chip's part of each sequence
   out += fmt::format("\nmemory per chip (the most loaded stage; 1e9-byte GB):\n");
   const std::uint64_t opt_shards = t.fsdp * (t.plan.sharded_optimizer ? t.dp : 1);
   out += fmt::format("  weights 2 B x params / fsdp = {}; gradients {} B x params / fsdp = {}; optimizer (fp32 "
@@ -154,14 +154,15 @@ std::string training_explain(const workloads::Workload& w) {
                      gigabytes(static_cast<double>(f.weight_bytes)), t.gradient_bytes,
                      gigabytes(static_cast<double>(f.gradient_bytes)),
                      opt_shards, gigabytes(static_cast<double>(f.optimizer_bytes)));
-  out += fmt::format("  activations per layer and microbatch (s b h = {}): outside TP regions {} ({:.4g} s b h), inside "
+  out += fmt::format("  activations per {}layer and microbatch (s b h = {}): outside TP regions {} ({:.4g} s b h), inside "
                      "{} ({:.4g} s b h), attention core {}, layer input {}; kept under recompute {}: {}\n",
-                     sbh, a.outside, static_cast<double>(a.outside) / static_cast<double>(sbh), a.inside,
+                     m.experts > 0 ? "dense " : "", sbh, a.outside, static_cast<double>(a.outside) / static_cast<double>(sbh), a.inside,
                      static_cast<double>(a.inside) / static_cast<double>(sbh), a.core, a.input,
                      workloads::recompute_name(t.recompute), a.kept);
-  out += fmt::format("  activations kept: {} bytes x {} layers per stage x {:g} microbatches in flight = {}; working "
-                     "buffers {}; peak {} of {} HBM\n",
-                     a.kept, m.layers / t.pp, f.microbatches_in_flight, gigabytes(static_cast<double>(f.activation_bytes)),
+  out += fmt::format("  activations kept: {} bytes a layer{} x {} layers per stage x {:g} microbatches in flight = {}; "
+                     "working buffers {}; peak {} of {} HBM\n",
+                     f.activation_bytes_per_layer, m.experts > 0 ? " (the stage's average)" : "", m.layers / t.pp,
+                     f.microbatches_in_flight, gigabytes(static_cast<double>(f.activation_bytes)),
                      gigabytes(static_cast<double>(f.working_bytes)), gigabytes(static_cast<double>(f.peak_bytes)),
                      gigabytes(static_cast<double>(f.hbm_bytes)));
   return out;

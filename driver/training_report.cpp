@@ -110,10 +110,12 @@ std::string format_training_table(const workloads::Workload& w, const RunResult&
   const workloads::StepFormulas& f = t.formulas;
   const TrainingResult tr = training_result(w, r);
   std::string out;
-  out += fmt::format("model     {}: {} layers, d_model {}, {} heads ({} KV) x {}, FFN {}{}, vocab {}, seq {}; {:.3f} B "
+  out += fmt::format("model     {}: {} layers, d_model {}, {} heads ({} KV) x {}, FFN {}{}{}{}, vocab {}, seq {}; {:.3f} B "
                      "parameters\n",
                      m.name, m.layers, m.d_model, m.heads, m.kv_heads, m.head_dim, m.ffn, m.gated ? " (gated)" : "",
-                     m.vocab, m.seq_len, static_cast<double>(f.parameters) / 1e9);
+                     m.experts > 0 ? fmt::format("; {} experts of {}, top {}", m.experts, m.expert_ffn, m.top_k) : "",
+                     m.parallel_block ? "; parallel attention+MLP blocks" : "", m.vocab, m.seq_len,
+                     static_cast<double>(f.parameters) / 1e9);
   out += fmt::format("plan      data {} x fsdp {} x tensor {}{} x pipeline {}{}{}", t.dp, t.fsdp, t.tp,
                      t.plan.sequence_parallel ? " (sequence parallel)" : "", t.pp,
                      t.ep > 1 ? fmt::format(" x expert {}", t.ep) : "", t.cp > 1 ? fmt::format(" x context {}", t.cp) : "");
@@ -168,7 +170,8 @@ nlohmann::ordered_json training_json(const workloads::Workload& w, const RunResu
   Json j;
   j["model"] = {{"name", m.name},        {"layers", m.layers}, {"d_model", m.d_model},   {"heads", m.heads},
                 {"kv_heads", m.kv_heads}, {"head_dim", m.head_dim}, {"ffn", m.ffn},     {"gated", m.gated},
-                {"vocab", m.vocab},       {"seq_len", m.seq_len}, {"parameters", f.parameters}};
+                {"vocab", m.vocab},       {"seq_len", m.seq_len}, {"experts", m.experts}, {"top_k", m.top_k},
+                {"parallel_block", m.parallel_block}, {"parameters", f.parameters}};
   j["plan"] = {{"data", t.dp},
                {"expert", t.ep},
                {"context", t.cp},
@@ -183,7 +186,8 @@ nlohmann::ordered_json training_json(const workloads::Workload& w, const RunResu
                {"global_batch", t.global_batch},
                {"recompute", workloads::recompute_name(t.recompute)},
                {"causal", t.causal},
-               {"sharded_optimizer", t.plan.sharded_optimizer}};
+               {"sharded_optimizer", t.plan.sharded_optimizer},
+               {"gradient_bytes", t.gradient_bytes}};
   j["step_ps"] = tr.step.ps();
   j["tokens_per_s_per_chip"] = tr.tokens_per_s_per_chip;
   j["model_flops"] = tr.model_flops;

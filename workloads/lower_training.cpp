@@ -711,7 +711,7 @@ class StepLowerer {
   void layer_gradients_done(std::uint64_t s, std::uint64_t l) {
     if (t_.tp > 1 && t_.plan.sequence_parallel) {
       const LayerParams lp = layer_params(m_, m_.moe_layer(l));
-      collective(s, "norm_grads.reduce", OpKind::AllReduce, t_.plan.tensor, e_ * (lp.replicated + lp.router),
+      collective(s, "norm_grads.reduce", OpKind::AllReduce, t_.plan.tensor, grads(e_ * (lp.replicated + lp.router)),
                  Role::Tensor, Stream::Main);
     }
     if (t_.fsdp > 1)
@@ -747,6 +747,11 @@ class StepLowerer {
     matmul(s, "head.dw", h, S, vocab_local());
     tensor_reduce(s, "head.reduce");
     elementwise(s, "final_norm.bwd", 2 * 2 * e_ * S * h / sp());
+    // The final norm's gain gradient covers the chip's own tokens under
+    // sequence parallelism: summed over the TP group like the layers' norms.
+    if (t_.tp > 1 && t_.plan.sequence_parallel)
+      collective(s, "final_norm_grads.reduce", OpKind::AllReduce, t_.plan.tensor,
+                 grads(e_ * (m_.biases ? 2 : 1) * m_.d_model), Role::Tensor, Stream::Main);
     if (t_.fsdp > 1)
       collective(s, "head.reduce_fsdp", OpKind::ReduceScatter, t_.plan.fsdp, grads(head_bytes()), Role::Fsdp,
                  Stream::FsdpReduce, {*stages_[s].main});

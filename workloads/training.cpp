@@ -373,8 +373,7 @@ Training parse_training(const Workload& w, const Cursor& c) {
     const LD layer = h * (q + 2 * kv) + q * h + 3 * h * static_cast<LD>(m.ffn) +
                      static_cast<LD>(m.experts) * 3 * h * static_cast<LD>(m.expert_ffn);
     const LD params = static_cast<LD>(m.layers) * layer + 2 * static_cast<LD>(m.vocab) * h + s * h;
-    const LD scores = 5 * static_cast<LD>(m.heads) * s * s * static_cast<LD>(t.microbatch) *
-                      static_cast<LD>(t.global_batch) * static_cast<LD>(m.layers);
+    const LD scores = 5 * static_cast<LD>(m.heads) * s * s * static_cast<LD>(t.global_batch) * static_cast<LD>(m.layers);
     const LD widest = std::max({h, static_cast<LD>(m.ffn), static_cast<LD>(m.vocab),
                                 static_cast<LD>(m.expert_ffn) * static_cast<LD>(m.top_k) * m.capacity_factor});
     const LD activation = 8 * s * static_cast<LD>(t.microbatch) * widest;  // one microbatch's widest tensor
@@ -594,7 +593,9 @@ StepFormulas step_formulas(const Training& t, const Hardware& hw) {
     const std::uint64_t h = t.model.d_model, vocab = t.model.vocab / t.tp;
     std::uint64_t unit = largest_layer;
     if (s == 0) unit = std::max(unit, 2 * (vocab * h + (t.model.learned_positions ? t.model.seq_len * h : 0)));
-    if (s + 1 == t.pp && (!t.model.tied_embeddings || t.pp > 1)) unit = std::max(unit, 2 * vocab * h);
+    // (The last stage's unit: the head when it has its own, and the final norm.)
+    if (s + 1 == t.pp)
+      unit = std::max(unit, 2 * ((!t.model.tied_embeddings || t.pp > 1 ? vocab * h : 0) + (t.model.biases ? 2 : 1) * h));
     if (t.fsdp > 1) working += (t.overlap.fsdp_prefetch ? 2 : 1) * unit;
     // Full recompute: one layer's activations are rebuilt for its backward pass.
     if (t.recompute == Recompute::Full) working += largest_full;
