@@ -271,6 +271,15 @@ Expanded expand(const workloads::Workload& w, const topology::Torus& torus) {
                        fmt::format("this op needs about {} hop transfers; with the ops before it that is more than "
                                    "meshsim's limit of {} tasks (use fewer chips per group{} or fewer ops)",
                                    estimate, kMaxTasks, fabric ? ", a larger forward_chunk_bytes" : ""));
+    // The builders skip a group by its first chip: a collective's chips must be
+    // whole groups (the lowering gives it a pipeline stage's chips, and no
+    // collective runs over the pipeline axis).
+    if (op.chips && is_collective(op.kind))
+      for (std::uint32_t k = 0; k < n; ++k) {
+        topology::ChipId first = layout.chip_at(k);
+        for (int a : op.hw_axes) first = torus.with_coord(first, a, 0);
+        MESHSIM_ASSERT(entry[first] != sim::kNoTask, "a collective's chips are not whole groups over its axes");
+      }
     const std::size_t first_task = b.num_tasks();
     const collectives::OpPorts ports{id, entry, exit};
     switch (op.kind) {

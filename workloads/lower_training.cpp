@@ -862,6 +862,17 @@ void lower_training(Workload& w, Training& t, const Cursor& where) {
                            gigabytes(f.peak_bytes), gigabytes(f.weight_bytes), gigabytes(f.gradient_bytes),
                            gigabytes(f.optimizer_bytes), gigabytes(f.activation_bytes), gigabytes(f.working_bytes),
                            gigabytes(f.hbm_bytes), w.hardware.preset));
+  // Every microbatch passes every layer twice (forward, backward): refuse a
+  // step whose ops alone would take gigabytes before it is lowered (the run's
+  // own size limits are checked later, on the ops).
+  const std::uint64_t per_layer = 64 + 12 * t.cp + (t.overlap.tensor ? 8 * t.tp : 0);
+  const unsigned __int128 ops =
+      static_cast<unsigned __int128>(t.microbatches) * (t.model.layers * per_layer + 64) + 8 * t.model.layers;
+  if (ops > kMaxTrainingOps)
+    where.fail(fmt::format("the step would lower to about {} ops ({} microbatches per replica through {} layers), "
+                           "more than meshsim's limit of {}: use fewer, larger microbatches or fewer layers",
+                           static_cast<std::uint64_t>(std::min<unsigned __int128>(ops, ~std::uint64_t{0})),
+                           t.microbatches, t.model.layers, kMaxTrainingOps));
   StepLowerer(w, t, where).run();
 }
 

@@ -57,6 +57,10 @@ struct StageParams {
 StageParams stage_params(const Training& t, std::uint64_t stage);
 StepFormulas step_formulas(const Training& t, const Hardware& hw);
 
+// The most ops a training step may lower to (a 70B model's step with 32
+// microbatches per replica is about 100,000).
+constexpr std::uint64_t kMaxTrainingOps = std::uint64_t{1} << 21;
+
 Training parse_training(const Workload& w, const Cursor& c);
 // Appends the step's ops to w.ops and fills t's per-op roles and stages; throws
 // InputError at `where` when the model does not fit and allow_oom is off.
