@@ -118,19 +118,22 @@ std::string format_table(const workloads::Workload& w, const RunResult& r) {
   out += "\n";
   std::size_t name_width = 20;
   for (const OpResult& o : r.ops) name_width = std::max(name_width, o.name.size());
-  out += fmt::format("{:<{}} {:<14} {:<6} {:>15} {:>13} {:>13} {:>13} {:>7}  {:<9} {:>10}{}\n", "op", name_width, "kind",
-                     "axes", "V (bytes)", "start (us)", "time (us)", "closed (us)", "ratio", "bound", "busbw GB/s",
-                     w.hardware.gpu ? "  algorithm" : "");
+  out += fmt::format("{:<{}} {:<14} {:<6} {:>15} {:>13} {:>13} {:>13} {:>7}  {:<9} {:>13} {:>7} {:>10}{}\n", "op",
+                     name_width, "kind", "axes", "V (bytes)", "start (us)", "time (us)", "closed (us)", "ratio", "regime",
+                     "bound (us)", "t/bound", "busbw GB/s", w.hardware.gpu ? "  algorithm" : "");
   bool open_axis = false;
   const topology::Torus t = w.make_torus();
   for (std::size_t i = 0; i < r.ops.size(); ++i) {
     const OpResult& o = r.ops[i];
     for (int a : w.ops[i].hw_axes) open_axis = open_axis || (!w.hardware.gpu && !t.axis(a).wraparound);
     const std::optional<double> q = ratio(o);
-    out += fmt::format("{:<{}} {:<14} {:<6} {:>15} {:>13} {:>13} {:>13} {:>7}  {:<9} {:>10}{}\n", o.name, name_width,
-                       kind_name(o.kind), o.mesh_axes.empty() ? "-" : joined(o.mesh_axes),
+    const bool bounded = !is_local(o.kind) && o.bound_s > 0;
+    out += fmt::format("{:<{}} {:<14} {:<6} {:>15} {:>13} {:>13} {:>13} {:>7}  {:<9} {:>13} {:>7} {:>10}{}\n", o.name,
+                       name_width, kind_name(o.kind), o.mesh_axes.empty() ? "-" : joined(o.mesh_axes),
                        is_local(o.kind) ? "-" : std::to_string(o.bytes), us(o.begin), us(o.time()),
                        us(o.closed_s), q ? fmt::format("{:.4f}", *q) : "-", o.bound,
+                       bounded ? us(o.bound_s) : "-",
+                       bounded ? fmt::format("{:.4f}", o.time().seconds() / o.bound_s) : "-",
                        o.busbw_bytes_per_s > 0 ? fmt::format("{:.2f}", o.busbw_bytes_per_s / 1e9) : "-",
                        w.hardware.gpu ? "  " + (o.algorithm.empty() ? std::string("-") : o.algorithm) : "");
   }
@@ -225,6 +228,8 @@ Json run_json(const workloads::Workload& w, const RunResult& r) {
     } else {
       op["latency_term_ps"] = seconds_to_ps(o.latency_s);
       op["bandwidth_term_ps"] = seconds_to_ps(o.bandwidth_s);
+      op["lower_bound_ps"] = seconds_to_ps(o.bound_s);
+      op["lower_bound_term"] = o.bound_term;
     }
     if (const std::optional<double> q = ratio(o))
       op["ratio"] = *q;

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "base/error.hpp"
+#include "driver/bounds.hpp"
 #include "driver/costs.hpp"
 #include "driver/expand.hpp"
 #include "sim/collectives/closed_form.hpp"
@@ -281,6 +282,9 @@ std::vector<OpResult> op_results(const workloads::Workload& w, const topology::T
       o.bound = op.kind == OpKind::Matmul && roof.compute_bound() ? "compute" : "memory";
     } else {
       const collectives::ClosedForm f = gpu ? (*gpu)(op).closed : torus_closed_form(op, w, torus);
+      const LowerBound lb = lower_bound(op, w, torus, gpu ? &gpu->fabric() : nullptr);
+      o.bound_s = lb.time_s();
+      o.bound_term = lb.binding();
       if (gpu && op.kind != OpKind::Send) o.algorithm = collectives::gpu::algorithm_name((*gpu)(op).algorithm);
       o.latency_s = f.latency_s;
       o.bandwidth_s = f.bandwidth_s;

@@ -30,6 +30,10 @@ struct OpResult {
   double latency_s = 0, bandwidth_s = 0;  // communication
   double compute_s = 0, memory_s = 0;     // matmul
   double flops = 0;                       // matmul: per chip
+  // Communication: the lower bound no schedule beats (driver/bounds.hpp) and
+  // which of its terms binds (ingress, cut or latency).
+  double bound_s = 0;
+  std::string bound_term;
   std::string bound;                      // latency | bandwidth | compute | memory
   std::string algorithm;                  // GPU collectives: ring, nvls, hierarchical, direct
   // nccl-tests conventions (communication only): algbw = size / time with size as
