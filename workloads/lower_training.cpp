@@ -626,6 +626,17 @@ class StepLowerer {
     tensor_reduce(s, reduce);
   }
 
+  // Selective recompute: the attention core once more, before its backward
+  // (its ops named R.L<l>.*, counted in hardware FLOPs only).
+  void recompute_attention(std::uint64_t s, const std::string& saved, std::uint64_t l) {
+    if (t_.recompute != Recompute::Selective) return;
+    prefix_ = saved + fmt::format("R.L{}.", l);
+    recomputing_ = true;
+    attention_core(s);
+    recomputing_ = false;
+    prefix_ = saved + fmt::format("L{}.", l);
+  }
+
   // The parallel block's backward: the output gradient gathered once feeds both
   // branches; the input gradients of QKV and up are partial sums, added and
   // reduced once; both weight gradients need the norm's output gathered again.
@@ -639,13 +650,7 @@ class StepLowerer {
     matmul(s, "up.dw", h, S, up_local());
     matmul(s, "out.dx", S, h, q_local());
     matmul(s, "out.dw", q_local(), S, h);
-    if (t_.recompute == Recompute::Selective) {
-      prefix_ = saved + fmt::format("R.L{}.", l);
-      recomputing_ = true;
-      attention_core(s);
-      recomputing_ = false;
-      prefix_ = saved + fmt::format("L{}.", l);
-    }
+    recompute_attention(s, saved, l);
     attention_backward(s);
     matmul(s, "qkv.dx", S, qkv_local(), h);
     matmul(s, "qkv.dw", h, S, qkv_local());
@@ -690,13 +695,7 @@ class StepLowerer {
     elementwise(s, "add_ln2.bwd", 2 * 5 * e * S * h / sp_);
     gathered_matmul(s, "out.ag", "out.dx", h, q_local());
     matmul(s, "out.dw", q_local(), S, h);
-    if (t_.recompute == Recompute::Selective) {
-      prefix_ = saved + fmt::format("R.L{}.", l);
-      recomputing_ = true;
-      attention_core(s);
-      recomputing_ = false;
-      prefix_ = saved + fmt::format("L{}.", l);
-    }
+    recompute_attention(s, saved, l);
     attention_backward(s);
     input_gradient(s, "ag1.again", "qkv.dx", "qkv.reduce", qkv_local(), "qkv.dw");
     elementwise(s, "ln1.bwd", 2 * 2 * e * S * h / sp_);
