@@ -522,12 +522,10 @@ double microbatches_in_flight(const Training& t) {
   // GPipe runs every forward pass before the first backward, with or without
   // stages; without stages the others take one microbatch at a time. No
   // schedule holds more than its m microbatches.
-  if (t.plan.schedule == Schedule::GPipe) return m;
-  if (t.pp == 1) return 1;
   switch (t.plan.schedule) {
     case Schedule::GPipe: return m;
-    case Schedule::OneFOneB: return std::min(p, m);
-    case Schedule::Interleaved: return std::min(p * (1 + (p - 1) / (p * v)), m);
+    case Schedule::OneFOneB: return t.pp == 1 ? 1 : std::min(p, m);
+    case Schedule::Interleaved: return t.pp == 1 ? 1 : std::min(p * (1 + (p - 1) / (p * v)), m);
   }
   return 1;
 }
