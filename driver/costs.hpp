@@ -29,7 +29,6 @@ struct GpuChoice {
   collectives::gpu::Algorithm algorithm;
   collectives::ClosedForm closed;
 };
-GpuChoice gpu_algorithm(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus);
 GpuChoice gpu_algorithm(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus,
                         const topology::Fabric& fabric);  // `fabric` is w.make_fabric()
 
