@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <memory>
+#include <tuple>
 
 #include "base/error.hpp"
 #include "driver/bounds.hpp"
@@ -261,6 +263,7 @@ std::vector<OpResult> op_results(const workloads::Workload& w, const topology::T
   std::vector<OpResult> out;
   std::optional<GpuChoices> gpu;
   if (w.hardware.gpu) gpu.emplace(w, torus);
+  std::map<std::tuple<int, std::vector<int>, std::uint64_t>, LowerBound> bounds;  // per (kind, axes, bytes)
   for (std::size_t i = 0; i < w.ops.size(); ++i) {
     const workloads::Op& op = w.ops[i];
     const sim::OpTiming& t = timings[i];
@@ -282,7 +285,18 @@ std::vector<OpResult> op_results(const workloads::Workload& w, const topology::T
       o.bound = op.kind == OpKind::Matmul && roof.compute_bound() ? "compute" : "memory";
     } else {
       const collectives::ClosedForm f = gpu ? (*gpu)(op).closed : torus_closed_form(op, w, torus);
-      const LowerBound lb = lower_bound(op, w, torus, gpu ? &gpu->fabric() : nullptr);
+      // A collective's bound depends only on its kind, axes and bytes: ops alike
+      // (a training step's layers) share one.
+      const auto bound_of = [&] { return lower_bound(op, w, torus, gpu ? &gpu->fabric() : nullptr); };
+      LowerBound lb;
+      if (is_collective(op.kind)) {
+        const auto key = std::tuple{static_cast<int>(op.kind), op.hw_axes, op.bytes};
+        auto it = bounds.find(key);
+        if (it == bounds.end()) it = bounds.emplace(key, bound_of()).first;
+        lb = it->second;
+      } else {
+        lb = bound_of();
+      }
       o.bound_s = lb.time_s();
       o.bound_term = lb.binding();
       if (gpu && op.kind != OpKind::Send) o.algorithm = collectives::gpu::algorithm_name((*gpu)(op).algorithm);
