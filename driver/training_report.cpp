@@ -87,7 +87,6 @@ TrainingResult training_result(const workloads::Workload& w, const RunResult& r)
     b.data = take(Role::Data);
     b.pipeline = take(Role::Pipeline);
     b.idle = out.step - length(covered);
-    b.busy_end = covered.empty() ? kZeroTick : covered.back().second;
     out.stages.push_back(b);
   }
   out.model_flops = static_cast<double>(t.lowered_model_flops);

@@ -22,7 +22,6 @@ namespace meshsim::driver {
 struct StageBreakdown {
   int stage = 0;
   Tick compute, tensor, expert, context, fsdp, data, pipeline, optimizer, idle;
-  Tick busy_end;  // the stage's last op ended
 };
 
 struct TrainingResult {

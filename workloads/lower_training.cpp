@@ -313,7 +313,6 @@ class StepLowerer {
 
   void run_pass(std::uint64_t s, const Pass& pass) {
     const std::uint64_t g = global_chunk(s, pass.chunk), j = pass.microbatch;
-    const std::string dir = pass.forward ? "F" : "B";
     std::vector<std::uint32_t> in;
     if (pass.forward && g > 0) in.push_back(sends_.at({true, g, j}));
     if (!pass.forward && g < last_chunk()) in.push_back(sends_.at({false, g, j}));
@@ -322,7 +321,7 @@ class StepLowerer {
     const std::uint64_t first = g * layers_per_chunk_, end = first + layers_per_chunk_;
     if (pass.forward) {
       prefix_ = fmt::format("F{}.", j);
-      if (g == 0) embedding_forward(s, in);
+      if (g == 0) embedding_forward(s);
       for (std::uint64_t l = first; l < end; ++l) layer_forward(s, l, l == first && g > 0 ? in : std::vector<std::uint32_t>{});
       if (g == last_chunk()) head_forward(s);
       if (g < last_chunk()) send(s, g, j, true);
@@ -390,7 +389,7 @@ class StepLowerer {
     st.main_before_layer = st.main;
   }
 
-  void embedding_forward(std::uint64_t s, const std::vector<std::uint32_t>&) {
+  void embedding_forward(std::uint64_t s) {
     begin_layer(s);
     const auto gather = fsdp_gather(s, "embed.gather", embedding_bytes());
     Op op = named(OpKind::Elementwise, "embed");

@@ -107,7 +107,6 @@ struct Training {
   std::vector<Role> op_roles;        // per lowered op
   std::vector<int> op_stages;        // per lowered op: its pipeline stage (-1: a send between two)
   std::vector<int> chip_stage;       // per chip: its pipeline stage
-  std::vector<std::string> notes;    // what the lowering assumed, for reports
 };
 
 std::string schedule_name(Schedule s);
