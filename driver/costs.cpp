@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "base/error.hpp"
 #include "kernels/calibrated_matmul.hpp"
@@ -210,6 +211,13 @@ GpuChoice gpu_algorithm(const workloads::Op& op, const workloads::Workload& w, c
     if (f.time_s() < best.closed.time_s()) best = {a, f};
   }
   return best;
+}
+
+collectives::Schedule torus_schedule(const workloads::Op& op) {
+  if (op.algorithm.empty()) return collectives::Schedule::Balanced;
+  const std::optional<collectives::Schedule> s = collectives::parse_schedule(op.algorithm);
+  MESHSIM_ASSERT(s.has_value(), "a torus schedule the parser let through");
+  return *s;
 }
 
 collectives::ClosedForm communication_closed_form(const workloads::Op& op, const workloads::Workload& w,

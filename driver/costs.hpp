@@ -10,6 +10,7 @@
 #include "kernels/roofline.hpp"
 #include "sim/collectives/closed_form.hpp"
 #include "sim/collectives/gpu.hpp"
+#include "sim/collectives/schedule.hpp"
 #include "topology/torus.hpp"
 #include "workloads/workload.hpp"
 
@@ -31,6 +32,9 @@ struct GpuChoice {
 };
 GpuChoice gpu_algorithm(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus,
                         const topology::Fabric& fabric);  // `fabric` is w.make_fabric()
+
+// A torus collective's multi-axis schedule: the one the op names, else balanced.
+collectives::Schedule torus_schedule(const workloads::Op& op);
 
 collectives::ClosedForm communication_closed_form(const workloads::Op& op, const workloads::Workload& w,
                                                   const topology::Torus& torus);

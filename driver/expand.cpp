@@ -37,7 +37,9 @@ std::uint64_t estimate_torus_transfers(const workloads::Op& op, const topology::
     ring_hops += x;  // at most X hop transfers per chip and phase
     max_hops += x;
   }
-  const std::uint64_t parts = op.hw_axes.size();
+  const std::uint64_t parts = op.kind == OpKind::AllToAll || op.hw_axes.empty()
+                                  ? op.hw_axes.size()
+                                  : collectives::axis_order_part_bound(t, op.hw_axes, torus_schedule(op));
   switch (op.kind) {
     case OpKind::AllGather:
     case OpKind::ReduceScatter:
@@ -291,7 +293,7 @@ Expanded expand(const workloads::Workload& w, const topology::Torus& torus) {
           collectives::gpu::build(b, *fabric, torus, op.kind, (*estimator.choices())(op).algorithm, op.hw_axes,
                                   op.bytes, w.hardware.forward_chunk_bytes, ports);
         else
-          collectives::build(b, torus, op.kind, op.hw_axes, op.bytes, ports);
+          collectives::build(b, torus, op.kind, op.hw_axes, op.bytes, ports, torus_schedule(op));
         break;
       case OpKind::Send:
         for (const auto& [src, dst] : workloads::send_pairs(op)) {

@@ -49,7 +49,11 @@ std::string algorithm_name(const workloads::Op& op, const topology::Torus& torus
   const std::string shape = wrapped == static_cast<int>(op.hw_axes.size()) ? "bidirectional ring"
                             : wrapped == 0                                 ? "line"
                                                                            : "rings and lines";
-  return op.hw_axes.size() > 1 ? fmt::format("{}s, {} parts in rotated axis order", shape, op.hw_axes.size()) : shape;
+  if (op.hw_axes.size() < 2) return shape;
+  const collectives::detail::OrderPlan& plan =
+      collectives::axis_order_plan(torus, op.hw_axes, op.bytes, torus_schedule(op));
+  return fmt::format("{}s, {} parts {}", shape, plan.orders.size(),
+                     plan.equal ? "in rotated axis order" : "balanced over axis orders");
 }
 
 // Names and owners of chips and resources, for a torus or a GPU fabric.
@@ -300,6 +304,7 @@ std::vector<OpResult> op_results(const workloads::Workload& w, const topology::T
       o.bound_s = lb.time_s();
       o.bound_term = lb.binding();
       if (gpu && op.kind != OpKind::Send) o.algorithm = collectives::gpu::algorithm_name((*gpu)(op).algorithm);
+      if (!gpu) o.algorithm = op.algorithm;  // a torus schedule, when the op names one
       o.latency_s = f.latency_s;
       o.bandwidth_s = f.bandwidth_s;
       o.closed_s = f.time_s();

@@ -142,8 +142,17 @@ void Lowerer::lower_collective(const Cursor& c, Op op) {
   else
     c.only_keys({"name", "kind", "after", "axes", "array", "bytes", "out", "algorithm"});
   if (auto a = c.find("algorithm")) {
-    if (!w_.hardware.gpu) a->fail("'algorithm' chooses among GPU collective algorithms; TPU tori have one schedule each");
     op.algorithm = a->as_string();
+    // On a torus: how a gather or reduction over several axes shares its data
+    // among axis orders (sim/collectives/schedule.hpp); the GPU names are
+    // checked where the algorithms are chosen.
+    if (!w_.hardware.gpu) {
+      if (op.kind == OpKind::AllToAll)
+        a->fail("a TPU all_to_all has one schedule; 'algorithm' chooses the multi-axis schedule of all_gather, "
+                "reduce_scatter and all_reduce");
+      if (op.algorithm != "balanced" && op.algorithm != "equal")
+        a->fail(fmt::format("unknown torus schedule '{}' (known: balanced, equal)", op.algorithm));
+    }
   }
   const std::vector<std::uint32_t> after = op.deps;
   op.deps.clear();

@@ -1,9 +1,11 @@
 // AllGather over one or several axes.
 //
 // One axis: a bidirectional ring (wraparound) or a line (no wraparound), see
-// ring_phase.hpp. Several axes: the data is split into one part per axis; part p
-// gathers the axes in the order rotated by p, so at every phase each axis carries
-// one part and all axes' links work at once (the cheat sheet's N_axes factor).
+// ring_phase.hpp. Several axes: the data is split into parts, each gathering the
+// axes in its own order (schedule.hpp): the equal split's N rotations keep every
+// axis busy in every phase on a cube (the cheat sheet's N_axes factor); the
+// balanced split gives each order the share, and the stage, that evens out the
+// link classes, its parts in lock step.
 #include "sim/collectives/collective.hpp"
 #include "sim/collectives/ring_phase.hpp"
 
@@ -12,15 +14,17 @@ namespace meshsim::collectives {
 using namespace detail;
 
 void all_gather(ProgramBuilder& b, const Torus& t, std::span<const int> axes, std::uint64_t group_bytes,
-                const OpPorts& ports) {
+                const OpPorts& ports, Schedule schedule) {
   if (axes.empty()) return;
   std::uint64_t group = 1;
   for (int a : axes) group *= static_cast<std::uint64_t>(t.axis(a).size);
-  const std::uint64_t shard = ceil_div(group_bytes, group * axes.size());
-  for (std::size_t part = 0; part < axes.size(); ++part) {
-    const std::vector<Phase> phases = all_gather_phases(t, rotated(axes, part), shard);
-    run_phases(b, t, phases, ports);
+  const MultiAxisPlan plan = axis_order_parts(t, Kind::AllGather, axes, group_bytes, schedule);
+  std::vector<std::vector<Phase>> parts;
+  for (const AxisOrderPart& part : plan.parts) {
+    std::vector<Phase> phases = all_gather_phases(t, part.order, ceil_div(part.bytes, group));
+    parts.push_back(plan.lockstep ? staged(phases, part.first_stage, plan.stages) : std::move(phases));
   }
+  run_parts(b, t, parts, ports, plan.lockstep);
 }
 
 }  // namespace meshsim::collectives

@@ -1,6 +1,9 @@
-// AllReduce = ReduceScatter then AllGather. Part p reduces the axes in the order
-// rotated by p, then gathers them back in the reverse order; the parts run
-// concurrently, so every axis's links work in every phase.
+// AllReduce = ReduceScatter then AllGather. Each part reduces the axes in its
+// order (schedule.hpp), then gathers them back in the reverse order. Equal
+// split: the parts run concurrently, each on its own, so every axis's links
+// work in every phase. Balanced: the ReduceScatter's stages in lock step, then
+// the AllGather's (each part's gather at its gather stage), so the AllReduce
+// takes its ReduceScatter followed by its AllGather.
 #include <algorithm>
 
 #include "sim/collectives/collective.hpp"
@@ -11,17 +14,27 @@ namespace meshsim::collectives {
 using namespace detail;
 
 void all_reduce(ProgramBuilder& b, const Torus& t, std::span<const int> axes, std::uint64_t group_bytes,
-                const OpPorts& ports) {
+                const OpPorts& ports, Schedule schedule) {
   if (axes.empty()) return;
-  const std::uint64_t part = ceil_div(group_bytes, axes.size());
-  for (std::size_t p = 0; p < axes.size(); ++p) {
-    std::vector<int> order = rotated(axes, p);
-    std::vector<Phase> phases = reduce_scatter_phases(t, order, part);
-    std::reverse(order.begin(), order.end());
-    const std::vector<Phase> gather = all_gather_phases(t, order, phases.back().bytes);
-    phases.insert(phases.end(), gather.begin(), gather.end());
-    run_phases(b, t, phases, ports);
+  const MultiAxisPlan plan = axis_order_parts(t, Kind::AllReduce, axes, group_bytes, schedule);
+  const int n = static_cast<int>(axes.size());
+  std::vector<std::vector<Phase>> parts;
+  for (AxisOrderPart part : plan.parts) {
+    std::vector<Phase> phases = reduce_scatter_phases(t, part.order, part.bytes);
+    std::reverse(part.order.begin(), part.order.end());
+    const std::vector<Phase> gather = all_gather_phases(t, part.order, phases.back().bytes);
+    if (plan.lockstep) {
+      // The part reduces in stages [first, first + n) and gathers, mirrored, in
+      // stages [S + (S - n - first), ...) of the 2S.
+      std::vector<Phase> slots = staged(phases, part.first_stage, 2 * plan.stages);
+      std::copy(gather.begin(), gather.end(), slots.begin() + (2 * plan.stages - n - part.first_stage));
+      parts.push_back(std::move(slots));
+    } else {
+      phases.insert(phases.end(), gather.begin(), gather.end());
+      parts.push_back(std::move(phases));
+    }
   }
+  run_parts(b, t, parts, ports, plan.lockstep);
 }
 
 }  // namespace meshsim::collectives

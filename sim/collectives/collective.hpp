@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/op_kind.hpp"
+#include "sim/collectives/schedule.hpp"
 #include "sim/program.hpp"
 #include "topology/torus.hpp"
 
@@ -39,19 +40,19 @@ struct OpPorts {
 // `group_bytes` (V): bytes of the whole array within one group of chips that
 // share the collective: what each chip holds after an AllGather, before a
 // ReduceScatter, throughout an AllReduce; each chip holds V / group size before
-// an AllToAll.
+// an AllToAll. `schedule`: how several axes share the data (schedule.hpp).
 void all_gather(ProgramBuilder& b, const Torus& t, std::span<const int> axes, std::uint64_t group_bytes,
-                const OpPorts& ports);
+                const OpPorts& ports, Schedule schedule = Schedule::Balanced);
 void reduce_scatter(ProgramBuilder& b, const Torus& t, std::span<const int> axes, std::uint64_t group_bytes,
-                    const OpPorts& ports);
+                    const OpPorts& ports, Schedule schedule = Schedule::Balanced);
 void all_reduce(ProgramBuilder& b, const Torus& t, std::span<const int> axes, std::uint64_t group_bytes,
-                const OpPorts& ports);
+                const OpPorts& ports, Schedule schedule = Schedule::Balanced);
 void all_to_all(ProgramBuilder& b, const Torus& t, std::span<const int> axes, std::uint64_t group_bytes,
                 const OpPorts& ports);
 // Dispatches to one of the four above (kind AllGather, ReduceScatter, AllReduce
-// or AllToAll).
+// or AllToAll; the schedule applies to the first three).
 void build(ProgramBuilder& b, const Torus& t, Kind kind, std::span<const int> axes, std::uint64_t group_bytes,
-           const OpPorts& ports);
+           const OpPorts& ports, Schedule schedule = Schedule::Balanced);
 
 // Point-to-point: `bytes` from src to dst, split evenly over the edge-disjoint
 // dimension-order routes (one per rotation of the axes on which they differ).

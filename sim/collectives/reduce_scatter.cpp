@@ -1,5 +1,5 @@
-// ReduceScatter over one or several axes: the mirror of AllGather. Part p of the
-// data reduces the axes in the order rotated by p, largest chunks first.
+// ReduceScatter over one or several axes: the mirror of AllGather. Each part of
+// the data reduces the axes in its order (schedule.hpp), largest chunks first.
 #include "sim/collectives/collective.hpp"
 #include "sim/collectives/ring_phase.hpp"
 
@@ -8,10 +8,15 @@ namespace meshsim::collectives {
 using namespace detail;
 
 void reduce_scatter(ProgramBuilder& b, const Torus& t, std::span<const int> axes, std::uint64_t group_bytes,
-                    const OpPorts& ports) {
+                    const OpPorts& ports, Schedule schedule) {
   if (axes.empty()) return;
-  const std::uint64_t part = ceil_div(group_bytes, axes.size());
-  for (std::size_t p = 0; p < axes.size(); ++p) run_phases(b, t, reduce_scatter_phases(t, rotated(axes, p), part), ports);
+  const MultiAxisPlan plan = axis_order_parts(t, Kind::ReduceScatter, axes, group_bytes, schedule);
+  std::vector<std::vector<Phase>> parts;
+  for (const AxisOrderPart& part : plan.parts) {
+    std::vector<Phase> phases = reduce_scatter_phases(t, part.order, part.bytes);
+    parts.push_back(plan.lockstep ? staged(phases, part.first_stage, plan.stages) : std::move(phases));
+  }
+  run_parts(b, t, parts, ports, plan.lockstep);
 }
 
 }  // namespace meshsim::collectives

@@ -139,18 +139,35 @@ std::vector<int> rotated(std::span<const int> axes, std::size_t by) {
 namespace meshsim::collectives::detail {
 
 void run_phases(ProgramBuilder& b, const Torus& t, std::span<const Phase> phases, const OpPorts& ports) {
+  const std::vector<std::vector<Phase>> one{std::vector<Phase>(phases.begin(), phases.end())};
+  run_in_lockstep(b, t, one, ports);
+}
+
+void run_parts(ProgramBuilder& b, const Torus& t, std::span<const std::vector<Phase>> parts, const OpPorts& ports,
+               bool lockstep) {
+  if (lockstep) return run_in_lockstep(b, t, parts, ports);
+  for (const std::vector<Phase>& part : parts) run_phases(b, t, part, ports);
+}
+
+void run_in_lockstep(ProgramBuilder& b, const Torus& t, std::span<const std::vector<Phase>> parts,
+                     const OpPorts& ports) {
+  MESHSIM_ASSERT(!parts.empty(), "no parts to run");
+  const std::size_t stages = parts.front().size();
   std::vector<TaskId> in(ports.entry.begin(), ports.entry.end());
-  for (std::size_t k = 0; k < phases.size(); ++k) {
-    const bool last = k + 1 == phases.size();
+  for (std::size_t k = 0; k < stages; ++k) {
+    const bool last = k + 1 == stages;
     std::vector<TaskId> out = last ? std::vector<TaskId>(ports.exit.begin(), ports.exit.end())
                                    : make_joins(b, ports.entry, ports.op);
     for (ChipId c = 0; c < t.num_chips(); ++c)
       if (ports.active(c)) b.depend(in[c], out[c]);
-    const Phase& p = phases[k];
-    if (p.kind == PhaseKind::Gather)
-      all_gather_phase(b, t, p.axis, p.bytes, in, out, ports.op);
-    else
-      reduce_scatter_phase(b, t, p.axis, p.bytes, in, out, ports.op);
+    for (const std::vector<Phase>& part : parts) {
+      MESHSIM_ASSERT(part.size() == stages, "parts in lock step have as many phases");
+      const Phase& p = part[k];
+      if (p.kind == PhaseKind::Gather)
+        all_gather_phase(b, t, p.axis, p.bytes, in, out, ports.op);
+      else if (p.kind == PhaseKind::Reduce)
+        reduce_scatter_phase(b, t, p.axis, p.bytes, in, out, ports.op);
+    }
     in = std::move(out);
   }
 }
@@ -158,6 +175,13 @@ void run_phases(ProgramBuilder& b, const Torus& t, std::span<const Phase> phases
 }  // namespace meshsim::collectives::detail
 
 namespace meshsim::collectives::detail {
+
+std::vector<Phase> staged(std::span<const Phase> phases, int first, int stages) {
+  MESHSIM_ASSERT(first >= 0 && first + static_cast<int>(phases.size()) <= stages, "phases outside their stages");
+  std::vector<Phase> out(static_cast<std::size_t>(stages), Phase{PhaseKind::Idle, 0, 0});
+  std::copy(phases.begin(), phases.end(), out.begin() + first);
+  return out;
+}
 
 std::vector<Phase> all_gather_phases(const Torus& t, std::span<const int> order, std::uint64_t shard_bytes) {
   std::vector<Phase> phases;

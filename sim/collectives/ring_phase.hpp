@@ -42,7 +42,7 @@ std::vector<int> rotated(std::span<const int> axes, std::size_t by);
 
 namespace meshsim::collectives::detail {
 
-enum class PhaseKind { Gather, Reduce };
+enum class PhaseKind { Gather, Reduce, Idle };  // Idle: a part with nothing in this stage
 struct Phase {
   PhaseKind kind;
   int axis;
@@ -52,6 +52,19 @@ struct Phase {
 // Runs `phases` one after another on every chip, with a per-chip barrier between
 // them (a chip starts phase k+1 once it holds its phase-k result).
 void run_phases(ProgramBuilder& b, const Torus& t, std::span<const Phase> phases, const OpPorts& ports);
+
+// Runs several parts' phases with one barrier per chip between stages: a chip
+// starts every part's stage-k phase once it holds all parts' results of stage
+// k-1 (the balanced schedule's lock step: docs/MODEL.md). parts[i][k] is part
+// i's phase in stage k (Idle: none); every part has one entry per stage.
+void run_in_lockstep(ProgramBuilder& b, const Torus& t, std::span<const std::vector<Phase>> parts,
+                     const OpPorts& ports);
+// The parts in lock step, or each on its own (run_phases) when `lockstep` is false.
+void run_parts(ProgramBuilder& b, const Torus& t, std::span<const std::vector<Phase>> parts, const OpPorts& ports,
+               bool lockstep);
+
+// `phases` placed in `stages` slots from stage `first` on, Idle elsewhere.
+std::vector<Phase> staged(std::span<const Phase> phases, int first, int stages);
 
 // AllGather phases over `order`, starting from `shard_bytes` per chip; each phase
 // multiplies the shard by its axis size.

@@ -46,11 +46,11 @@ expect_error("meshsim: error: --bytes: arrays.json has no op with a \"bytes\" ke
              sweep arrays.json --bytes 1K)
 expect_error("meshsim: error: --mesh: '16' gives 1 size but the mesh of w.json has 2 axes" sweep w.json --mesh 16)
 # A point the parser refuses: the same line as `meshsim run` on it, with the point named.
-expect_error("meshsim: error: w.json:/ops/0/algorithm: 'algorithm' chooses among GPU collective algorithms; TPU tori have one schedule each (sweep point 0: algorithm=ring)"
+expect_error("meshsim: error: w.json:/ops/0/algorithm: unknown torus schedule 'ring' (known: balanced, equal) (sweep point 0: algorithm=ring)"
              sweep w.json --algorithm ring)
 expect_error("meshsim: error: w.json:/hardware/preset: unknown preset 'tpu-v9' (known: tpu-v4, tpu-v5e, tpu-v5p, tpu-v6e, a100-dgx, h100-dgx, h200-dgx, b200-dgx, gb200-nvl72) (sweep point 1: preset=tpu-v9)"
              sweep w.json --preset tpu-v5e,tpu-v9)
-expect_error("meshsim: error: --algorithm: expected ring, tree, nvls, hierarchical, direct or auto, got 'fastest'"
+expect_error("meshsim: error: --algorithm: expected ring, tree, nvls, hierarchical, direct, auto (GPU) or balanced, equal (TPU torus schedules), got 'fastest'"
              sweep w.json --algorithm fastest)
 expect_error("meshsim: error: --measured: needs --plot PREFIX" sweep w.json --measured bad.csv)
 expect_error("meshsim: error: --plot: needs a sweep over bytes (--bytes FROM:TO) of at least one collective or send"

@@ -31,12 +31,14 @@ bool is_collective(const std::string& kind) {
   return kind == "all_gather" || kind == "all_reduce" || kind == "reduce_scatter" || kind == "all_to_all";
 }
 
-// Whether --algorithm NAME is set on an op of this kind: ring on all-gathers,
-// reduce-scatters and all-reduces; tree, nvls and hierarchical on all-reduces;
-// direct on all-to-alls and all-reduces; auto on every collective.
+// Whether --algorithm NAME is set on an op of this kind: ring (GPU) and the
+// torus schedules balanced and equal on all-gathers, reduce-scatters and
+// all-reduces; tree, nvls and hierarchical on all-reduces; direct on
+// all-to-alls and all-reduces; auto on every collective.
 bool algorithm_fits(const std::string& algorithm, const std::string& kind) {
   if (algorithm == "auto") return is_collective(kind);
-  if (algorithm == "ring") return kind == "all_gather" || kind == "reduce_scatter" || kind == "all_reduce";
+  if (algorithm == "ring" || algorithm == "balanced" || algorithm == "equal")
+    return kind == "all_gather" || kind == "reduce_scatter" || kind == "all_reduce";
   if (algorithm == "direct") return kind == "all_to_all" || kind == "all_reduce";
   return kind == "all_reduce";
 }
@@ -172,8 +174,10 @@ std::vector<int> parse_mesh_shape(const std::string& text) {
 
 Sweep::Sweep(SweepSpec spec) : spec_(std::move(spec)) {
   for (const std::string& a : spec_.algorithms)
-    if (a != "auto" && a != "ring" && a != "tree" && a != "nvls" && a != "hierarchical" && a != "direct")
-      throw Error("--algorithm: expected ring, tree, nvls, hierarchical, direct or auto, got '" + a + "'");
+    if (a != "auto" && a != "ring" && a != "tree" && a != "nvls" && a != "hierarchical" && a != "direct" &&
+        a != "balanced" && a != "equal")
+      throw Error("--algorithm: expected ring, tree, nvls, hierarchical, direct, auto (GPU) or balanced, equal (TPU "
+                  "torus schedules), got '" + a + "'");
   if (!spec_.workload.empty()) {
     if (!spec_.op_kind.empty() || !spec_.op_axes.empty())
       throw Error("--op and --axes describe a collective instead of a WORKLOAD file; give one or the other");

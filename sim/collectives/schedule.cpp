@@ -1,0 +1,308 @@
+#include "sim/collectives/schedule.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+#include <utility>
+
+#include "base/error.hpp"
+
+namespace meshsim::collectives {
+
+const char* schedule_name(Schedule s) { return s == Schedule::Equal ? "equal" : "balanced"; }
+
+std::optional<Schedule> parse_schedule(std::string_view name) {
+  if (name == "balanced") return Schedule::Balanced;
+  if (name == "equal") return Schedule::Equal;
+  return std::nullopt;
+}
+
+namespace detail {
+
+std::optional<std::vector<double>> maximize(const std::vector<std::vector<double>>& a, std::span<const double> b,
+                                            std::span<const double> c) {
+  constexpr double kEps = 1e-12;
+  const std::size_t rows = a.size(), vars = c.size(), cols = vars + rows + 1, rhs = cols - 1;
+  // Tableau: one row per constraint (with its slack), then the objective row
+  // holding -c (reduced costs); the basis starts at the slacks.
+  std::vector<std::vector<double>> t(rows + 1, std::vector<double>(cols, 0.0));
+  std::vector<std::size_t> basis(rows);
+  for (std::size_t i = 0; i < rows; ++i) {
+    MESHSIM_ASSERT(a[i].size() == vars && b[i] >= 0, "simplex: malformed program");
+    std::copy(a[i].begin(), a[i].end(), t[i].begin());
+    t[i][vars + i] = 1;
+    t[i][rhs] = b[i];
+    basis[i] = vars + i;
+  }
+  for (std::size_t j = 0; j < vars; ++j) t[rows][j] = -c[j];
+  for (;;) {
+    // Bland's rule: the entering column is the first that improves, the
+    // leaving row the first (by basic variable) of the tightest ratio.
+    std::size_t enter = cols;
+    for (std::size_t j = 0; j < rhs && enter == cols; ++j)
+      if (t[rows][j] < -kEps) enter = j;
+    if (enter == cols) break;
+    std::size_t leave = rows;
+    double best = 0;
+    for (std::size_t i = 0; i < rows; ++i) {
+      if (t[i][enter] <= kEps) continue;
+      const double ratio = t[i][rhs] / t[i][enter];
+      if (leave == rows || ratio < best - kEps || (ratio <= best + kEps && basis[i] < basis[leave]))
+        leave = i, best = ratio;
+    }
+    if (leave == rows) return std::nullopt;  // unbounded
+    const double pivot = t[leave][enter];
+    for (double& v : t[leave]) v /= pivot;
+    for (std::size_t i = 0; i <= rows; ++i) {
+      if (i == leave || t[i][enter] == 0) continue;
+      const double f = t[i][enter];
+      for (std::size_t j = 0; j < cols; ++j) t[i][j] -= f * t[leave][j];
+    }
+    basis[leave] = enter;
+  }
+  std::vector<double> x(vars, 0.0);
+  for (std::size_t i = 0; i < rows; ++i)
+    if (basis[i] < vars) x[basis[i]] = std::max(0.0, t[i][rhs]);
+  return x;
+}
+
+namespace {
+
+// Time of phase `k` of the AllGather in `order`, per unit of V over one link's
+// bandwidth: (X - 1) shards of V/P times the axes gathered before, over the
+// chip's links on that axis (two on a ring, one at the end of a line).
+double phase_coefficient(std::span<const topology::AxisSpec> axes, std::span<const int> order, std::size_t k,
+                         double p) {
+  double before = 1;
+  for (std::size_t j = 0; j < k; ++j) before *= axes[static_cast<std::size_t>(order[j])].size;
+  const topology::AxisSpec& a = axes[static_cast<std::size_t>(order[k])];
+  return (a.size - 1) * before / (p * (a.wraparound ? 2.0 : 1.0));
+}
+
+// Hops of one ring phase: half a ring, or a whole line.
+int phase_hops(const topology::AxisSpec& a) { return a.wraparound ? a.size / 2 : a.size - 1; }
+
+// Fills in a plan's stage count, lock-step time and latency from its parts.
+void measure(std::span<const topology::AxisSpec> axes, double p, OrderPlan& plan) {
+  const std::size_t n = axes.size();
+  plan.stages = 0;
+  for (int o : plan.offsets) plan.stages = std::max(plan.stages, o + static_cast<int>(n));
+  plan.lockstep_time = 0;
+  plan.latency_hops = 0;
+  for (int s = 0; s < plan.stages; ++s) {
+    std::vector<double> load(n, 0.0);
+    int hops = 0;
+    for (std::size_t i = 0; i < plan.orders.size(); ++i) {
+      const int k = s - plan.offsets[i];
+      if (k < 0 || k >= static_cast<int>(n)) continue;
+      const auto axis = static_cast<std::size_t>(plan.orders[i][static_cast<std::size_t>(k)]);
+      load[axis] += plan.fractions[i] * phase_coefficient(axes, plan.orders[i], static_cast<std::size_t>(k), p);
+      hops = std::max(hops, phase_hops(axes[axis]));
+    }
+    plan.lockstep_time += *std::max_element(load.begin(), load.end());
+    plan.latency_hops += hops;
+  }
+}
+
+OrderPlan equal_plan(std::span<const topology::AxisSpec> axes, double p) {
+  const std::size_t n = axes.size();
+  OrderPlan plan;
+  plan.equal = true;
+  for (std::size_t r = 0; r < n; ++r) {
+    std::vector<int> order(n);
+    for (std::size_t i = 0; i < n; ++i) order[i] = static_cast<int>((i + r) % n);
+    plan.orders.push_back(std::move(order));
+    plan.offsets.push_back(0);
+    plan.fractions.push_back(1.0 / static_cast<double>(n));
+  }
+  measure(axes, p, plan);
+  return plan;
+}
+
+double group_size(std::span<const topology::AxisSpec> axes) {
+  double p = 1;
+  for (const topology::AxisSpec& a : axes) {
+    MESHSIM_ASSERT(a.size > 1, "axis orders over an axis of size 1");
+    p *= a.size;
+  }
+  return p;
+}
+
+}  // namespace
+
+OrderPlan plan_orders(std::span<const topology::AxisSpec> axes, int max_offset) {
+  MESHSIM_ASSERT(!axes.empty() && max_offset >= 0, "plan_orders: no axes");
+  const std::size_t n = axes.size();
+  const double p = group_size(axes);
+
+  // Every order of the axes, starting at every stage up to max_offset, is a
+  // candidate part.
+  std::vector<std::vector<int>> orders;
+  std::vector<int> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  do orders.push_back(order);
+  while (std::next_permutation(order.begin(), order.end()));
+  struct Candidate {
+    std::size_t order;
+    int offset;
+  };
+  std::vector<Candidate> parts;
+  for (int d = 0; d <= max_offset; ++d)
+    for (std::size_t o = 0; o < orders.size(); ++o) parts.push_back({o, d});
+  const std::size_t m = parts.size(), stages = n + static_cast<std::size_t>(max_offset);
+
+  // Variables: f_i (one per candidate), then T_s (one per stage). The program
+  // is scaled so that its optimum is 1 / (the lock-step time): maximise sum f
+  // subject to (load of axis a in stage s) - T_s <= 0 and sum T <= 1.
+  std::vector<std::vector<double>> a;
+  std::vector<double> b;
+  for (std::size_t s = 0; s < stages; ++s) {
+    for (std::size_t axis = 0; axis < n; ++axis) {
+      std::vector<double> row(m + stages, 0.0);
+      for (std::size_t i = 0; i < m; ++i) {
+        const auto k = static_cast<std::ptrdiff_t>(s) - parts[i].offset;
+        if (k < 0 || k >= static_cast<std::ptrdiff_t>(n)) continue;
+        const std::vector<int>& o = orders[parts[i].order];
+        if (static_cast<std::size_t>(o[static_cast<std::size_t>(k)]) == axis)
+          row[i] = phase_coefficient(axes, o, static_cast<std::size_t>(k), p);
+      }
+      row[m + s] = -1;
+      a.push_back(std::move(row));
+      b.push_back(0);
+    }
+  }
+  std::vector<double> sum_t(m + stages, 0.0);
+  std::fill(sum_t.begin() + static_cast<std::ptrdiff_t>(m), sum_t.end(), 1.0);
+  a.push_back(std::move(sum_t));
+  b.push_back(1);
+  std::vector<double> c(m + stages, 0.0);
+  std::fill(c.begin(), c.begin() + static_cast<std::ptrdiff_t>(m), 1.0);
+  const std::optional<std::vector<double>> x = maximize(a, b, c);
+  MESHSIM_ASSERT(x.has_value(), "plan_orders: the program is bounded");
+  double z = 0;
+  for (std::size_t i = 0; i < m; ++i) z += (*x)[i];
+  MESHSIM_ASSERT(z > 0, "plan_orders: the program has a positive optimum");
+
+  // Parts too small to matter are dropped (each costs a full set of transfers).
+  OrderPlan plan;
+  double kept = 0;
+  for (std::size_t i = 0; i < m; ++i)
+    if ((*x)[i] / z >= 1e-6) kept += (*x)[i];
+  for (std::size_t i = 0; i < m; ++i) {
+    if ((*x)[i] / z < 1e-6) continue;
+    plan.orders.push_back(orders[parts[i].order]);
+    plan.offsets.push_back(parts[i].offset);
+    plan.fractions.push_back((*x)[i] / kept);
+  }
+  // Stages no part uses at the start are dropped.
+  const int first = *std::min_element(plan.offsets.begin(), plan.offsets.end());
+  for (int& o : plan.offsets) o -= first;
+  measure(axes, p, plan);
+  return plan;
+}
+
+std::vector<OrderPlan> candidate_plans(std::span<const topology::AxisSpec> axes, Schedule s) {
+  std::vector<OrderPlan> plans{equal_plan(axes, group_size(axes))};
+  if (s == Schedule::Equal || axes.size() == 1) return plans;
+  for (int d = 0; d < static_cast<int>(axes.size()); ++d) {
+    OrderPlan plan = plan_orders(axes, d);
+    // Only plans that move the data faster than every one before them.
+    bool better = true;
+    for (const OrderPlan& q : plans) better = better && plan.lockstep_time < q.lockstep_time * (1 - 1e-9);
+    if (better) plans.push_back(std::move(plan));
+  }
+  return plans;
+}
+
+}  // namespace detail
+
+namespace {
+
+// A training step has thousands of collectives over the same few axis sets.
+const std::vector<detail::OrderPlan>& cached_plans(const topology::Torus& t, std::span<const int> axes, Schedule s) {
+  using Key = std::pair<std::vector<std::pair<int, bool>>, Schedule>;
+  thread_local std::map<Key, std::vector<detail::OrderPlan>> cache;
+  Key key{{}, s};
+  std::vector<topology::AxisSpec> specs;
+  for (int a : axes) {
+    specs.push_back(t.axis(a));
+    key.first.emplace_back(t.axis(a).size, t.axis(a).wraparound);
+  }
+  auto it = cache.find(key);
+  if (it == cache.end()) it = cache.emplace(key, detail::candidate_plans(specs, s)).first;
+  return it->second;
+}
+
+}  // namespace
+
+const detail::OrderPlan& axis_order_plan(const topology::Torus& t, std::span<const int> axes, std::uint64_t group_bytes,
+                                         Schedule s) {
+  MESHSIM_ASSERT(!axes.empty(), "axis orders of no axes");
+  const std::vector<detail::OrderPlan>& plans = cached_plans(t, axes, s);
+  // The plan that finishes first by its lock-step estimate: the data over one
+  // link's bandwidth plus a hop latency per hop of every stage (more stages
+  // balance the links better but add latency); ties to the earlier plan.
+  const double v_over_b = static_cast<double>(group_bytes) / static_cast<double>(t.link_spec().bandwidth_bytes_per_s);
+  const double alpha = t.link_spec().latency.seconds();
+  const detail::OrderPlan* best = &plans.front();
+  double best_s = 0;
+  for (const detail::OrderPlan& plan : plans) {
+    const double est = plan.lockstep_time * v_over_b + plan.latency_hops * alpha;
+    if (&plan == &plans.front() || est < best_s * (1 - 1e-9)) best = &plan, best_s = est;
+  }
+  return *best;
+}
+
+std::size_t axis_order_part_bound(const topology::Torus& t, std::span<const int> axes, Schedule s) {
+  std::size_t most = 0;
+  for (const detail::OrderPlan& plan : cached_plans(t, axes, s)) most = std::max(most, plan.orders.size());
+  return most;
+}
+
+MultiAxisPlan axis_order_parts(const topology::Torus& t, OpKind kind, std::span<const int> axes,
+                               std::uint64_t group_bytes, Schedule s) {
+  MESHSIM_ASSERT(kind == OpKind::AllGather || kind == OpKind::ReduceScatter || kind == OpKind::AllReduce,
+                 "axis orders for a gather or reduction");
+  MultiAxisPlan out;
+  if (axes.empty()) return out;
+  const detail::OrderPlan& plan = axis_order_plan(t, axes, group_bytes, s);
+  out.stages = plan.stages;
+  out.lockstep = !plan.equal;
+  // The plan's orders are gather orders: a reduction runs them reversed (the
+  // same phases, backwards in time, so a part starting at gather stage d
+  // starts reducing at stage stages - n - d), except the equal split's
+  // rotations, which reduce in rotated order as they always did (on a cube,
+  // the same times).
+  const bool reversed = !plan.equal && kind != OpKind::AllGather;
+  const int n = static_cast<int>(axes.size());
+  const auto part = [&](std::size_t i, std::uint64_t bytes) {
+    AxisOrderPart p;
+    for (int a : plan.orders[i]) p.order.push_back(axes[static_cast<std::size_t>(a)]);
+    if (reversed) std::reverse(p.order.begin(), p.order.end());
+    p.first_stage = reversed ? plan.stages - n - plan.offsets[i] : plan.offsets[i];
+    p.bytes = bytes;
+    return p;
+  };
+  if (plan.equal) {
+    const std::uint64_t k = plan.orders.size();
+    for (std::size_t i = 0; i < plan.orders.size(); ++i) out.parts.push_back(part(i, (group_bytes + k - 1) / k));
+    return out;
+  }
+  // Cumulative rounding: the parts add up to V exactly.
+  const double v = static_cast<double>(group_bytes);
+  double cumulative = 0;
+  std::uint64_t given = 0;
+  for (std::size_t i = 0; i < plan.orders.size(); ++i) {
+    cumulative += plan.fractions[i];
+    const bool last = i + 1 == plan.orders.size();
+    const std::uint64_t upto =
+        last ? group_bytes : std::min(group_bytes, static_cast<std::uint64_t>(std::llround(cumulative * v)));
+    if (upto <= given) continue;
+    out.parts.push_back(part(i, upto - given));
+    given = upto;
+  }
+  return out;
+}
+
+}  // namespace meshsim::collectives

@@ -1,0 +1,94 @@
+#pragma once
+// How a multi-axis AllGather, ReduceScatter or AllReduce divides its data among
+// axis orders (docs/MODEL.md, "Balanced multi-axis schedules").
+//
+// A part of the data runs one phase per axis, in its order, a chip starting
+// phase k+1 once it holds its phase-k result. Phase k of an AllGather in order
+// pi moves (X_pi_k - 1) * prod_{j<k} X_pi_j shards of V/P per chip, over the two
+// link directions of a ring or the one link into the end of a line. A
+// ReduceScatter in order pi is the AllGather in the reverse order run backwards;
+// an AllReduce is that ReduceScatter followed by the AllGather.
+//
+//  - Equal: N parts of V/N, part p in the axis order rotated by p (the cheat
+//    sheet's V/(W N_axes) on a cube: every phase keeps every axis busy).
+//  - Balanced (the default): the fraction of V given to each of the N! axis
+//    orders solves a linear program that minimises the sum over phases k of the
+//    busiest link's time in phase k (every part's phase k run in lock step),
+//    so that every axis carries its share of every phase: on a cube it is the
+//    equal split, which is then used as is; on 4x4x8 or a line beside a ring it
+//    shifts data to the orders that load the short or slow axes late.
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "base/op_kind.hpp"
+#include "topology/torus.hpp"
+
+namespace meshsim::collectives {
+
+enum class Schedule : std::uint8_t { Balanced, Equal };
+
+const char* schedule_name(Schedule s);
+std::optional<Schedule> parse_schedule(std::string_view name);
+
+// One part of a multi-axis collective: `bytes` of V taken through the axes in
+// `order`: the gather order of an AllGather, the reduction order of a
+// ReduceScatter or AllReduce (whose gathers then run it reversed).
+struct AxisOrderPart {
+  std::vector<int> order;  // hardware axes
+  std::uint64_t bytes = 0;
+  int first_stage = 0;  // lock step: the stage of its first phase (its reduction's, for an AllReduce)
+};
+struct MultiAxisPlan {
+  std::vector<AxisOrderPart> parts;
+  int stages = 0;         // of one AllGather or ReduceScatter (an AllReduce runs 2 x stages)
+  bool lockstep = false;  // the parts share a barrier per chip between stages (else each runs on its own)
+};
+
+// The parts of a `kind` (AllGather, ReduceScatter or AllReduce) collective of
+// V = `group_bytes` over `axes` (each of size > 1). Balanced: the bytes add up
+// to V. Equal: N parts of ceil(V/N), part p in the axes rotated by p, as the
+// schedule always had.
+MultiAxisPlan axis_order_parts(const topology::Torus& t, OpKind kind, std::span<const int> axes,
+                               std::uint64_t group_bytes, Schedule s);
+
+namespace detail {
+
+// A plan: each gather order (indices into the axes) with the stage its first
+// phase runs in and its fraction of V; the stages' bandwidth time, the sum over
+// stages of the busiest link's time in V / (one link's bandwidth), and their
+// latency, the sum over stages of the longest phase's hops.
+struct OrderPlan {
+  std::vector<std::vector<int>> orders;
+  std::vector<int> offsets;
+  std::vector<double> fractions;  // add up to 1
+  int stages = 0;
+  double lockstep_time = 0;
+  double latency_hops = 0;
+  bool equal = false;  // the equal split (rotations, each part on its own)
+};
+// The linear program's plan with parts starting at stages 0..max_offset.
+OrderPlan plan_orders(std::span<const topology::AxisSpec> axes, int max_offset);
+// The equal split first, then (Balanced) the linear program's plans for
+// max_offset = 0, 1, ..., N-1 that move data faster than every plan before them.
+std::vector<OrderPlan> candidate_plans(std::span<const topology::AxisSpec> axes, Schedule s);
+
+// maximize c.x subject to A x <= b, x >= 0, with b >= 0 (so x = 0 is feasible);
+// dense tableau simplex with Bland's rule (no cycling). Returns x, or nothing
+// when the program is unbounded.
+std::optional<std::vector<double>> maximize(const std::vector<std::vector<double>>& a, std::span<const double> b,
+                                            std::span<const double> c);
+
+}  // namespace detail
+
+// The plan axis_order_parts uses for V = `group_bytes`: of the (memoized)
+// candidates, the one with the least bandwidth time x V / b + latency hops x
+// hop latency.
+const detail::OrderPlan& axis_order_plan(const topology::Torus& t, std::span<const int> axes, std::uint64_t group_bytes,
+                                         Schedule s);
+// The most parts any V gives (the run-size estimate).
+std::size_t axis_order_part_bound(const topology::Torus& t, std::span<const int> axes, Schedule s);
+
+}  // namespace meshsim::collectives

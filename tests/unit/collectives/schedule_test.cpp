@@ -1,0 +1,158 @@
+// The multi-axis schedules (sim/collectives/schedule.hpp): the simplex, the
+// plans, and the balanced schedule's simulated time against the per-chip
+// ingress bound on shapes that are not cubes.
+#include <catch2/catch.hpp>
+
+#include <numeric>
+
+#include "harness.hpp"
+#include "sim/collectives/ring_phase.hpp"
+#include "sim/collectives/schedule.hpp"
+
+using namespace meshsim;
+using namespace meshsim::test;
+using collectives::Schedule;
+
+namespace {
+
+// V (1 - 1/P) over the links into the chip with the fewest (two per ring axis,
+// one per line), one-way bandwidth kB; doubled for an AllReduce.
+double ingress_bound(const Torus& t, Kind kind, double v) {
+  double p = 1, links = 0;
+  for (int a = 0; a < t.num_axes(); ++a) {
+    p *= t.axis(a).size;
+    links += t.axis(a).wraparound ? 2 : 1;
+  }
+  return (kind == Kind::AllReduce ? 2 : 1) * v * (p - 1) / p / (links * kB);
+}
+
+std::vector<int> all_axes(const Torus& t) {
+  std::vector<int> axes(static_cast<std::size_t>(t.num_axes()));
+  std::iota(axes.begin(), axes.end(), 0);
+  return axes;
+}
+
+double simulate_with(const Torus& t, Kind kind, std::uint64_t v, Schedule s) {
+  const std::vector<int> axes = all_axes(t);
+  return run(t, 1, [&](sim::ProgramBuilder& b, const auto& ports) { collectives::build(b, t, kind, axes, v, ports[0], s); })
+      .makespan.seconds();
+}
+
+}  // namespace
+
+TEST_CASE("Simplex: a small program's optimum; unbounded is reported", "[collectives][schedule]") {
+  // max x + y s.t. x + 2y <= 4, 3x + y <= 6: the vertex (1.6, 1.2).
+  const auto x = collectives::detail::maximize({{1, 2}, {3, 1}}, std::vector<double>{4, 6}, std::vector<double>{1, 1});
+  REQUIRE(x.has_value());
+  CHECK((*x)[0] == Approx(1.6));
+  CHECK((*x)[1] == Approx(1.2));
+  // A degenerate start (b = 0 rows) terminates under Bland's rule.
+  const auto d = collectives::detail::maximize({{1, -1}, {-1, 1}, {1, 1}}, std::vector<double>{0, 0, 2},
+                                               std::vector<double>{1, 2});
+  REQUIRE(d.has_value());
+  CHECK((*d)[0] == Approx(1));
+  CHECK((*d)[1] == Approx(1));
+  CHECK_FALSE(collectives::detail::maximize({{1, -1}}, std::vector<double>{1}, std::vector<double>{1, 1}).has_value());
+}
+
+TEST_CASE("Schedule plans: cubes keep the equal split; other shapes balance within 2% of the bound",
+          "[collectives][schedule]") {
+  using topology::AxisSpec;
+  for (const std::vector<AxisSpec>& cube : {std::vector<AxisSpec>{{4, true}, {4, true}, {4, true}},
+                                           std::vector<AxisSpec>{{16, true}, {16, true}},
+                                           std::vector<AxisSpec>{{8, false}, {8, false}}}) {
+    const auto plans = collectives::detail::candidate_plans(cube, Schedule::Balanced);
+    CHECK(plans.size() == 1);
+    CHECK(plans.front().equal);
+  }
+  struct Shape {
+    std::vector<AxisSpec> axes;
+    double within;  // of the ingress bound, in the lock-step estimate
+  };
+  for (const Shape& s : {Shape{{{4, true}, {4, true}, {8, true}}, 1.02}, Shape{{{4, true}, {4, true}, {28, true}}, 1.02},
+                         Shape{{{16, true}, {20, true}, {28, true}}, 1.01}, Shape{{{8, false}, {16, true}}, 1.01},
+                         Shape{{{4, false}, {8, false}}, 1.03}}) {
+    double p = 1, links = 0;
+    for (const AxisSpec& a : s.axes) p *= a.size, links += a.wraparound ? 2 : 1;
+    const double bound = (p - 1) / p / links;  // in V / b
+    const auto plans = collectives::detail::candidate_plans(s.axes, Schedule::Balanced);
+    const collectives::detail::OrderPlan& best = plans.back();
+    INFO("axes " << s.axes.size() << " first size " << s.axes.front().size << " last " << s.axes.back().size);
+    CHECK_FALSE(best.equal);
+    CHECK(best.lockstep_time >= bound * (1 - 1e-9));  // no plan beats the bound
+    CHECK(best.lockstep_time <= s.within * bound);
+    CHECK(std::accumulate(best.fractions.begin(), best.fractions.end(), 0.0) == Approx(1));
+    // The equal split is worse on every one of these shapes.
+    CHECK(plans.front().lockstep_time > best.lockstep_time * 1.01);
+  }
+}
+
+TEST_CASE("Schedule parts: bytes add up to V; the equal split is N rotations of ceil(V/N)", "[collectives][schedule]") {
+  const Torus t = torus({{4, true}, {4, true}, {8, true}});
+  const std::vector<int> axes{0, 1, 2};
+  for (std::uint64_t v : {std::uint64_t{1} << 30, std::uint64_t{1000003}, std::uint64_t{7}}) {
+    for (Kind kind : {Kind::AllGather, Kind::ReduceScatter, Kind::AllReduce}) {
+      const collectives::MultiAxisPlan plan = collectives::axis_order_parts(t, kind, axes, v, Schedule::Balanced);
+      std::uint64_t sum = 0;
+      for (const auto& part : plan.parts) {
+        CHECK(part.bytes > 0);
+        CHECK(part.order.size() == 3);
+        CHECK(part.first_stage >= 0);
+        CHECK(part.first_stage + 3 <= plan.stages);
+        sum += part.bytes;
+      }
+      CHECK(sum == v);
+      const collectives::MultiAxisPlan eq = collectives::axis_order_parts(t, kind, axes, v, Schedule::Equal);
+      REQUIRE(eq.parts.size() == 3);
+      CHECK_FALSE(eq.lockstep);
+      for (std::size_t p = 0; p < 3; ++p) {
+        CHECK(eq.parts[p].bytes == (v + 2) / 3);
+        CHECK(eq.parts[p].order == collectives::detail::rotated(axes, p));
+      }
+    }
+  }
+  // Large V: lock step over a balanced plan. Small V: the latency of extra
+  // stages outweighs the balance, and the plan has the fewest stages.
+  CHECK(collectives::axis_order_parts(t, Kind::AllGather, axes, std::uint64_t{1} << 30, Schedule::Balanced).lockstep);
+  CHECK(collectives::axis_order_parts(t, Kind::AllGather, axes, 64, Schedule::Balanced).stages == 3);
+}
+
+TEST_CASE("Balanced schedule: on a cube the same program as the equal split", "[collectives][schedule]") {
+  for (const Torus& t : {torus({{4, true}, {4, true}, {4, true}}), torus({{8, false}, {8, false}})}) {
+    for (Kind kind : {Kind::AllGather, Kind::ReduceScatter, Kind::AllReduce}) {
+      const std::vector<int> axes = all_axes(t);
+      const auto build = [&](Schedule s) {
+        return run(t, 1, [&](sim::ProgramBuilder& b, const auto& ports) {
+          collectives::build(b, t, kind, axes, 3ull << 24, ports[0], s);
+        });
+      };
+      const Outcome balanced = build(Schedule::Balanced), equal = build(Schedule::Equal);
+      CHECK(balanced.makespan == equal.makespan);
+      CHECK(balanced.link_bytes == equal.link_bytes);
+      CHECK(balanced.max_link_bytes == equal.max_link_bytes);
+    }
+  }
+}
+
+TEST_CASE("Balanced schedule: simulated within 3% of the ingress bound where the equal split is not",
+          "[collectives][schedule]") {
+  constexpr std::uint64_t kV = std::uint64_t{1} << 30;
+  for (const Torus& t : {torus({{4, true}, {4, true}, {8, true}}), torus({{4, true}, {4, true}, {12, true}}),
+                         torus({{8, false}, {16, true}}), torus({{4, false}, {8, false}})}) {
+    INFO(t.shape_string());
+    double sum_rs_ag = 0;
+    for (Kind kind : {Kind::ReduceScatter, Kind::AllGather, Kind::AllReduce}) {
+      INFO(kind_name(kind));
+      const double bound = ingress_bound(t, kind, static_cast<double>(kV));
+      const double balanced = simulate_with(t, kind, kV, Schedule::Balanced);
+      CHECK(balanced >= bound);
+      CHECK(balanced <= 1.03 * bound);
+      CHECK(simulate_with(t, kind, kV, Schedule::Equal) > 1.05 * bound);
+      // The AllReduce is never slower than its ReduceScatter then its AllGather.
+      if (kind == Kind::AllReduce)
+        CHECK(balanced <= sum_rs_ag * (1 + 1e-9));
+      else
+        sum_rs_ag += balanced;
+    }
+  }
+}
