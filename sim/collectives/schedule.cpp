@@ -22,7 +22,7 @@ namespace detail {
 
 std::optional<std::vector<double>> maximize(const std::vector<std::vector<double>>& a, std::span<const double> b,
                                             std::span<const double> c) {
-  constexpr double kEps = 1e-12;
+  constexpr double kEps = 1e-12, kPivot = 1e-9;
   const std::size_t rows = a.size(), vars = c.size(), cols = vars + rows + 1, rhs = cols - 1;
   // Tableau: one row per constraint (with its slack), then the objective row
   // holding -c (reduced costs); the basis starts at the slacks.
@@ -39,25 +39,41 @@ std::optional<std::vector<double>> maximize(const std::vector<std::vector<double
   for (;;) {
     // Bland's rule: the entering column is the first that improves, the
     // leaving row the first (by basic variable) of the tightest ratio.
+    // A column whose entries are all at most kPivot cannot enter: at an exact
+    // optimum of a bounded program such a column has only rounding residue
+    // left; one that improves with no bound at all is reported as unbounded.
     std::size_t enter = cols;
-    for (std::size_t j = 0; j < rhs && enter == cols; ++j)
-      if (t[rows][j] < -kEps) enter = j;
-    if (enter == cols) break;
+    bool unbounded = false;
+    for (std::size_t j = 0; j < rhs && enter == cols; ++j) {
+      if (t[rows][j] >= -kEps) continue;
+      double most = 0;
+      for (std::size_t i = 0; i < rows; ++i) most = std::max(most, t[i][j]);
+      if (most > kPivot)
+        enter = j;
+      else if (most <= 0)
+        unbounded = true;
+    }
+    if (enter == cols) {
+      if (unbounded) return std::nullopt;
+      break;
+    }
     std::size_t leave = rows;
     double best = 0;
     for (std::size_t i = 0; i < rows; ++i) {
-      if (t[i][enter] <= kEps) continue;
+      if (t[i][enter] <= kPivot) continue;
       const double ratio = t[i][rhs] / t[i][enter];
       if (leave == rows || ratio < best - kEps || (ratio <= best + kEps && basis[i] < basis[leave]))
         leave = i, best = ratio;
     }
-    if (leave == rows) return std::nullopt;  // unbounded
     const double pivot = t[leave][enter];
     for (double& v : t[leave]) v /= pivot;
     for (std::size_t i = 0; i <= rows; ++i) {
       if (i == leave || t[i][enter] == 0) continue;
       const double f = t[i][enter];
-      for (std::size_t j = 0; j < cols; ++j) t[i][j] -= f * t[leave][j];
+      for (std::size_t j = 0; j < cols; ++j) {
+        t[i][j] -= f * t[leave][j];
+        if (std::abs(t[i][j]) < kEps) t[i][j] = 0;  // rounding residue, not a coefficient
+      }
     }
     basis[leave] = enter;
   }
@@ -131,7 +147,7 @@ double group_size(std::span<const topology::AxisSpec> axes) {
 
 }  // namespace
 
-OrderPlan plan_orders(std::span<const topology::AxisSpec> axes, int max_offset) {
+std::optional<OrderPlan> plan_orders(std::span<const topology::AxisSpec> axes, int max_offset) {
   MESHSIM_ASSERT(!axes.empty() && max_offset >= 0, "plan_orders: no axes");
   const std::size_t n = axes.size();
   const double p = group_size(axes);
@@ -178,11 +194,14 @@ OrderPlan plan_orders(std::span<const topology::AxisSpec> axes, int max_offset) 
   b.push_back(1);
   std::vector<double> c(m + stages, 0.0);
   std::fill(c.begin(), c.begin() + static_cast<std::ptrdiff_t>(m), 1.0);
+  // The program is bounded (every part loads some stage, and the stages add
+  // up to at most 1); a failure can only be rounding, and then this offset
+  // gives no plan.
   const std::optional<std::vector<double>> x = maximize(a, b, c);
-  MESHSIM_ASSERT(x.has_value(), "plan_orders: the program is bounded");
+  if (!x) return std::nullopt;
   double z = 0;
   for (std::size_t i = 0; i < m; ++i) z += (*x)[i];
-  MESHSIM_ASSERT(z > 0, "plan_orders: the program has a positive optimum");
+  if (!(z > 0)) return std::nullopt;
 
   // Parts too small to matter are dropped (each costs a full set of transfers).
   OrderPlan plan;
@@ -206,11 +225,12 @@ std::vector<OrderPlan> candidate_plans(std::span<const topology::AxisSpec> axes,
   std::vector<OrderPlan> plans{equal_plan(axes, group_size(axes))};
   if (s == Schedule::Equal || axes.size() == 1) return plans;
   for (int d = 0; d < static_cast<int>(axes.size()); ++d) {
-    OrderPlan plan = plan_orders(axes, d);
+    std::optional<OrderPlan> plan = plan_orders(axes, d);
+    if (!plan) continue;
     // Only plans that move the data faster than every one before them.
     bool better = true;
-    for (const OrderPlan& q : plans) better = better && plan.lockstep_time < q.lockstep_time * (1 - 1e-9);
-    if (better) plans.push_back(std::move(plan));
+    for (const OrderPlan& q : plans) better = better && plan->lockstep_time < q.lockstep_time * (1 - 1e-9);
+    if (better) plans.push_back(std::move(*plan));
   }
   return plans;
 }

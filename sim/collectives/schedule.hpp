@@ -69,8 +69,9 @@ struct OrderPlan {
   double latency_hops = 0;
   bool equal = false;  // the equal split (rotations, each part on its own)
 };
-// The linear program's plan with parts starting at stages 0..max_offset.
-OrderPlan plan_orders(std::span<const topology::AxisSpec> axes, int max_offset);
+// The linear program's plan with parts starting at stages 0..max_offset
+// (nothing if the simplex fails on rounding).
+std::optional<OrderPlan> plan_orders(std::span<const topology::AxisSpec> axes, int max_offset);
 // The equal split first, then (Balanced) the linear program's plans for
 // max_offset = 0, 1, ..., N-1 that move data faster than every plan before them.
 std::vector<OrderPlan> candidate_plans(std::span<const topology::AxisSpec> axes, Schedule s);

@@ -295,18 +295,22 @@ std::string format_sweep_table(const Sweep& s, const std::vector<PointResult>& r
   std::string out = fmt::format("# meshsim sweep: {} ({} point{})\n",
                                 s.spec().workload.empty() ? s.spec().op_kind + " from the command line" : s.spec().workload,
                                 results.size(), results.size() == 1 ? "" : "s");
-  out += "# time: simulated; closed: the cheat sheet's closed form; ratio = time / closed;\n"
+  out += "# time: simulated; closed: the cheat sheet's closed form; ratio = time / closed; regime: latency- or\n"
+         "# bandwidth-bound; lower bound: no schedule on these links beats it (docs/MODEL.md), t/bound = time / it;\n"
          "# algbw = size / time, busbw = algbw x the nccl-tests bus factor (docs/OUTPUT.md)\n#\n";
-  const std::string head = fmt::format("# {:>5}  {:<{}} {:<9} {:<{}} {:<14} {:>14} {:>13} {:>12} {:>12} {:>13} {:>7}  {:<9}{}\n",
-                                       "point", "preset", preset_width, "mesh", "op", name_width, "kind", "size (B)",
-                                       "time (us)", "algbw (GB/s)", "busbw (GB/s)", "closed (us)", "ratio", "bound",
-                                       gpu ? "  algorithm" : "");
+  const std::string head =
+      fmt::format("# {:>5}  {:<{}} {:<9} {:<{}} {:<14} {:>14} {:>13} {:>12} {:>12} {:>13} {:>7}  {:<9} {:>13} {:>7}{}\n",
+                  "point", "preset", preset_width, "mesh", "op", name_width, "kind", "size (B)", "time (us)",
+                  "algbw (GB/s)", "busbw (GB/s)", "closed (us)", "ratio", "regime", "l.bound (us)", "t/bound",
+                  gpu ? "  algorithm" : "");
   out += head;
   for (const PointResult& r : results) {
     for (const Json& op : r.run.at("ops")) {
       const bool comm = op.contains("busbw_bytes_per_s");
+      const double bound = ps_value(op, "lower_bound_ps");
       out += fmt::format(
-          "  {:>5}  {:<{}} {:<9} {:<{}} {:<14} {:>14} {:>13.3f} {:>12} {:>12} {:>13.3f} {:>7}  {:<9}{}\n", r.point.index,
+          "  {:>5}  {:<{}} {:<9} {:<{}} {:<14} {:>14} {:>13.3f} {:>12} {:>12} {:>13.3f} {:>7}  {:<9} {:>13} {:>7}{}\n",
+          r.point.index,
           r.run.at("hardware").at("preset").get<std::string>(), preset_width, mesh_of(r.run),
           op.at("name").get<std::string>(), name_width, op.at("kind").get<std::string>(),
           op.at("kind") == "matmul" ? std::string("-") : std::to_string(op.at("bytes").get<std::uint64_t>()),
@@ -315,7 +319,8 @@ std::string format_sweep_table(const Sweep& s, const std::vector<PointResult>& r
           comm ? fmt::format("{:.2f}", op.at("busbw_bytes_per_s").get<double>() / 1e9) : std::string("-"),
           ps_value(op, "closed_form_ps") * 1e-6,
           op.at("ratio").is_null() ? std::string("-") : fmt::format("{:.4f}", op.at("ratio").get<double>()),
-          op.at("bound").get<std::string>(),
+          op.at("bound").get<std::string>(), bound > 0 ? fmt::format("{:.3f}", bound * 1e-6) : std::string("-"),
+          bound > 0 ? fmt::format("{:.4f}", ps_value(op, "time_ps") / bound) : std::string("-"),
           gpu ? "  " + (op.contains("algorithm") ? op.at("algorithm").get<std::string>() : std::string("-")) : "");
     }
   }
@@ -335,16 +340,18 @@ std::string format_sweep_table(const Sweep& s, const std::vector<PointResult>& r
 std::string format_sweep_csv(const std::vector<PointResult>& results) {
   std::string out =
       "point,preset,mesh,op,kind,axes,bytes,time_ps,closed_form_ps,latency_term_ps,bandwidth_term_ps,ratio,bound,"
-      "algorithm,algbw_bytes_per_s,busbw_bytes_per_s,transfers,link_bytes,start_ps,end_ps\n";
+      "algorithm,algbw_bytes_per_s,busbw_bytes_per_s,transfers,link_bytes,start_ps,end_ps,lower_bound_ps,"
+      "lower_bound_term\n";
   for (const PointResult& r : results) {
     for (const Json& op : r.run.at("ops")) {
       auto get = [&](const char* key) { return op.contains(key) ? cell(op.at(key)) : std::string(); };
-      out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.point.index,
+      out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.point.index,
                          cell(r.run.at("hardware").at("preset")), mesh_of(r.run), get("name"), get("kind"),
                          joined(op.at("mesh_axes"), " "), get("bytes"), get("time_ps"), get("closed_form_ps"),
                          get("latency_term_ps"), get("bandwidth_term_ps"), get("ratio"), get("bound"),
                          get("algorithm"), get("algbw_bytes_per_s"), get("busbw_bytes_per_s"), get("transfers"),
-                         get("link_bytes"), get("start_ps"), get("end_ps"));
+                         get("link_bytes"), get("start_ps"), get("end_ps"), get("lower_bound_ps"),
+                         get("lower_bound_term"));
     }
   }
   return out;
@@ -495,7 +502,7 @@ void plot_sweep(const std::string& prefix, const std::vector<PointResult>& resul
   std::vector<double> knees;
   for (const Series& s : series) {
     dat += fmt::format("# {}\n# bytes time_us latency_term_us bandwidth_term_us closed_form_us algbw_GBps busbw_GBps "
-                       "closed_busbw_GBps bandwidth_term_busbw_GBps\n",
+                       "closed_busbw_GBps bandwidth_term_busbw_GBps lower_bound_us lower_bound_busbw_GBps\n",
                        s.title);
     for (const Json* op : s.ops) {
       const std::uint64_t bytes = op->at("bytes").get<std::uint64_t>();
@@ -504,9 +511,11 @@ void plot_sweep(const std::string& prefix, const std::vector<PointResult>& resul
       const double time = ps_value(*op, "time_ps"), closed = ps_value(*op, "closed_form_ps"),
                    lat = ps_value(*op, "latency_term_ps"), bw = ps_value(*op, "bandwidth_term_ps");
       const double busbw = op->at("busbw_bytes_per_s").get<double>() / 1e9;
-      dat += fmt::format("{} {:.6f} {:.6f} {:.6f} {:.6f} {:.6f} {:.6f} {:.6f} {:.6f}\n", bytes, time * 1e-6, lat * 1e-6,
-                         bw * 1e-6, closed * 1e-6, op->at("algbw_bytes_per_s").get<double>() / 1e9, busbw,
-                         closed > 0 ? busbw * time / closed : 0.0, bw > 0 ? busbw * time / bw : 0.0);
+      const double bound = ps_value(*op, "lower_bound_ps");
+      dat += fmt::format("{} {:.6f} {:.6f} {:.6f} {:.6f} {:.6f} {:.6f} {:.6f} {:.6f} {:.6f} {:.6f}\n", bytes, time * 1e-6,
+                         lat * 1e-6, bw * 1e-6, closed * 1e-6, op->at("algbw_bytes_per_s").get<double>() / 1e9, busbw,
+                         closed > 0 ? busbw * time / closed : 0.0, bw > 0 ? busbw * time / bw : 0.0, bound * 1e-6,
+                         bound > 0 ? busbw * time / bound : 0.0);
     }
     dat += "\n\n";
     // The knee: the size at which the (linear) bandwidth term reaches the latency term.
@@ -545,7 +554,8 @@ void plot_sweep(const std::string& prefix, const std::vector<PointResult>& resul
                       std::ldexp(1.0, first) / 1.15, std::ldexp(1.0, last) * 1.15, xtics);
   body += "set key top left box opaque font ',9'\nset xlabel 'message size V (bytes, K = 1024)'\n";
   body += "set yrange [*:*]\nset logscale y 10\nset ylabel 'time (us)'\nset format y '%g'\n";
-  body += "set title 'Time: simulated (points) beside the closed form (latency term, bandwidth term, their max)'\n";
+  body += "set title 'Time: simulated (points) beside the closed form (latency term, bandwidth term, their max) and the "
+          "lower bound'\n";
   for (std::size_t i = 0; i < series.size(); ++i) {
     if (knees[i] <= 0) continue;
     body += fmt::format("set arrow {} from {:.3f}, graph 0 to {:.3f}, graph 1 nohead dt 3 lw 1.5 lc {}\n", i + 1,
@@ -568,8 +578,10 @@ void plot_sweep(const std::string& prefix, const std::vector<PointResult>& resul
                         gp_quote(t + "latency term"));
     plot += fmt::format("'' index {} using 1:4 with lines dt 4 lw 1.5 lc {} title {}, \\\n  ", i, colour(i, "#2ca02c"),
                         gp_quote(t + "bandwidth term"));
-    plot += fmt::format("'' index {} using 1:5 with lines lw 1 lc rgb 'black' title {}{}", i,
-                        gp_quote(t + "closed form = max"), i + 1 < series.size() || !measured.empty() ? ", \\\n  " : "");
+    plot += fmt::format("'' index {} using 1:5 with lines lw 1 lc rgb 'black' title {}, \\\n  ", i,
+                        gp_quote(t + "closed form = max"));
+    plot += fmt::format("'' index {} using 1:10 with lines dt 5 lw 1.5 lc {} title {}{}", i, colour(i, "#d62728"),
+                        gp_quote(t + "lower bound"), i + 1 < series.size() || !measured.empty() ? ", \\\n  " : "");
   }
   if (!measured.empty())
     plot += fmt::format("{} index {} using 1:2 with points pt 6 ps 1.2 lc rgb 'red' title 'measured'", data,
@@ -578,7 +590,7 @@ void plot_sweep(const std::string& prefix, const std::vector<PointResult>& resul
   body += "unset arrow\nunset label\n";
   body += "unset logscale y\nset yrange [0:*]\nset ylabel 'bus bandwidth (GB/s)'\n";
   body += "set key bottom right box opaque font ',9'\n";
-  body += "set title 'Bus bandwidth (nccl-tests busbw): simulated beside the closed form'\n";
+  body += "set title 'Bus bandwidth (nccl-tests busbw): simulated beside the closed form and the lower bound'\n";
   plot = "plot ";
   for (std::size_t i = 0; i < series.size(); ++i) {
     const std::string t = series.size() == 1 ? "" : series[i].title + ": ";
@@ -586,8 +598,10 @@ void plot_sweep(const std::string& prefix, const std::vector<PointResult>& resul
                         i + 1, gp_quote(t + "simulated busbw"));
     plot += fmt::format("'' index {} using 1:9 with lines dt 4 lw 1.5 lc {} title {}, \\\n  ", i, colour(i, "#2ca02c"),
                         gp_quote(t + "bandwidth term only"));
-    plot += fmt::format("'' index {} using 1:8 with lines lw 1 lc rgb 'black' title {}{}", i,
-                        gp_quote(t + "closed form"), i + 1 < series.size() || !measured.empty() ? ", \\\n  " : "");
+    plot += fmt::format("'' index {} using 1:8 with lines lw 1 lc rgb 'black' title {}, \\\n  ", i,
+                        gp_quote(t + "closed form"));
+    plot += fmt::format("'' index {} using 1:11 with lines dt 5 lw 1.5 lc {} title {}{}", i, colour(i, "#d62728"),
+                        gp_quote(t + "at the lower bound"), i + 1 < series.size() || !measured.empty() ? ", \\\n  " : "");
   }
   if (!measured.empty())
     plot += fmt::format("{} index {} using 1:3 with points pt 6 ps 1.2 lc rgb 'red' title 'measured'", data,

@@ -156,3 +156,31 @@ TEST_CASE("Balanced schedule: simulated within 3% of the ingress bound where the
     }
   }
 }
+
+TEST_CASE("Schedule plans: every small shape plans, never below the bound nor above the equal split",
+          "[collectives][schedule]") {
+  using topology::AxisSpec;
+  const std::vector<int> sizes{2, 3, 4, 5, 8, 12, 16, 28};
+  int planned = 0;
+  for (int a : sizes)
+    for (int b : sizes)
+      for (int c : {0, 4, 7, 12})
+        for (int wraps = 0; wraps < 8; ++wraps) {
+          std::vector<AxisSpec> axes{{a, (wraps & 1) != 0}, {b, (wraps & 2) != 0}};
+          if (c) axes.push_back({c, (wraps & 4) != 0});
+          else if (wraps >= 4) continue;
+          double p = 1, links = 0;
+          for (const AxisSpec& x : axes) p *= x.size, links += x.wraparound ? 2 : 1;
+          const auto plans = collectives::detail::candidate_plans(axes, Schedule::Balanced);
+          INFO(a << "x" << b << "x" << c << " wraps " << wraps);
+          REQUIRE_FALSE(plans.empty());
+          CHECK(plans.front().equal);
+          for (const auto& plan : plans) {
+            CHECK(plan.lockstep_time >= (p - 1) / p / links * (1 - 1e-9));
+            CHECK(plan.lockstep_time <= plans.front().lockstep_time * (1 + 1e-9));
+            CHECK(std::accumulate(plan.fractions.begin(), plan.fractions.end(), 0.0) == Approx(1));
+          }
+          ++planned;
+        }
+  CHECK(planned == 8 * 8 * 4 + 8 * 8 * 3 * 8);
+}
