@@ -42,14 +42,39 @@ double cut_bytes(OpKind kind, double v, double x, double l, double r) {
   }
 }
 
-// Links into (or out of) `chip` along the torus axis `a`: two on a ring, one at
-// the end of a line, two inside it.
-int axis_links(const topology::Torus& t, topology::ChipId chip, int a) {
+// Whether the wraparound of axis `a` stays among the chips that differ only on
+// `axes`: always on an untwisted torus; a twisted wraparound shifts the long
+// axes, so only when they are among `axes` too.
+bool wrap_within(const topology::Torus& t, int a, std::span<const int> axes) {
+  if (!t.axis(a).wraparound) return false;
+  for (int b = 0; b < t.num_axes(); ++b)
+    if (t.twist(a, b) != 0 && std::find(axes.begin(), axes.end(), b) == axes.end()) return false;
+  return true;
+}
+
+// Links into (or out of) `chip` along the torus axis `a` within a group over
+// `axes`: two on a ring, one at the end of a line, two inside it.
+int axis_links(const topology::Torus& t, topology::ChipId chip, int a, std::span<const int> axes) {
   const topology::AxisSpec& s = t.axis(a);
   if (s.size < 2) return 0;
-  if (s.wraparound) return 2;
+  if (wrap_within(t, a, axes)) return 2;
   const int c = t.coord(chip, a);
   return c == 0 || c == s.size - 1 ? 1 : 2;
+}
+
+// Whether chips c and d differ only on `axes`.
+bool same_group(const topology::Torus& t, topology::ChipId c, topology::ChipId d, std::span<const int> axes) {
+  for (int a = 0; a < t.num_axes(); ++a)
+    if (t.coord(c, a) != t.coord(d, a) && std::find(axes.begin(), axes.end(), a) == axes.end()) return false;
+  return true;
+}
+
+// The group of chip 0 over `axes`: the chips that differ from it only there.
+std::vector<topology::ChipId> first_group(const topology::Torus& t, std::span<const int> axes) {
+  std::vector<topology::ChipId> group;
+  for (topology::ChipId c = 0; c < t.num_chips(); ++c)
+    if (same_group(t, 0, c, axes)) group.push_back(c);
+  return group;
 }
 
 LowerBound torus_bound(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& t) {
@@ -61,7 +86,9 @@ LowerBound torus_bound(const workloads::Op& op, const workloads::Workload& w, co
     for (const auto& [src, dst] : workloads::send_pairs(op)) {
       if (src == dst) continue;
       int out = 0, in = 0;
-      for (int a = 0; a < t.num_axes(); ++a) out += axis_links(t, src, a), in += axis_links(t, dst, a);
+      std::vector<int> all(static_cast<std::size_t>(t.num_axes()));
+      for (int a = 0; a < t.num_axes(); ++a) all[static_cast<std::size_t>(a)] = a;
+      for (int a = 0; a < t.num_axes(); ++a) out += axis_links(t, src, a, all), in += axis_links(t, dst, a, all);
       lb.ingress_s = std::max(lb.ingress_s, v / (std::min(out, in) * b));
       lb.latency_s = std::max(lb.latency_s, t.hop_distance(src, dst) * alpha);
     }
@@ -71,16 +98,39 @@ LowerBound torus_bound(const workloads::Op& op, const workloads::Workload& w, co
   for (int a : op.hw_axes) {
     const topology::AxisSpec& s = t.axis(a);
     p *= s.size;
-    corner_links += s.wraparound ? 2 : 1;
-    diameter += s.wraparound ? s.size / 2 : s.size - 1;
+    corner_links += wrap_within(t, a, op.hw_axes) ? 2 : 1;
+    diameter += wrap_within(t, a, op.hw_axes) ? s.size / 2 : s.size - 1;
   }
   if (p < 2) return lb;
   // The chip with the fewest links of the group's axes (a corner of its lines).
   lb.ingress_s = chip_bytes(op.kind, v, p) / (corner_links * b);
+  // A twisted torus: the group's links are counted (its twisted wraparounds
+  // cross the long axes' middle planes too) and its diameter measured.
+  std::vector<topology::ChipId> group;
+  if (t.twisted()) {
+    group = first_group(t, op.hw_axes);
+    diameter = 0;
+    for (topology::ChipId c : group)
+      diameter = std::max(diameter, static_cast<double>(t.route(group.front(), c, op.hw_axes).size()));
+  }
   for (int a : op.hw_axes) {
     const topology::AxisSpec& s = t.axis(a);
     const double x = s.size, l = std::floor(x / 2), r = x - l;
-    const double links = p / x * (s.wraparound ? 2 : 1);  // per direction, across the cut
+    double links = p / x * (wrap_within(t, a, op.hw_axes) ? 2 : 1);  // per direction, across the cut
+    if (t.twisted()) {
+      // Links from the lower half [0, l) to the upper and back, within the group.
+      double up = 0, down = 0;
+      for (topology::ChipId c : group)
+        for (int e = 0; e < t.num_axes(); ++e)
+          for (topology::Direction d : {topology::Direction::Plus, topology::Direction::Minus}) {
+            const topology::LinkId id = t.link(c, e, d);
+            if (id == topology::kNoLink || !same_group(t, c, t.link_info(id).dst, op.hw_axes)) continue;
+            const bool from_low = t.coord(c, a) < l, to_low = t.coord(t.link_info(id).dst, a) < l;
+            if (from_low && !to_low) ++up;
+            if (!from_low && to_low) ++down;
+          }
+      links = std::min(up, down);
+    }
     lb.cut_s = std::max(lb.cut_s, cut_bytes(op.kind, v, x, l, r) / (links * b));
   }
   lb.latency_s = diameter * alpha;

@@ -26,8 +26,12 @@ std::uint64_t estimate_torus_transfers(const workloads::Op& op, const topology::
   const std::uint64_t chips = active_chips(op, t);
   if (op.kind == OpKind::Send) {
     std::uint64_t n = 0;
+    // A twisted torus routes over the differing axes only, each at most twice round.
+    std::uint64_t twisted_route = 0;
+    for (int a = 0; a < t.num_axes() && t.twisted(); ++a) twisted_route += 2 * static_cast<std::uint64_t>(t.axis(a).size);
     for (const auto& [src, dst] : workloads::send_pairs(op))
-      n += static_cast<std::uint64_t>(t.num_axes()) * static_cast<std::uint64_t>(t.hop_distance(src, dst));
+      n += static_cast<std::uint64_t>(t.num_axes()) *
+           (t.twisted() ? twisted_route : static_cast<std::uint64_t>(t.hop_distance(src, dst)));
     return n;
   }
   std::uint64_t group = 1, ring_hops = 0, max_hops = 0;
@@ -48,8 +52,10 @@ std::uint64_t estimate_torus_transfers(const workloads::Op& op, const topology::
       return 2 * chips * ring_hops * parts;
     case OpKind::AllToAll: {
       // group - 1 pieces per chip, each over `parts` rotations and up to 2^axes
-      // antipodal halves, each of at most max_hops hops.
-      const std::uint64_t splits = parts << std::min<std::size_t>(op.hw_axes.size(), 20);
+      // antipodal halves (a twisted torus: up to 3^2 tied wraparound crossings
+      // times 2 antipodal halves, or 3 times 2^2), each of at most max_hops hops.
+      const std::uint64_t splits =
+          t.twisted() ? parts * 18 : parts << std::min<std::size_t>(op.hw_axes.size(), 20);
       const unsigned __int128 n = static_cast<unsigned __int128>(chips) * (group - 1) * splits * max_hops;
       return n > kMaxTasks ? kMaxTasks + 1 : static_cast<std::uint64_t>(n);
     }

@@ -70,6 +70,7 @@ std::string topology_line(const workloads::Workload& w) {
   std::string s = fmt::format("{} ({} chips", t.shape_string(), t.num_chips());
   if (!wrapped.empty()) s += ", wraparound on " + wrapped;
   if (!open.empty()) s += ", no wraparound on " + open;
+  if (t.twisted()) s += ", twisted";
   s += "); mesh";
   for (const workloads::MeshAxis& m : w.mesh) {
     std::string hw;
@@ -192,6 +193,7 @@ Json run_json(const workloads::Workload& w, const RunResult& r) {
     wrap.push_back(a.wraparound);
   }
   j["topology"] = {{"shape", shape}, {"wraparound", wrap}, {"chips", t.num_chips()}, {"links", t.num_links()}};
+  if (t.twisted()) j["topology"]["twisted"] = true;
   Json mesh = Json::array();
   for (const auto& m : w.mesh) {
     Json hw = Json::array();

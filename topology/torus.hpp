@@ -41,8 +41,26 @@ struct Link {
 class Torus {
  public:
   // Preconditions (validated by the workload parser): 1..6 axes, each size >= 1,
-  // bandwidth > 0. Violations are bugs and assert.
-  Torus(std::vector<AxisSpec> axes, LinkSpec link);
+  // bandwidth > 0; `twisted` only where twist_error() is empty. Violations are
+  // bugs and assert.
+  Torus(std::vector<AxisSpec> axes, LinkSpec link, bool twisted = false);
+
+  // Twisted tori (TPU v4): a shape k x k x 2k or k x 2k x 2k (any axis order, k a
+  // multiple of 4, every axis wrapped) can be wired so that the wraparound link of
+  // each short axis lands shifted by k along every long axis: crossing it in the
+  // Plus direction adds k to those coordinates, Minus subtracts k (the same, mod 2k).
+  // Empty when `axes` can be twisted, else why not.
+  static std::string twist_error(std::span<const AxisSpec> axes);
+  bool twisted() const { return !twist_.empty(); }
+  // The shift crossing axis a's wraparound (Plus) applies to axis b (0 when untwisted).
+  int twist(int a, int b) const {
+    return twist_.empty() ? 0 : twist_[static_cast<std::size_t>(a) * axes_.size() + static_cast<std::size_t>(b)];
+  }
+  // Whether axis a's wraparound closes a ring among the chips that differ only on
+  // a: it does on a wrapped axis that is not twisted. A twisted axis's chips form
+  // a line (its wraparound leads to another line): ring collectives run it as one.
+  bool ring(int a) const { return axis(a).wraparound && !twisted_axis(a); }
+  bool twisted_axis(int a) const;
 
   int num_axes() const { return static_cast<int>(axes_.size()); }
   const AxisSpec& axis(int a) const { return axes_[static_cast<std::size_t>(a)]; }
@@ -78,7 +96,14 @@ class Torus {
 
   // Dimension-order route: the axes in `axis_order` one after another, each the
   // short way round. Axes not listed must already agree. Returns the links in order.
+  // On a twisted torus the route is a shortest path: each twisted axis in the order
+  // is crossed directly or through its wraparound (shifting the long axes, which
+  // must be in the order), whichever gives the fewest hops in all.
   std::vector<LinkId> route(ChipId src, ChipId dst, std::span<const int> axis_order) const;
+  // Every shortest route in `axis_order`: a piece exactly half way round an even
+  // ring may go either way, and on a twisted torus every tie between crossing a
+  // twisted wraparound or not is a route too (route() takes the first).
+  std::vector<std::vector<LinkId>> shortest_routes(ChipId src, ChipId dst, std::span<const int> axis_order) const;
   // Route in the default order 0, 1, 2, ...
   std::vector<LinkId> route(ChipId src, ChipId dst) const;
   int hop_distance(ChipId src, ChipId dst) const;
@@ -95,6 +120,19 @@ class Torus {
   std::uint32_t num_chips_ = 1;
   std::vector<Link> links_;
   std::size_t num_links_ = 0;
+  std::vector<int> twist_;  // num_axes x num_axes shifts (empty: not twisted)
+
+  // A twisted torus's choices of wraparound crossings for the shortest routes.
+  struct TwistedPlan {
+    int hops = 0;
+    std::vector<std::vector<int>> crossings;  // each per axis: 0, +1 (Plus through the wrap) or -1
+  };
+  TwistedPlan twisted_plan(ChipId src, ChipId dst, std::span<const int> axis_order) const;
+  // Walks the axes of `axis_order` from position i (the twisted crossings as
+  // given; empty: none), appending each finished route to `out`; with
+  // `all_ties` a normal axis at half its even ring branches both ways.
+  void walk(ChipId at, ChipId dst, std::span<const int> axis_order, std::size_t i, std::span<const int> crossing,
+            bool all_ties, std::vector<LinkId>& path, std::vector<std::vector<LinkId>>& out) const;
 };
 
 }  // namespace meshsim::topology

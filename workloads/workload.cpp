@@ -67,7 +67,7 @@ std::vector<std::vector<int>> mesh_coordinates(const Workload& w, const topology
 topology::Torus Workload::make_torus() const {
   // GPU workloads use the torus only for coordinates: give it some bandwidth.
   topology::LinkSpec link = hardware.gpu ? hardware.nvlink : hardware.ici;
-  return topology::Torus(topology, link);
+  return topology::Torus(topology, link, twisted);
 }
 
 topology::Fabric Workload::make_fabric() const {
@@ -281,7 +281,7 @@ void parse_topology_and_mesh(const Cursor& root, Workload& w) {
   }
   const topology::Preset& preset = *topology::find_preset(w.hardware.preset);
   if (topo) {
-    topo->only_keys({"shape", "wraparound"});
+    topo->only_keys({"shape", "wraparound", "twisted"});
     const Cursor sh = topo->at("shape");
     for (const Cursor& e : sh.elements()) shape.push_back(static_cast<int>(e.as_int_in(1, kMaxAxisSize)));
     if (shape.empty()) sh.fail("expected at least one axis");
@@ -312,6 +312,22 @@ void parse_topology_and_mesh(const Cursor& root, Workload& w) {
     }
   }
   for (std::size_t a = 0; a < shape.size(); ++a) w.topology.push_back(AxisSpec{shape[a], wrap[a] && shape[a] > 1});
+  if (topo) {
+    if (auto tc = topo->find("twisted")) {
+      w.twisted = tc->as_bool();
+      if (w.twisted) {
+        const std::string why = topology::Torus::twist_error(w.topology);
+        std::string got;
+        bool open = false;
+        for (const AxisSpec& a : w.topology) {
+          got += fmt::format("{}{}", got.empty() ? "" : "x", a.size);
+          open = open || !a.wraparound;
+        }
+        if (open && why.find("wraps") != std::string::npos) got += " with an axis without wraparound";
+        if (!why.empty()) tc->fail(fmt::format("{} (got {})", why, got));
+      }
+    }
+  }
 
   map_mesh(w, axes, mesh);
 }

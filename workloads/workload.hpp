@@ -127,6 +127,7 @@ struct Workload {
   std::string file;
   Hardware hardware;
   std::vector<topology::AxisSpec> topology;  // hardware axes x, y, z
+  bool twisted = false;                      // a twisted torus ("topology": {"twisted": true}; Torus)
   std::vector<MeshAxis> mesh;
   std::vector<Array> declared;  // the arrays as the workload declares them
   std::vector<Array> arrays;    // the last version of every array (declared, results, intermediates)

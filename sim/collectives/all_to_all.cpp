@@ -5,7 +5,8 @@
 // intermediate chips' programs are not involved). A piece whose offset on a
 // wrapped even axis is exactly half the ring is split in two halves, one each way,
 // so both directions carry the same load (this gives the cheat sheet's V/(4W) on a
-// bidirectional ring exactly).
+// bidirectional ring exactly). On a twisted torus each rotation takes every
+// shortest route over the twisted links (Torus::shortest_routes).
 #include <algorithm>
 #include <numeric>
 
@@ -86,7 +87,15 @@ void all_to_all(ProgramBuilder& b, const Torus& t, std::span<const int> axes, st
     std::stable_sort(dests.begin(), dests.end(), [](const Dest& x, const Dest& y) { return x.hops > y.hops; });
     for (const Dest& d : dests) {
       routes.clear();
-      for (std::size_t r = 0; r < orders.size(); ++r) enumerate_routes(t, orders[r], 0, src, d.chip, path, routes);
+      for (std::size_t r = 0; r < orders.size(); ++r) {
+        // A twisted torus: every shortest route in each rotated order (through a
+        // twisted wraparound where that is shorter).
+        if (t.twisted()) {
+          for (auto& route : t.shortest_routes(src, d.chip, orders[r])) routes.push_back(std::move(route));
+        } else {
+          enumerate_routes(t, orders[r], 0, src, d.chip, path, routes);
+        }
+      }
       const std::uint64_t share = ceil_div(piece, routes.size());
       for (const auto& r : routes) routed_chain(b, t, r, share, ports.entry, ports.exit, ports.op);
     }

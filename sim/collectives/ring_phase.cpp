@@ -76,7 +76,7 @@ void all_gather_phase(ProgramBuilder& b, const Torus& t, int axis, std::uint64_t
                       std::span<const TaskId> entry, std::span<const TaskId> exit, OpId op) {
   const int x = t.axis(axis).size;
   MESHSIM_ASSERT(x > 1, "ring phase over an axis of size 1");
-  const bool wrap = t.axis(axis).wraparound;
+  const bool wrap = t.ring(axis);
   // On an even ring the antipodal chip gets half the shard from each side.
   const ChainBytes ring{shard_bytes, shard_bytes, x % 2 == 0 ? ceil_div(shard_bytes, 2) : shard_bytes};
   Chains chains;
@@ -97,7 +97,7 @@ void reduce_scatter_phase(ProgramBuilder& b, const Torus& t, int axis, std::uint
   const int x = t.axis(axis).size;
   MESHSIM_ASSERT(x > 1, "ring phase over an axis of size 1");
   Chains chains;
-  if (t.axis(axis).wraparound) {
+  if (t.ring(axis)) {
     // On an even ring the antipodal chip sends half its contribution each way.
     const int hops = x / 2;
     const std::uint64_t first = x % 2 == 0 ? ceil_div(chunk_bytes, 2) : chunk_bytes;

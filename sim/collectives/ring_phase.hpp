@@ -13,7 +13,8 @@ namespace meshsim::collectives::detail {
 // Wraparound: a bidirectional ring. Chip c's shard travels floor(X/2) hops each
 // way, forwarded chip to chip (stream edges); on an even ring the last hop of each
 // direction carries half the shard, so the antipodal chip gets one half from each
-// side and both directions carry (X-1)/2 shards. Without wraparound: along the
+// side and both directions carry (X-1)/2 shards. Without wraparound (or on a
+// twisted axis, whose wraparound leads to another line: Torus::ring): along the
 // line to both ends.
 void all_gather_phase(ProgramBuilder& b, const Torus& t, int axis, std::uint64_t shard_bytes,
                       std::span<const TaskId> entry, std::span<const TaskId> exit, OpId op);

@@ -246,8 +246,9 @@ const std::vector<detail::OrderPlan>& cached_plans(const topology::Torus& t, std
   Key key{{}, s};
   std::vector<topology::AxisSpec> specs;
   for (int a : axes) {
-    specs.push_back(t.axis(a));
-    key.first.emplace_back(t.axis(a).size, t.axis(a).wraparound);
+    // A twisted axis runs its phases as a line (Torus::ring).
+    specs.push_back({t.axis(a).size, t.ring(a)});
+    key.first.emplace_back(t.axis(a).size, t.ring(a));
   }
   auto it = cache.find(key);
   if (it == cache.end()) it = cache.emplace(key, detail::candidate_plans(specs, s)).first;
