@@ -51,11 +51,26 @@ std::uint64_t estimate_torus_transfers(const workloads::Op& op, const topology::
     case OpKind::AllReduce:
       return 2 * chips * ring_hops * parts;
     case OpKind::AllToAll: {
+      if (t.twisted()) {
+        // Every chip's pieces take the same routes, translated (the twisted
+        // wiring is the same at every chip): count chip 0's exactly.
+        std::uint64_t per_chip = 0;
+        std::vector<int> rotation(op.hw_axes.begin(), op.hw_axes.end());
+        for (std::size_t r = 0; r < op.hw_axes.size(); ++r) {
+          for (topology::ChipId d = 1; d < t.num_chips(); ++d) {
+            bool in_group = true;
+            for (int a = 0; a < t.num_axes() && in_group; ++a)
+              in_group = t.coord(d, a) == 0 || std::find(op.hw_axes.begin(), op.hw_axes.end(), a) != op.hw_axes.end();
+            if (!in_group) continue;
+            for (const auto& route : t.shortest_routes(0, d, rotation)) per_chip += route.size();
+          }
+          std::rotate(rotation.begin(), rotation.begin() + 1, rotation.end());
+        }
+        return chips * per_chip;
+      }
       // group - 1 pieces per chip, each over `parts` rotations and up to 2^axes
-      // antipodal halves (a twisted torus: up to 3^2 tied wraparound crossings
-      // times 2 antipodal halves, or 3 times 2^2), each of at most max_hops hops.
-      const std::uint64_t splits =
-          t.twisted() ? parts * 18 : parts << std::min<std::size_t>(op.hw_axes.size(), 20);
+      // antipodal halves, each of at most max_hops hops.
+      const std::uint64_t splits = parts << std::min<std::size_t>(op.hw_axes.size(), 20);
       const unsigned __int128 n = static_cast<unsigned __int128>(chips) * (group - 1) * splits * max_hops;
       return n > kMaxTasks ? kMaxTasks + 1 : static_cast<std::uint64_t>(n);
     }

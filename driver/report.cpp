@@ -122,11 +122,15 @@ std::string format_table(const workloads::Workload& w, const RunResult& r) {
   out += fmt::format("{:<{}} {:<14} {:<6} {:>15} {:>13} {:>13} {:>13} {:>7}  {:<9} {:>13} {:>7} {:>10}{}\n", "op",
                      name_width, "kind", "axes", "V (bytes)", "start (us)", "time (us)", "closed (us)", "ratio", "regime",
                      "bound (us)", "t/bound", "busbw GB/s", w.hardware.gpu ? "  algorithm" : "");
-  bool open_axis = false;
+  bool open_axis = false, twisted_line = false;
   const topology::Torus t = w.make_torus();
   for (std::size_t i = 0; i < r.ops.size(); ++i) {
     const OpResult& o = r.ops[i];
-    for (int a : w.ops[i].hw_axes) open_axis = open_axis || (!w.hardware.gpu && !t.axis(a).wraparound);
+    for (int a : w.ops[i].hw_axes) {
+      open_axis = open_axis || (!w.hardware.gpu && !t.axis(a).wraparound);
+      twisted_line = twisted_line || (!w.hardware.gpu && t.twisted_axis(a) && o.kind != OpKind::AllToAll &&
+                                      o.kind != OpKind::Send && !is_local(o.kind));
+    }
     const std::optional<double> q = ratio(o);
     const bool bounded = !is_local(o.kind) && o.bound_s > 0;
     out += fmt::format("{:<{}} {:<14} {:<6} {:>15} {:>13} {:>13} {:>13} {:>7}  {:<9} {:>13} {:>7} {:>10}{}\n", o.name,
@@ -146,6 +150,8 @@ std::string format_table(const workloads::Workload& w, const RunResult& r) {
                        r.transfers, r.link_bytes, r.events);
   if (open_axis)
     out += "note: an axis without wraparound runs as a line; the cheat sheet assumes a torus (expect ~2x)\n";
+  if (twisted_line)
+    out += "note: gathers and reductions run a twisted axis as a line (docs/MODEL.md, \"Twisted tori\")\n";
   if (!r.critical_paths.empty()) {
     out += "\ncritical paths (what each op's last byte waited for, walked back to the op's start; times are sums along\n"
            "the path, and forwarded hops overlap, so they can add up to more than the op's time)\n";
