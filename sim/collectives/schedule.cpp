@@ -36,7 +36,10 @@ std::optional<std::vector<double>> maximize(const std::vector<std::vector<double
     basis[i] = vars + i;
   }
   for (std::size_t j = 0; j < vars; ++j) t[rows][j] = -c[j];
-  for (;;) {
+  // Bland's rule cannot cycle in exact arithmetic; the pivot threshold below can
+  // in principle, so the pivots are capped (a program this small needs far fewer).
+  for (std::size_t pivots = 0;; ++pivots) {
+    if (pivots > 100 * (rows + cols)) return std::nullopt;
     // Bland's rule: the entering column is the first that improves, the
     // leaving row the first (by basic variable) of the tightest ratio.
     // A column whose entries are all at most kPivot cannot enter: at an exact
@@ -317,8 +320,9 @@ MultiAxisPlan axis_order_parts(const topology::Torus& t, OpKind kind, std::span<
   for (std::size_t i = 0; i < plan.orders.size(); ++i) {
     cumulative += plan.fractions[i];
     const bool last = i + 1 == plan.orders.size();
-    const std::uint64_t upto =
-        last ? group_bytes : std::min(group_bytes, static_cast<std::uint64_t>(std::llround(cumulative * v)));
+    // (in double, which can hold V only approximately: at or past V is V)
+    const double x = std::floor(cumulative * v + 0.5);
+    const std::uint64_t upto = last || x >= v ? group_bytes : std::min(group_bytes, static_cast<std::uint64_t>(x));
     if (upto <= given) continue;
     out.parts.push_back(part(i, upto - given));
     given = upto;

@@ -78,7 +78,7 @@ std::vector<OrderPlan> candidate_plans(std::span<const topology::AxisSpec> axes,
 
 // maximize c.x subject to A x <= b, x >= 0, with b >= 0 (so x = 0 is feasible);
 // dense tableau simplex with Bland's rule (no cycling). Returns x, or nothing
-// when the program is unbounded.
+// when the program is unbounded (or, on rounding, the pivots pass a cap).
 std::optional<std::vector<double>> maximize(const std::vector<std::vector<double>>& a, std::span<const double> b,
                                             std::span<const double> c);
 
