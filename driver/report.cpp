@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "driver/training_report.hpp"
+#include "sim/collectives/schedule.hpp"
 #include "topology/torus.hpp"
 
 namespace meshsim::driver {
@@ -126,10 +127,12 @@ std::string format_table(const workloads::Workload& w, const RunResult& r) {
   const topology::Torus t = w.make_torus();
   for (std::size_t i = 0; i < r.ops.size(); ++i) {
     const OpResult& o = r.ops[i];
-    for (int a : w.ops[i].hw_axes) {
-      open_axis = open_axis || (!w.hardware.gpu && !t.axis(a).wraparound);
-      twisted_line = twisted_line || (!w.hardware.gpu && t.twisted_axis(a) && o.kind != OpKind::AllToAll &&
-                                      o.kind != OpKind::Send && !is_local(o.kind));
+    const std::vector<int>& axes = w.ops[i].hw_axes;
+    for (int a : axes) open_axis = open_axis || (!w.hardware.gpu && !t.axis(a).wraparound);
+    if (!w.hardware.gpu && t.twisted() && !axes.empty() &&
+        (o.kind == OpKind::AllGather || o.kind == OpKind::ReduceScatter || o.kind == OpKind::AllReduce)) {
+      const collectives::AxesShape shape = collectives::axes_shape(t, axes);
+      for (std::size_t j = 0; j < axes.size(); ++j) twisted_line = twisted_line || (t.twisted_axis(axes[j]) && !shape.ring[j]);
     }
     const std::optional<double> q = ratio(o);
     const bool bounded = !is_local(o.kind) && o.bound_s > 0;
@@ -151,7 +154,8 @@ std::string format_table(const workloads::Workload& w, const RunResult& r) {
   if (open_axis)
     out += "note: an axis without wraparound runs as a line; the cheat sheet assumes a torus (expect ~2x)\n";
   if (twisted_line)
-    out += "note: gathers and reductions run a twisted axis as a line (docs/MODEL.md, \"Twisted tori\")\n";
+    out += "note: gathers and reductions over a twisted axis without its long axes run it as a line (docs/MODEL.md, "
+           "\"Twisted tori\")\n";
   if (!r.critical_paths.empty()) {
     out += "\ncritical paths (what each op's last byte waited for, walked back to the op's start; times are sums along\n"
            "the path, and forwarded hops overlap, so they can add up to more than the op's time)\n";

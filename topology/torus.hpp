@@ -56,10 +56,7 @@ class Torus {
   int twist(int a, int b) const {
     return twist_.empty() ? 0 : twist_[static_cast<std::size_t>(a) * axes_.size() + static_cast<std::size_t>(b)];
   }
-  // Whether axis a's wraparound closes a ring among the chips that differ only on
-  // a: it does on a wrapped axis that is not twisted. A twisted axis's chips form
-  // a line (its wraparound leads to another line): ring collectives run it as one.
-  bool ring(int a) const { return axis(a).wraparound && !twisted_axis(a); }
+  // Whether crossing axis a's wraparound shifts other axes.
   bool twisted_axis(int a) const;
 
   int num_axes() const { return static_cast<int>(axes_.size()); }

@@ -21,7 +21,7 @@ void all_gather(ProgramBuilder& b, const Torus& t, std::span<const int> axes, st
   const MultiAxisPlan plan = axis_order_parts(t, Kind::AllGather, axes, group_bytes, schedule);
   std::vector<std::vector<Phase>> parts;
   for (const AxisOrderPart& part : plan.parts) {
-    std::vector<Phase> phases = all_gather_phases(t, part.order, ceil_div(part.bytes, group));
+    std::vector<Phase> phases = all_gather_phases(part, ceil_div(part.bytes, group));
     parts.push_back(plan.lockstep ? staged(phases, part.first_stage, plan.stages) : std::move(phases));
   }
   run_parts(b, t, parts, ports, plan.lockstep);

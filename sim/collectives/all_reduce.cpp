@@ -20,9 +20,12 @@ void all_reduce(ProgramBuilder& b, const Torus& t, std::span<const int> axes, st
   const int n = static_cast<int>(axes.size());
   std::vector<std::vector<Phase>> parts;
   for (AxisOrderPart part : plan.parts) {
-    std::vector<Phase> phases = reduce_scatter_phases(t, part.order, part.bytes);
+    std::vector<Phase> phases = reduce_scatter_phases(part, part.bytes);
+    // Gather back in the reverse order (the same rings, backwards).
     std::reverse(part.order.begin(), part.order.end());
-    const std::vector<Phase> gather = all_gather_phases(t, part.order, phases.back().bytes);
+    std::reverse(part.sizes.begin(), part.sizes.end());
+    std::reverse(part.rings.begin(), part.rings.end());
+    const std::vector<Phase> gather = all_gather_phases(part, phases.back().bytes);
     if (plan.lockstep) {
       // The part reduces in stages [first, first + n) and gathers, mirrored, in
       // stages [S + (S - n - first), ...) of the 2S.

@@ -13,7 +13,7 @@ void reduce_scatter(ProgramBuilder& b, const Torus& t, std::span<const int> axes
   const MultiAxisPlan plan = axis_order_parts(t, Kind::ReduceScatter, axes, group_bytes, schedule);
   std::vector<std::vector<Phase>> parts;
   for (const AxisOrderPart& part : plan.parts) {
-    std::vector<Phase> phases = reduce_scatter_phases(t, part.order, part.bytes);
+    std::vector<Phase> phases = reduce_scatter_phases(part, part.bytes);
     parts.push_back(plan.lockstep ? staged(phases, part.first_stage, plan.stages) : std::move(phases));
   }
   run_parts(b, t, parts, ports, plan.lockstep);

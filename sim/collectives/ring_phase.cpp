@@ -72,41 +72,49 @@ std::vector<ChipId> ring_starts(const Torus& t, int axis) {
 
 }  // namespace
 
-void all_gather_phase(ProgramBuilder& b, const Torus& t, int axis, std::uint64_t shard_bytes,
+void all_gather_phase(ProgramBuilder& b, const Torus& t, int axis, int size, bool ring, std::uint64_t shard_bytes,
                       std::span<const TaskId> entry, std::span<const TaskId> exit, OpId op) {
-  const int x = t.axis(axis).size;
+  const int x = size;
   MESHSIM_ASSERT(x > 1, "ring phase over an axis of size 1");
-  const bool wrap = t.ring(axis);
+  MESHSIM_ASSERT(ring || x == t.axis(axis).size, "a line is its whole axis");
+  const bool wrap = ring;
   // On an even ring the antipodal chip gets half the shard from each side.
-  const ChainBytes ring{shard_bytes, shard_bytes, x % 2 == 0 ? ceil_div(shard_bytes, 2) : shard_bytes};
+  const ChainBytes ring_bytes{shard_bytes, shard_bytes, x % 2 == 0 ? ceil_div(shard_bytes, 2) : shard_bytes};
   Chains chains;
   for (ChipId c = 0; c < t.num_chips(); ++c) {
     if (entry[c] == sim::kNoTask) continue;  // not in the op's chips
     const int pos = t.coord(c, axis);
     const int plus = wrap ? x / 2 : x - 1 - pos;
     const int minus = wrap ? x / 2 : pos;
-    const ChainBytes bytes = wrap ? ring : ChainBytes::uniform(shard_bytes);
+    const ChainBytes bytes = wrap ? ring_bytes : ChainBytes::uniform(shard_bytes);
     if (plus > 0) chains.add(c, Direction::Plus, plus, bytes);
     if (minus > 0) chains.add(c, Direction::Minus, minus, bytes);
   }
   chains.build(b, t, axis, entry, exit, op, /*deliver_each=*/true);
 }
 
-void reduce_scatter_phase(ProgramBuilder& b, const Torus& t, int axis, std::uint64_t chunk_bytes,
+void reduce_scatter_phase(ProgramBuilder& b, const Torus& t, int axis, int size, bool ring, std::uint64_t chunk_bytes,
                           std::span<const TaskId> entry, std::span<const TaskId> exit, OpId op) {
-  const int x = t.axis(axis).size;
+  const int x = size;
   MESHSIM_ASSERT(x > 1, "ring phase over an axis of size 1");
+  MESHSIM_ASSERT(ring || x == t.axis(axis).size, "a line is its whole axis");
   Chains chains;
-  if (t.ring(axis)) {
+  if (ring) {
     // On an even ring the antipodal chip sends half its contribution each way.
     const int hops = x / 2;
     const std::uint64_t first = x % 2 == 0 ? ceil_div(chunk_bytes, 2) : chunk_bytes;
     const ChainBytes bytes{first, chunk_bytes, hops == 1 ? first : chunk_bytes};
     for (ChipId d = 0; d < t.num_chips(); ++d) {
       if (entry[d] == sim::kNoTask) continue;  // not in the op's chips (nor is its ring)
-      const int pos = t.coord(d, axis);
-      chains.add(t.with_coord(d, axis, ((pos - hops) % x + x) % x), Direction::Plus, hops, bytes);
-      chains.add(t.with_coord(d, axis, (pos + hops) % x), Direction::Minus, hops, bytes);
+      // The chains start `hops` links behind d each way (through a twisted
+      // wraparound too: the links, not the coordinates, say where).
+      ChipId behind = d, ahead = d;
+      for (int k = 0; k < hops; ++k) {
+        behind = t.neighbor(behind, axis, Direction::Minus);
+        ahead = t.neighbor(ahead, axis, Direction::Plus);
+      }
+      chains.add(behind, Direction::Plus, hops, bytes);
+      chains.add(ahead, Direction::Minus, hops, bytes);
     }
   } else {
     // A line: chains start at the ends; the farthest destination goes first so
@@ -164,9 +172,9 @@ void run_in_lockstep(ProgramBuilder& b, const Torus& t, std::span<const std::vec
       MESHSIM_ASSERT(part.size() == stages, "parts in lock step have as many phases");
       const Phase& p = part[k];
       if (p.kind == PhaseKind::Gather)
-        all_gather_phase(b, t, p.axis, p.bytes, in, out, ports.op);
+        all_gather_phase(b, t, p.axis, p.size, p.ring, p.bytes, in, out, ports.op);
       else if (p.kind == PhaseKind::Reduce)
-        reduce_scatter_phase(b, t, p.axis, p.bytes, in, out, ports.op);
+        reduce_scatter_phase(b, t, p.axis, p.size, p.ring, p.bytes, in, out, ports.op);
     }
     in = std::move(out);
   }
@@ -183,22 +191,22 @@ std::vector<Phase> staged(std::span<const Phase> phases, int first, int stages) 
   return out;
 }
 
-std::vector<Phase> all_gather_phases(const Torus& t, std::span<const int> order, std::uint64_t shard_bytes) {
+std::vector<Phase> all_gather_phases(const AxisOrderPart& part, std::uint64_t shard_bytes) {
   std::vector<Phase> phases;
   std::uint64_t shard = shard_bytes;
-  for (int axis : order) {
-    phases.push_back({PhaseKind::Gather, axis, shard});
-    shard *= static_cast<std::uint64_t>(t.axis(axis).size);
+  for (std::size_t k = 0; k < part.order.size(); ++k) {
+    phases.push_back({PhaseKind::Gather, part.order[k], shard, part.sizes[k], part.rings[k]});
+    shard *= static_cast<std::uint64_t>(part.sizes[k]);
   }
   return phases;
 }
 
-std::vector<Phase> reduce_scatter_phases(const Torus& t, std::span<const int> order, std::uint64_t part_bytes) {
+std::vector<Phase> reduce_scatter_phases(const AxisOrderPart& part, std::uint64_t part_bytes) {
   std::vector<Phase> phases;
   std::uint64_t divisor = 1;
-  for (int axis : order) {
-    divisor *= static_cast<std::uint64_t>(t.axis(axis).size);
-    phases.push_back({PhaseKind::Reduce, axis, ceil_div(part_bytes, divisor)});
+  for (std::size_t k = 0; k < part.order.size(); ++k) {
+    divisor *= static_cast<std::uint64_t>(part.sizes[k]);
+    phases.push_back({PhaseKind::Reduce, part.order[k], ceil_div(part_bytes, divisor), part.sizes[k], part.rings[k]});
   }
   return phases;
 }

@@ -9,23 +9,26 @@
 
 namespace meshsim::collectives::detail {
 
+// One phase: along `axis`, every chip exchanges with the X - 1 others of its ring
+// or line of X = `size` chips. A ring's chains follow the links X/2 hops each way;
+// on a twisted torus such a ring may run past a twisted wraparound, where the
+// chips met beyond X/2 hold the same data as the ones before (schedule.hpp).
+// A line (`ring` false) is the axis itself, never through a wraparound.
+//
 // Every chip sends `shard_bytes` to every other chip of its ring/line.
-// Wraparound: a bidirectional ring. Chip c's shard travels floor(X/2) hops each
-// way, forwarded chip to chip (stream edges); on an even ring the last hop of each
-// direction carries half the shard, so the antipodal chip gets one half from each
-// side and both directions carry (X-1)/2 shards. Without wraparound (or on a
-// twisted axis, whose wraparound leads to another line: Torus::ring): along the
-// line to both ends.
-void all_gather_phase(ProgramBuilder& b, const Torus& t, int axis, std::uint64_t shard_bytes,
+// A ring: chip c's shard travels floor(X/2) hops each way, forwarded chip to chip
+// (stream edges); on an even ring the last hop of each direction carries half the
+// shard, so the antipodal chip gets one half from each side and both directions
+// carry (X-1)/2 shards. A line: along the line to both ends.
+void all_gather_phase(ProgramBuilder& b, const Torus& t, int axis, int size, bool ring, std::uint64_t shard_bytes,
                       std::span<const TaskId> entry, std::span<const TaskId> exit, OpId op);
 
 // Every chip ends with the sum of one `chunk_bytes` chunk over its ring/line.
-// Wraparound: the chunk for chip d is reduced along a chain of floor(X/2) hops in
+// A ring: the chunk for chip d is reduced along a chain of floor(X/2) hops in
 // each direction; each hop adds the sending chip's contribution and forwards it.
 // On an even ring both chains start at the antipodal chip, which sends half of
-// its contribution (half the elements) each way. Without wraparound: chains from
-// both ends of the line.
-void reduce_scatter_phase(ProgramBuilder& b, const Torus& t, int axis, std::uint64_t chunk_bytes,
+// its contribution (half the elements) each way. A line: chains from both ends.
+void reduce_scatter_phase(ProgramBuilder& b, const Torus& t, int axis, int size, bool ring, std::uint64_t chunk_bytes,
                           std::span<const TaskId> entry, std::span<const TaskId> exit, OpId op);
 
 // Per-chip joins for an intermediate barrier, for the chips whose `like` port is
@@ -48,6 +51,8 @@ struct Phase {
   PhaseKind kind;
   int axis;
   std::uint64_t bytes;  // shard (gather) or chunk (reduce) per chip
+  int size = 0;         // the chips of its ring or line (the axis size, or a twisted ring's, schedule.hpp)
+  bool ring = false;    // a ring (else a line)
 };
 
 // Runs `phases` one after another on every chip, with a per-chip barrier between
@@ -67,12 +72,12 @@ void run_parts(ProgramBuilder& b, const Torus& t, std::span<const std::vector<Ph
 // `phases` placed in `stages` slots from stage `first` on, Idle elsewhere.
 std::vector<Phase> staged(std::span<const Phase> phases, int first, int stages);
 
-// AllGather phases over `order`, starting from `shard_bytes` per chip; each phase
-// multiplies the shard by its axis size.
-std::vector<Phase> all_gather_phases(const Torus& t, std::span<const int> order, std::uint64_t shard_bytes);
-// ReduceScatter phases over `order` for `part_bytes` per chip; each phase divides
-// the chunk by its axis size.
-std::vector<Phase> reduce_scatter_phases(const Torus& t, std::span<const int> order, std::uint64_t part_bytes);
+// AllGather phases over a part's gather order, starting from `shard_bytes` per
+// chip; each phase multiplies the shard by its ring size.
+std::vector<Phase> all_gather_phases(const AxisOrderPart& part, std::uint64_t shard_bytes);
+// ReduceScatter phases over a part's reduction order for `part_bytes` per chip;
+// each phase divides the chunk by its ring size.
+std::vector<Phase> reduce_scatter_phases(const AxisOrderPart& part, std::uint64_t part_bytes);
 
 // Sends `bytes` along `links` (a route), hop by hop with cut-through forwarding.
 // The first hop waits for entry[src]; the last arrival feeds exit[dst].

@@ -18,6 +18,68 @@ std::optional<Schedule> parse_schedule(std::string_view name) {
   return std::nullopt;
 }
 
+AxesShape product_shape(std::span<const topology::AxisSpec> axes) {
+  AxesShape shape;
+  const std::size_t n = axes.size();
+  for (const topology::AxisSpec& a : axes) {
+    MESHSIM_ASSERT(a.size > 1, "axis orders over an axis of size 1");
+    shape.ring.push_back(a.wraparound);
+  }
+  shape.group.assign(std::size_t{1} << n, 1);
+  for (std::size_t mask = 0; mask < shape.group.size(); ++mask)
+    for (std::size_t i = 0; i < n; ++i)
+      if (mask >> i & 1) shape.group[mask] *= static_cast<std::uint64_t>(axes[i].size);
+  return shape;
+}
+
+AxesShape axes_shape(const topology::Torus& t, std::span<const int> axes) {
+  const std::size_t n = axes.size();
+  // Twisted axes among `axes` whose long axes are not: their chips form lines.
+  bool twisted_rings = t.twisted();
+  for (int a : axes)
+    for (int b = 0; b < t.num_axes(); ++b)
+      if (t.twist(a, b) != 0 && std::find(axes.begin(), axes.end(), b) == axes.end()) twisted_rings = false;
+  if (!twisted_rings) {
+    std::vector<topology::AxisSpec> specs;
+    for (int a : axes) specs.push_back({t.axis(a).size, t.axis(a).wraparound && !t.twisted_axis(a)});
+    return product_shape(specs);
+  }
+  // Every axis wraps; a subset spans the chips its links reach from chip 0.
+  AxesShape shape;
+  shape.ring.assign(n, true);
+  shape.group.assign(std::size_t{1} << n, 1);
+  std::vector<std::uint32_t> seen(t.num_chips(), 0);
+  std::vector<topology::ChipId> queue;
+  for (std::size_t mask = 1; mask < shape.group.size(); ++mask) {
+    queue.assign(1, 0);
+    seen[0] = static_cast<std::uint32_t>(mask);
+    for (std::size_t q = 0; q < queue.size(); ++q)
+      for (std::size_t i = 0; i < n; ++i) {
+        if (!(mask >> i & 1)) continue;
+        for (topology::Direction d : {topology::Direction::Plus, topology::Direction::Minus}) {
+          const topology::ChipId next = t.neighbor(queue[q], axes[i], d);
+          if (next == topology::kNoChip || seen[next] == mask) continue;
+          seen[next] = static_cast<std::uint32_t>(mask);
+          queue.push_back(next);
+        }
+      }
+    shape.group[mask] = queue.size();
+  }
+  return shape;
+}
+
+std::vector<int> gather_sizes(const AxesShape& shape, std::span<const int> order) {
+  std::vector<int> sizes;
+  std::size_t mask = 0;
+  for (int a : order) {
+    const std::uint64_t before = shape.group[mask];
+    mask |= std::size_t{1} << a;
+    MESHSIM_ASSERT(shape.group[mask] % before == 0, "a group that is not a union of its subgroup's cosets");
+    sizes.push_back(static_cast<int>(shape.group[mask] / before));
+  }
+  return sizes;
+}
+
 namespace detail {
 
 std::optional<std::vector<double>> maximize(const std::vector<std::vector<double>>& a, std::span<const double> b,
@@ -88,23 +150,32 @@ std::optional<std::vector<double>> maximize(const std::vector<std::vector<double
 
 namespace {
 
-// Time of phase `k` of the AllGather in `order`, per unit of V over one link's
-// bandwidth: (X - 1) shards of V/P times the axes gathered before, over the
-// chip's links on that axis (two on a ring, one at the end of a line).
-double phase_coefficient(std::span<const topology::AxisSpec> axes, std::span<const int> order, std::size_t k,
-                         double p) {
-  double before = 1;
-  for (std::size_t j = 0; j < k; ++j) before *= axes[static_cast<std::size_t>(order[j])].size;
-  const topology::AxisSpec& a = axes[static_cast<std::size_t>(order[k])];
-  return (a.size - 1) * before / (p * (a.wraparound ? 2.0 : 1.0));
+// The group spanned by the first k axes of `order`.
+std::uint64_t prefix_group(const AxesShape& shape, std::span<const int> order, std::size_t k) {
+  std::size_t mask = 0;
+  for (std::size_t j = 0; j < k; ++j) mask |= std::size_t{1} << order[j];
+  return shape.group[mask];
 }
 
-// Hops of one ring phase: half a ring, or a whole line.
-int phase_hops(const topology::AxisSpec& a) { return a.wraparound ? a.size / 2 : a.size - 1; }
+// Time of phase `k` of the AllGather in `order`, per unit of V over one link's
+// bandwidth: (m - 1) shards of |G_{k-1}| V / P, over the chip's links on that
+// axis (two on a ring, one at the end of a line).
+double phase_coefficient(const AxesShape& shape, std::span<const int> order, std::size_t k) {
+  const double before = static_cast<double>(prefix_group(shape, order, k));
+  const double m = static_cast<double>(prefix_group(shape, order, k + 1)) / before;
+  const double p = static_cast<double>(shape.group.back());
+  return (m - 1) * before / (p * (shape.ring[static_cast<std::size_t>(order[k])] ? 2.0 : 1.0));
+}
+
+// Hops of phase `k`: half its ring, or its whole line.
+int phase_hops(const AxesShape& shape, std::span<const int> order, std::size_t k) {
+  const auto m = static_cast<int>(prefix_group(shape, order, k + 1) / prefix_group(shape, order, k));
+  return shape.ring[static_cast<std::size_t>(order[k])] ? m / 2 : m - 1;
+}
 
 // Fills in a plan's stage count, lock-step time and latency from its parts.
-void measure(std::span<const topology::AxisSpec> axes, double p, OrderPlan& plan) {
-  const std::size_t n = axes.size();
+void measure(const AxesShape& shape, OrderPlan& plan) {
+  const std::size_t n = shape.ring.size();
   plan.stages = 0;
   for (int o : plan.offsets) plan.stages = std::max(plan.stages, o + static_cast<int>(n));
   plan.lockstep_time = 0;
@@ -115,17 +186,18 @@ void measure(std::span<const topology::AxisSpec> axes, double p, OrderPlan& plan
     for (std::size_t i = 0; i < plan.orders.size(); ++i) {
       const int k = s - plan.offsets[i];
       if (k < 0 || k >= static_cast<int>(n)) continue;
-      const auto axis = static_cast<std::size_t>(plan.orders[i][static_cast<std::size_t>(k)]);
-      load[axis] += plan.fractions[i] * phase_coefficient(axes, plan.orders[i], static_cast<std::size_t>(k), p);
-      hops = std::max(hops, phase_hops(axes[axis]));
+      const auto phase = static_cast<std::size_t>(k);
+      load[static_cast<std::size_t>(plan.orders[i][phase])] +=
+          plan.fractions[i] * phase_coefficient(shape, plan.orders[i], phase);
+      hops = std::max(hops, phase_hops(shape, plan.orders[i], phase));
     }
     plan.lockstep_time += *std::max_element(load.begin(), load.end());
     plan.latency_hops += hops;
   }
 }
 
-OrderPlan equal_plan(std::span<const topology::AxisSpec> axes, double p) {
-  const std::size_t n = axes.size();
+OrderPlan equal_plan(const AxesShape& shape) {
+  const std::size_t n = shape.ring.size();
   OrderPlan plan;
   plan.equal = true;
   for (std::size_t r = 0; r < n; ++r) {
@@ -135,25 +207,15 @@ OrderPlan equal_plan(std::span<const topology::AxisSpec> axes, double p) {
     plan.offsets.push_back(0);
     plan.fractions.push_back(1.0 / static_cast<double>(n));
   }
-  measure(axes, p, plan);
+  measure(shape, plan);
   return plan;
-}
-
-double group_size(std::span<const topology::AxisSpec> axes) {
-  double p = 1;
-  for (const topology::AxisSpec& a : axes) {
-    MESHSIM_ASSERT(a.size > 1, "axis orders over an axis of size 1");
-    p *= a.size;
-  }
-  return p;
 }
 
 }  // namespace
 
-std::optional<OrderPlan> plan_orders(std::span<const topology::AxisSpec> axes, int max_offset) {
-  MESHSIM_ASSERT(!axes.empty() && max_offset >= 0, "plan_orders: no axes");
-  const std::size_t n = axes.size();
-  const double p = group_size(axes);
+std::optional<OrderPlan> plan_orders(const AxesShape& shape, int max_offset) {
+  const std::size_t n = shape.ring.size();
+  MESHSIM_ASSERT(n > 0 && shape.group.size() == std::size_t{1} << n && max_offset >= 0, "plan_orders: no axes");
 
   // Every order of the axes, starting at every stage up to max_offset, is a
   // candidate part.
@@ -184,7 +246,7 @@ std::optional<OrderPlan> plan_orders(std::span<const topology::AxisSpec> axes, i
         if (k < 0 || k >= static_cast<std::ptrdiff_t>(n)) continue;
         const std::vector<int>& o = orders[parts[i].order];
         if (static_cast<std::size_t>(o[static_cast<std::size_t>(k)]) == axis)
-          row[i] = phase_coefficient(axes, o, static_cast<std::size_t>(k), p);
+          row[i] = phase_coefficient(shape, o, static_cast<std::size_t>(k));
       }
       row[m + s] = -1;
       a.push_back(std::move(row));
@@ -220,15 +282,16 @@ std::optional<OrderPlan> plan_orders(std::span<const topology::AxisSpec> axes, i
   // Stages no part uses at the start are dropped.
   const int first = *std::min_element(plan.offsets.begin(), plan.offsets.end());
   for (int& o : plan.offsets) o -= first;
-  measure(axes, p, plan);
+  measure(shape, plan);
   return plan;
 }
 
-std::vector<OrderPlan> candidate_plans(std::span<const topology::AxisSpec> axes, Schedule s) {
-  std::vector<OrderPlan> plans{equal_plan(axes, group_size(axes))};
-  if (s == Schedule::Equal || axes.size() == 1) return plans;
-  for (int d = 0; d < static_cast<int>(axes.size()); ++d) {
-    std::optional<OrderPlan> plan = plan_orders(axes, d);
+std::vector<OrderPlan> candidate_plans(const AxesShape& shape, Schedule s) {
+  const std::size_t n = shape.ring.size();
+  std::vector<OrderPlan> plans{equal_plan(shape)};
+  if (s == Schedule::Equal || n == 1) return plans;
+  for (int d = 0; d < static_cast<int>(n); ++d) {
+    std::optional<OrderPlan> plan = plan_orders(shape, d);
     if (!plan) continue;
     // Only plans that move the data faster than every one before them.
     bool better = true;
@@ -244,17 +307,13 @@ namespace {
 
 // A training step has thousands of collectives over the same few axis sets.
 const std::vector<detail::OrderPlan>& cached_plans(const topology::Torus& t, std::span<const int> axes, Schedule s) {
-  using Key = std::pair<std::vector<std::pair<int, bool>>, Schedule>;
-  thread_local std::map<Key, std::vector<detail::OrderPlan>> cache;
-  Key key{{}, s};
-  std::vector<topology::AxisSpec> specs;
-  for (int a : axes) {
-    // A twisted axis runs its phases as a line (Torus::ring).
-    specs.push_back({t.axis(a).size, t.ring(a)});
-    key.first.emplace_back(t.axis(a).size, t.ring(a));
-  }
+  thread_local std::map<std::pair<AxesShape, Schedule>, std::vector<detail::OrderPlan>> cache;
+  std::pair<AxesShape, Schedule> key{axes_shape(t, axes), s};
   auto it = cache.find(key);
-  if (it == cache.end()) it = cache.emplace(key, detail::candidate_plans(specs, s)).first;
+  if (it == cache.end()) {
+    std::vector<detail::OrderPlan> plans = detail::candidate_plans(key.first, s);
+    it = cache.emplace(std::move(key), std::move(plans)).first;
+  }
   return it->second;
 }
 
@@ -300,10 +359,23 @@ MultiAxisPlan axis_order_parts(const topology::Torus& t, OpKind kind, std::span<
   // the same times).
   const bool reversed = !plan.equal && kind != OpKind::AllGather;
   const int n = static_cast<int>(axes.size());
+  const AxesShape shape = axes_shape(t, axes);
   const auto part = [&](std::size_t i, std::uint64_t bytes) {
     AxisOrderPart p;
-    for (int a : plan.orders[i]) p.order.push_back(axes[static_cast<std::size_t>(a)]);
-    if (reversed) std::reverse(p.order.begin(), p.order.end());
+    // The phases of the AllGather whose time-reverse this part is: the plan's
+    // order, or (the equal split's reductions) the reverse of the rotation.
+    std::vector<int> gather = plan.orders[i];
+    if (plan.equal && kind != OpKind::AllGather) std::reverse(gather.begin(), gather.end());
+    p.sizes = gather_sizes(shape, gather);
+    for (int a : gather) {
+      p.order.push_back(axes[static_cast<std::size_t>(a)]);
+      p.rings.push_back(shape.ring[static_cast<std::size_t>(a)]);
+    }
+    if (kind != OpKind::AllGather) {
+      std::reverse(p.order.begin(), p.order.end());
+      std::reverse(p.sizes.begin(), p.sizes.end());
+      std::reverse(p.rings.begin(), p.rings.end());
+    }
     p.first_stage = reversed ? plan.stages - n - plan.offsets[i] : plan.offsets[i];
     p.bytes = bytes;
     return p;

@@ -2,21 +2,25 @@
 // How a multi-axis AllGather, ReduceScatter or AllReduce divides its data among
 // axis orders (docs/MODEL.md, "Balanced multi-axis schedules").
 //
-// A part of the data runs one phase per axis, in its order, a chip starting
-// phase k+1 once it holds its phase-k result. Phase k of an AllGather in order
-// pi moves (X_pi_k - 1) * prod_{j<k} X_pi_j shards of V/P per chip, over the two
-// link directions of a ring or the one link into the end of a line. A
-// ReduceScatter in order pi is the AllGather in the reverse order run backwards;
-// an AllReduce is that ReduceScatter followed by the AllGather.
+// A part of the data runs one phase per axis, in its order. The chips a chip
+// reaches over the links of the first k axes of the order form a group G_k;
+// phase k is a ring (or line) of m_k = |G_k| / |G_{k-1}| positions along axis
+// pi_k: on an ordinary torus m_k is that axis's size; on a twisted torus the
+// links of a short axis alone reach two of its lines (m = 2k) and a later axis
+// then has fewer new positions. Phase k of an AllGather moves (m_k - 1) shards
+// of |G_{k-1}| V / P per chip, over the two link directions of a ring or the one
+// link into the end of a line. A ReduceScatter in order pi is the AllGather in
+// the reverse order run backwards; an AllReduce is that ReduceScatter followed
+// by the AllGather.
 //
 //  - Equal: N parts of V/N, part p in the axis order rotated by p (the cheat
 //    sheet's V/(W N_axes) on a cube: every phase keeps every axis busy).
-//  - Balanced (the default): the fraction of V given to each of the N! axis
-//    orders solves a linear program that minimises the sum over phases k of the
-//    busiest link's time in phase k (every part's phase k run in lock step),
-//    so that every axis carries its share of every phase: on a cube it is the
-//    equal split, which is then used as is; on 4x4x8 or a line beside a ring it
-//    shifts data to the orders that load the short or slow axes late.
+//  - Balanced (the default): the fraction of V given to each (axis order, start
+//    stage) solves a linear program that minimises the sum over lock-step
+//    stages of the busiest link's time, so that every axis carries its share of
+//    every stage: on a cube it is the equal split, which is then used as is; on
+//    4x4x8 or a line beside a ring it shifts data to the orders that load the
+//    short or slow axes late.
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -33,11 +37,32 @@ enum class Schedule : std::uint8_t { Balanced, Equal };
 const char* schedule_name(Schedule s);
 std::optional<Schedule> parse_schedule(std::string_view name);
 
+// The shape a multi-axis collective sees over its N axes: whether each runs its
+// phases as a ring or a line, and the size of the group that every subset of the
+// axes spans (bit i of the index: axes[i]).
+struct AxesShape {
+  std::vector<bool> ring;
+  std::vector<std::uint64_t> group;
+  auto operator<=>(const AxesShape&) const = default;
+};
+// An ordinary torus: every subset spans the product of its sizes.
+AxesShape product_shape(std::span<const topology::AxisSpec> axes);
+// The collective over `axes` (each of size > 1) on `t`. A twisted torus whose
+// twisted axes among `axes` have their long axes among them too: every axis is
+// a ring and each subset spans the chips its links reach from a chip (twisted
+// wraparounds included); otherwise a twisted axis is a line.
+AxesShape axes_shape(const topology::Torus& t, std::span<const int> axes);
+// The ring sizes m_k of the phases of an AllGather whose axes (indices into the
+// shape) come in `order`.
+std::vector<int> gather_sizes(const AxesShape& shape, std::span<const int> order);
+
 // One part of a multi-axis collective: `bytes` of V taken through the axes in
 // `order`: the gather order of an AllGather, the reduction order of a
 // ReduceScatter or AllReduce (whose gathers then run it reversed).
 struct AxisOrderPart {
   std::vector<int> order;  // hardware axes
+  std::vector<int> sizes;  // per phase of `order`: the ring size m
+  std::vector<bool> rings;  // per phase of `order`: a ring (else a line)
   std::uint64_t bytes = 0;
   int first_stage = 0;  // lock step: the stage of its first phase (its reduction's, for an AllReduce)
 };
@@ -71,10 +96,10 @@ struct OrderPlan {
 };
 // The linear program's plan with parts starting at stages 0..max_offset
 // (nothing if the simplex fails on rounding).
-std::optional<OrderPlan> plan_orders(std::span<const topology::AxisSpec> axes, int max_offset);
+std::optional<OrderPlan> plan_orders(const AxesShape& shape, int max_offset);
 // The equal split first, then (Balanced) the linear program's plans for
 // max_offset = 0, 1, ..., N-1 that move data faster than every plan before them.
-std::vector<OrderPlan> candidate_plans(std::span<const topology::AxisSpec> axes, Schedule s);
+std::vector<OrderPlan> candidate_plans(const AxesShape& shape, Schedule s);
 
 // maximize c.x subject to A x <= b, x >= 0, with b >= 0 (so x = 0 is feasible);
 // dense tableau simplex with Bland's rule (no cycling). Returns x, or nothing

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <numeric>
+#include <set>
 
 #include "harness.hpp"
 #include "sim/collectives/ring_phase.hpp"
@@ -61,7 +62,7 @@ TEST_CASE("Schedule plans: cubes keep the equal split; other shapes balance with
   for (const std::vector<AxisSpec>& cube : {std::vector<AxisSpec>{{4, true}, {4, true}, {4, true}},
                                            std::vector<AxisSpec>{{16, true}, {16, true}},
                                            std::vector<AxisSpec>{{8, false}, {8, false}}}) {
-    const auto plans = collectives::detail::candidate_plans(cube, Schedule::Balanced);
+    const auto plans = collectives::detail::candidate_plans(collectives::product_shape(cube), Schedule::Balanced);
     CHECK(plans.size() == 1);
     CHECK(plans.front().equal);
   }
@@ -75,7 +76,7 @@ TEST_CASE("Schedule plans: cubes keep the equal split; other shapes balance with
     double p = 1, links = 0;
     for (const AxisSpec& a : s.axes) p *= a.size, links += a.wraparound ? 2 : 1;
     const double bound = (p - 1) / p / links;  // in V / b
-    const auto plans = collectives::detail::candidate_plans(s.axes, Schedule::Balanced);
+    const auto plans = collectives::detail::candidate_plans(collectives::product_shape(s.axes), Schedule::Balanced);
     const collectives::detail::OrderPlan& best = plans.back();
     INFO("axes " << s.axes.size() << " first size " << s.axes.front().size << " last " << s.axes.back().size);
     CHECK_FALSE(best.equal);
@@ -171,7 +172,7 @@ TEST_CASE("Schedule plans: every small shape plans, never below the bound nor ab
           else if (wraps >= 4) continue;
           double p = 1, links = 0;
           for (const AxisSpec& x : axes) p *= x.size, links += x.wraparound ? 2 : 1;
-          const auto plans = collectives::detail::candidate_plans(axes, Schedule::Balanced);
+          const auto plans = collectives::detail::candidate_plans(collectives::product_shape(axes), Schedule::Balanced);
           INFO(a << "x" << b << "x" << c << " wraps " << wraps);
           REQUIRE_FALSE(plans.empty());
           CHECK(plans.front().equal);
@@ -183,4 +184,87 @@ TEST_CASE("Schedule plans: every small shape plans, never below the bound nor ab
           ++planned;
         }
   CHECK(planned == 8 * 8 * 4 + 8 * 8 * 3 * 8);
+}
+
+namespace {
+
+// The chips reached from `c` over the links of `axes` (a coset of the subgroup
+// they generate), by breadth-first search.
+std::set<topology::ChipId> reach(const Torus& t, topology::ChipId c, const std::vector<int>& axes) {
+  std::set<topology::ChipId> seen{c};
+  std::vector<topology::ChipId> queue{c};
+  for (std::size_t q = 0; q < queue.size(); ++q)
+    for (int a : axes)
+      for (topology::Direction d : {topology::Direction::Plus, topology::Direction::Minus}) {
+        const topology::ChipId n = t.neighbor(queue[q], a, d);
+        if (seen.insert(n).second) queue.push_back(n);
+      }
+  return seen;
+}
+
+Torus twisted_torus(std::vector<int> shape) {
+  std::vector<AxisSpec> axes;
+  for (int s : shape) axes.push_back({s, true});
+  return Torus(axes, {kBw, tick_from_seconds(kAlpha)}, true);
+}
+
+}  // namespace
+
+TEST_CASE("Twisted tori: a phase's ring of m positions meets every other coset of the chips before it once",
+          "[collectives][schedule][twisted]") {
+  // Phase k of an order gathers along axis a: chip c's chains reach c + j e_a for
+  // j = 1..m/2 each way. Those must hold the m - 1 other cosets of G_{k-1} (the
+  // chips reached over the earlier axes) in c's G_k, and c + m e_a is back in c's.
+  for (const Torus& t : {twisted_torus({4, 4, 8}), twisted_torus({4, 8, 8}), twisted_torus({8, 4, 8})}) {
+    const std::vector<int> axes{0, 1, 2};
+    const collectives::AxesShape shape = collectives::axes_shape(t, axes);
+    CHECK(shape.group.back() == t.num_chips());
+    std::vector<int> order{0, 1, 2};
+    do {
+      const std::vector<int> sizes = collectives::gather_sizes(shape, order);
+      INFO(t.shape_string() << " order " << order[0] << order[1] << order[2]);
+      std::uint64_t product = 1;
+      for (std::size_t k = 0; k < order.size(); ++k) {
+        const std::vector<int> before(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k));
+        const std::vector<int> upto(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k) + 1);
+        product *= static_cast<std::uint64_t>(sizes[k]);
+        for (topology::ChipId c : {topology::ChipId{0}, t.num_chips() / 2 + 3}) {
+          CHECK(reach(t, c, upto).size() == product);
+          std::set<topology::ChipId> covered = reach(t, c, before);
+          topology::ChipId at = c;
+          for (int j = 1; j < sizes[k]; ++j) {
+            at = t.neighbor(at, order[k], topology::Direction::Plus);
+            const std::set<topology::ChipId> coset = reach(t, at, before);
+            for (topology::ChipId x : coset) CHECK(covered.insert(x).second);  // a new coset
+          }
+          CHECK(covered == reach(t, c, upto));
+          at = t.neighbor(at, order[k], topology::Direction::Plus);
+          CHECK(reach(t, c, before).count(at) == 1);  // m steps: back in c's coset
+        }
+      }
+    } while (std::next_permutation(order.begin(), order.end()));
+  }
+}
+
+TEST_CASE("Twisted tori: gathers and reductions over the twisted rings run at the ingress bound",
+          "[collectives][schedule][twisted]") {
+  constexpr std::uint64_t kV = std::uint64_t{1} << 30;
+  for (const Torus& t : {twisted_torus({4, 4, 8}), twisted_torus({4, 8, 8})}) {
+    INFO(t.shape_string());
+    const collectives::AxesShape shape = collectives::axes_shape(t, std::vector<int>{0, 1, 2});
+    CHECK(shape.ring == std::vector<bool>{true, true, true});
+    for (Kind kind : {Kind::AllGather, Kind::ReduceScatter, Kind::AllReduce}) {
+      INFO(kind_name(kind));
+      const double bound = ingress_bound(t, kind, static_cast<double>(kV));
+      const double time = simulate_with(t, kind, kV, Schedule::Balanced);
+      CHECK(time >= bound);
+      CHECK(time <= 1.01 * bound);
+    }
+  }
+  // Without its long axis a twisted axis is a line: its chips do not form a ring.
+  const Torus t = twisted_torus({4, 4, 8});
+  CHECK(collectives::axes_shape(t, std::vector<int>{0}).ring == std::vector<bool>{false});
+  CHECK(collectives::axes_shape(t, std::vector<int>{0, 1}).ring == std::vector<bool>{false, false});
+  CHECK(collectives::axes_shape(t, std::vector<int>{0, 2}).ring == std::vector<bool>{true, true});
+  CHECK(collectives::axes_shape(t, std::vector<int>{0, 2}).group == std::vector<std::uint64_t>{1, 8, 8, 32});
 }

@@ -43,8 +43,6 @@ TEST_CASE("Twisted torus: the short axes' wraparounds land shifted by k along th
   CHECK(t.twisted_axis(0));
   CHECK(t.twisted_axis(1));
   CHECK_FALSE(t.twisted_axis(2));
-  CHECK_FALSE(t.ring(0));
-  CHECK(t.ring(2));
   const std::vector<int> from{3, 1, 6}, to{0, 1, 2};  // (3,1,6) +x -> (0,1,(6+4) mod 8)
   CHECK(t.neighbor(t.chip(from), 0, Direction::Plus) == t.chip(to));
   CHECK(t.neighbor(t.chip(to), 0, Direction::Minus) == t.chip(from));
