@@ -17,39 +17,7 @@
 namespace meshsim::collectives {
 
 using namespace detail;
-using topology::Direction;
 using topology::LinkId;
-
-namespace {
-
-// All routes from src to dst over `axes`: one, or 2^k when k axes are at an
-// antipodal offset on an even wrapped ring.
-void enumerate_routes(const Torus& t, std::span<const int> axes, std::size_t i, ChipId at, ChipId dst,
-                      std::vector<LinkId>& path, std::vector<std::vector<LinkId>>& out) {
-  if (i == axes.size()) {
-    MESHSIM_ASSERT(at == dst, "route incomplete");
-    out.push_back(path);
-    return;
-  }
-  const int axis = axes[i];
-  const int size = t.axis(axis).size;
-  const Torus::AxisHops h = t.axis_hops(axis, t.coord(at, axis), t.coord(dst, axis));
-  const bool antipodal = t.axis(axis).wraparound && size % 2 == 0 && h.hops == size / 2 && size > 2;
-  for (Direction dir : {Direction::Plus, Direction::Minus}) {
-    if (dir != h.direction && !antipodal) continue;
-    const std::size_t mark = path.size();
-    ChipId c = at;
-    for (int k = 0; k < h.hops; ++k) {
-      const LinkId l = t.link(c, axis, dir);
-      path.push_back(l);
-      c = t.link_info(l).dst;
-    }
-    enumerate_routes(t, axes, i + 1, c, dst, path, out);
-    path.resize(mark);
-  }
-}
-
-}  // namespace
 
 void all_to_all(ProgramBuilder& b, const Torus& t, std::span<const int> axes, std::uint64_t group_bytes,
                 const OpPorts& ports) {
@@ -63,7 +31,6 @@ void all_to_all(ProgramBuilder& b, const Torus& t, std::span<const int> axes, st
   std::vector<std::vector<int>> orders;
   for (std::size_t r = 0; r < axes.size(); ++r) orders.push_back(rotated(axes, r));
   std::vector<std::vector<LinkId>> routes;
-  std::vector<LinkId> path;
   struct Dest {
     int hops;
     ChipId chip;
@@ -87,15 +54,10 @@ void all_to_all(ProgramBuilder& b, const Torus& t, std::span<const int> axes, st
     std::stable_sort(dests.begin(), dests.end(), [](const Dest& x, const Dest& y) { return x.hops > y.hops; });
     for (const Dest& d : dests) {
       routes.clear();
-      for (std::size_t r = 0; r < orders.size(); ++r) {
-        // A twisted torus: every shortest route in each rotated order (through a
-        // twisted wraparound where that is shorter).
-        if (t.twisted()) {
-          for (auto& route : t.shortest_routes(src, d.chip, orders[r])) routes.push_back(std::move(route));
-        } else {
-          enumerate_routes(t, orders[r], 0, src, d.chip, path, routes);
-        }
-      }
+      // Every shortest route in each rotated order: both ways at an antipode,
+      // and on a twisted torus through a twisted wraparound where that is as short.
+      for (const std::vector<int>& order : orders)
+        for (auto& route : t.shortest_routes(src, d.chip, order)) routes.push_back(std::move(route));
       const std::uint64_t share = ceil_div(piece, routes.size());
       for (const auto& r : routes) routed_chain(b, t, r, share, ports.entry, ports.exit, ports.op);
     }
