@@ -131,7 +131,7 @@ std::string format_table(const workloads::Workload& w, const RunResult& r) {
     for (int a : axes) open_axis = open_axis || (!w.hardware.gpu && !t.axis(a).wraparound);
     if (!w.hardware.gpu && t.twisted() && !axes.empty() &&
         (o.kind == OpKind::AllGather || o.kind == OpKind::ReduceScatter || o.kind == OpKind::AllReduce)) {
-      const collectives::AxesShape shape = collectives::axes_shape(t, axes);
+      const collectives::AxesShape& shape = collectives::cached_axes_shape(t, axes);
       for (std::size_t j = 0; j < axes.size(); ++j) twisted_line = twisted_line || (t.twisted_axis(axes[j]) && !shape.ring[j]);
     }
     const std::optional<double> q = ratio(o);

@@ -45,7 +45,7 @@ std::string algorithm_name(const workloads::Op& op, const topology::Torus& torus
       break;
   }
   int wrapped = 0;
-  for (bool ring : collectives::axes_shape(torus, op.hw_axes).ring) wrapped += ring ? 1 : 0;
+  for (bool ring : collectives::cached_axes_shape(torus, op.hw_axes).ring) wrapped += ring ? 1 : 0;
   const std::string shape = wrapped == static_cast<int>(op.hw_axes.size()) ? "bidirectional ring"
                             : wrapped == 0                                 ? "line"
                                                                            : "rings and lines";

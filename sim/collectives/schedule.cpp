@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <numeric>
+#include <tuple>
 #include <utility>
 
 #include "base/error.hpp"
@@ -305,14 +306,24 @@ std::vector<OrderPlan> candidate_plans(const AxesShape& shape, Schedule s) {
 
 namespace {
 
-// A training step has thousands of collectives over the same few axis sets.
-const std::vector<detail::OrderPlan>& cached_plans(const topology::Torus& t, std::span<const int> axes, Schedule s) {
-  thread_local std::map<std::pair<AxesShape, Schedule>, std::vector<detail::OrderPlan>> cache;
-  std::pair<AxesShape, Schedule> key{axes_shape(t, axes), s};
+struct Planned {
+  AxesShape shape;
+  std::vector<detail::OrderPlan> plans;
+};
+
+// A training step has thousands of collectives over the same few axis sets: the
+// shape and the plans are memoized by what they depend on (the torus's axes and
+// twist, the collective's axes, the schedule).
+const Planned& cached_plans(const topology::Torus& t, std::span<const int> axes, Schedule s) {
+  using Key = std::tuple<std::vector<std::pair<int, bool>>, bool, std::vector<int>, Schedule>;
+  thread_local std::map<Key, Planned> cache;
+  Key key{{}, t.twisted(), std::vector<int>(axes.begin(), axes.end()), s};
+  for (const topology::AxisSpec& a : t.axes()) std::get<0>(key).emplace_back(a.size, a.wraparound);
   auto it = cache.find(key);
   if (it == cache.end()) {
-    std::vector<detail::OrderPlan> plans = detail::candidate_plans(key.first, s);
-    it = cache.emplace(std::move(key), std::move(plans)).first;
+    Planned p{axes_shape(t, axes), {}};
+    p.plans = detail::candidate_plans(p.shape, s);
+    it = cache.emplace(std::move(key), std::move(p)).first;
   }
   return it->second;
 }
@@ -322,7 +333,7 @@ const std::vector<detail::OrderPlan>& cached_plans(const topology::Torus& t, std
 const detail::OrderPlan& axis_order_plan(const topology::Torus& t, std::span<const int> axes, std::uint64_t group_bytes,
                                          Schedule s) {
   MESHSIM_ASSERT(!axes.empty(), "axis orders of no axes");
-  const std::vector<detail::OrderPlan>& plans = cached_plans(t, axes, s);
+  const std::vector<detail::OrderPlan>& plans = cached_plans(t, axes, s).plans;
   // The plan that finishes first by its lock-step estimate: the data over one
   // link's bandwidth plus a hop latency per hop of every stage (more stages
   // balance the links better but add latency); ties to the earlier plan.
@@ -337,9 +348,13 @@ const detail::OrderPlan& axis_order_plan(const topology::Torus& t, std::span<con
   return *best;
 }
 
+const AxesShape& cached_axes_shape(const topology::Torus& t, std::span<const int> axes) {
+  return cached_plans(t, axes, Schedule::Equal).shape;  // the equal split solves no program
+}
+
 std::size_t axis_order_part_bound(const topology::Torus& t, std::span<const int> axes, Schedule s) {
   std::size_t most = 0;
-  for (const detail::OrderPlan& plan : cached_plans(t, axes, s)) most = std::max(most, plan.orders.size());
+  for (const detail::OrderPlan& plan : cached_plans(t, axes, s).plans) most = std::max(most, plan.orders.size());
   return most;
 }
 
@@ -359,7 +374,7 @@ MultiAxisPlan axis_order_parts(const topology::Torus& t, OpKind kind, std::span<
   // the same times).
   const bool reversed = !plan.equal && kind != OpKind::AllGather;
   const int n = static_cast<int>(axes.size());
-  const AxesShape shape = axes_shape(t, axes);
+  const AxesShape& shape = cached_plans(t, axes, s).shape;
   const auto part = [&](std::size_t i, std::uint64_t bytes) {
     AxisOrderPart p;
     // The phases of the AllGather whose time-reverse this part is: the plan's

@@ -52,6 +52,8 @@ AxesShape product_shape(std::span<const topology::AxisSpec> axes);
 // a ring and each subset spans the chips its links reach from a chip (twisted
 // wraparounds included); otherwise a twisted axis is a line.
 AxesShape axes_shape(const topology::Torus& t, std::span<const int> axes);
+// axes_shape, memoized (a twisted torus's costs a search over the chips).
+const AxesShape& cached_axes_shape(const topology::Torus& t, std::span<const int> axes);
 // The ring sizes m_k of the phases of an AllGather whose axes (indices into the
 // shape) come in `order`.
 std::vector<int> gather_sizes(const AxesShape& shape, std::span<const int> order);
