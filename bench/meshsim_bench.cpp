@@ -2,6 +2,8 @@
 //
 //   meshsim_bench [--repeat N] [--traces] [CASE.json ...]   (default: bench/cases/allreduce_v4_16x16x16.json)
 //   meshsim_bench --engines [--repeat N] [CASE.json ...]     (default: the 16x16 and 16x16x16 all-reduces)
+//   meshsim_bench --parse [--repeat N]                       (workloads of 10k, 100k and 1M ops)
+//   meshsim_bench --help
 //
 // For each case: parse, expand into the hop-by-hop program, execute on the event
 // engine. Prints the median over N repetitions of each stage, transfers/s and
@@ -11,7 +13,10 @@
 // with a trace minus the run without). With --engines, runs each case on the
 // native engine and on SimGrid (docs/CROSSCHECK.md) and prints both wall times,
 // their ratio, the cost per hop transfer (and per SimGrid flow) and the
-// simulated times; SimGrid runs once unless --repeat is given.
+// simulated times; SimGrid runs once unless --repeat is given. With --parse,
+// times the JSON parse and the whole parse into a typed workload (validation,
+// dependencies, lowering) of generated files of N one-line all-reduces, N = 10k,
+// 100k and 1M, and prints the time per op, which a linear parser keeps flat.
 #include <fmt/format.h>
 #include <sys/resource.h>
 
@@ -27,6 +32,7 @@
 #include "driver/simulate.hpp"
 #include "sim/engine.hpp"
 #include "sim/executor.hpp"
+#include "workloads/json_cursor.hpp"
 #include "workloads/workload.hpp"
 
 namespace {
@@ -117,14 +123,72 @@ void engine_figures(const std::string& path, int native_repeat, int simgrid_repe
              peak_child_rss_mb());
 }
 
+// A workload of n one-line all-reduces over one axis of 16 v5e chips, as a
+// generated trace or program would write it.
+std::string many_ops(std::size_t n) {
+  std::string text = R"({"hardware": "tpu-v5e", "mesh": {"X": 16}, "ops": [)";
+  text += '\n';
+  for (std::size_t i = 0; i < n; ++i)
+    text += fmt::format(R"({{"name": "op{}", "kind": "all_reduce", "bytes": {}, "axes": ["X"]}}{})", i, 1024 + i % 4096,
+                        i + 1 < n ? ",\n" : "\n");
+  return text + "]}\n";
+}
+
+void parse_figures(int repeat) {
+  fmt::print("{:>10} {:>12} {:>16} {:>14} {:>18} {:>12}\n", "ops", "MB", "parse JSON (s)", "us per op", "parse workload (s)",
+             "us per op");
+  for (std::size_t n : {std::size_t{10'000}, std::size_t{100'000}, std::size_t{1'000'000}}) {
+    const std::string text = many_ops(n);
+    std::vector<double> t_json, t_workload;
+    for (int r = 0; r < repeat; ++r) {
+      auto t0 = Clock::now();
+      const meshsim::workloads::Json j = meshsim::workloads::parse_json(text, "bench.json");
+      t_json.push_back(seconds_since(t0));
+      t0 = Clock::now();
+      const meshsim::workloads::Workload w = meshsim::workloads::parse_workload(text, "bench.json");
+      t_workload.push_back(seconds_since(t0));
+      if (w.ops.size() != n || j.at("ops").size() != n) throw meshsim::Error("--parse: the generated workload lost ops");
+    }
+    const double json = median(t_json), workload = median(t_workload), ops = static_cast<double>(n);
+    fmt::print("{:>10} {:>12.1f} {:>16.3f} {:>14.3f} {:>18.3f} {:>12.3f}\n", n, static_cast<double>(text.size()) / 1e6,
+               json, 1e6 * json / ops, workload, 1e6 * workload / ops);
+  }
+  fmt::print("(medians of {}; peak memory {:.1f} MB)\n\n", repeat, peak_rss_mb());
+}
+
+constexpr const char* kUsage =
+    "usage: meshsim_bench [--repeat N] [--traces] [CASE.json ...]\n"
+    "       meshsim_bench --engines [--repeat N] [CASE.json ...]\n"
+    "       meshsim_bench --parse [--repeat N]\n"
+    "Prints figures (medians over N repetitions, default 5): a case's parse, expand and execute times,\n"
+    "transfers/s, events/s and peak memory (default case bench/cases/allreduce_v4_16x16x16.json);\n"
+    "--traces adds the cost of writing its traces; --engines compares the native engine with SimGrid\n"
+    "(default: the 16x16 and 16x16x16 all-reduces); --parse times parsing 10k, 100k and 1M ops.\n"
+    "Run from the project root (the default cases are relative paths).\n";
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int repeat = 5;
-  bool traces = false, engines = false, repeat_given = false;
+  bool traces = false, engines = false, parse = false, repeat_given = false;
   std::vector<std::string> cases;
   for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--traces") == 0)
+    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
+      fmt::print("{}", kUsage);
+      return 0;
+    }
+    if (std::strcmp(argv[i], "--repeat") == 0 && (i + 1 >= argc || std::atoi(argv[i + 1]) < 1)) {
+      fmt::print(stderr, "meshsim_bench: error: --repeat needs a positive count\n{}", kUsage);
+      return 1;
+    }
+    if (argv[i][0] == '-' && std::strcmp(argv[i], "--traces") != 0 && std::strcmp(argv[i], "--engines") != 0 &&
+        std::strcmp(argv[i], "--parse") != 0 && std::strcmp(argv[i], "--repeat") != 0) {
+      fmt::print(stderr, "meshsim_bench: error: unknown option '{}'\n{}", argv[i], kUsage);
+      return 1;
+    }
+    if (std::strcmp(argv[i], "--parse") == 0)
+      parse = true;
+    else if (std::strcmp(argv[i], "--traces") == 0)
       traces = true;
     else if (std::strcmp(argv[i], "--engines") == 0)
       engines = true;
@@ -132,6 +196,15 @@ int main(int argc, char** argv) {
       repeat = std::max(1, std::atoi(argv[++i])), repeat_given = true;
     else
       cases.emplace_back(argv[i]);
+  }
+  if (parse) {
+    try {
+      parse_figures(repeat_given ? repeat : 3);
+    } catch (const meshsim::Error& e) {
+      fmt::print(stderr, "meshsim_bench: error: {}\n", e.what());
+      return 1;
+    }
+    return 0;
   }
   if (engines) {
     if (cases.empty()) cases = {"bench/cases/allreduce_v5e_16x16.json", "bench/cases/allreduce_v4_16x16x16.json"};

@@ -82,55 +82,111 @@ std::string one_line(std::string_view text) {
 
 }  // namespace
 
-Json parse_json(std::string_view text, const std::string& file) {
-  std::vector<Frame> stack;
-  auto after_value = [&stack] {
-    if (!stack.empty()) {
-      Frame& top = stack.back();
-      if (top.is_array)
-        ++top.index;
-      else
-        top.has_key = false;
-    }
-  };
-  Json::parser_callback_t callback = [&](int, Json::parse_event_t event, Json& parsed) {
-    using E = Json::parse_event_t;
-    switch (event) {
-      case E::object_start:
-        stack.emplace_back();
-        break;
-      case E::array_start:
-        stack.emplace_back().is_array = true;
-        break;
-      case E::key: {
-        Frame& top = stack.back();
-        top.key = parsed.get<std::string>();
-        top.has_key = true;
-        if (!top.keys.insert(top.key).second)
-          input_error(file, frames_pointer(stack), fmt::format("duplicate key '{}'", top.key));
-        break;
-      }
-      case E::object_end:
-      case E::array_end:
-        stack.pop_back();
-        after_value();
-        break;
-      case E::value:
-        after_value();
-        break;
-    }
+namespace {
+
+// Builds the document from the parser's SAX events, tracking where it stands
+// (for error pointers) and each object's keys (duplicates are errors). Linear
+// in the text: nlohmann's callback parser rescans the enclosing array at every
+// closing bracket, which made a file of N ops take O(N^2) (issue 18).
+class DomBuilder {
+ public:
+  explicit DomBuilder(const std::string& file) : file_(file) {}
+  Json root;
+
+  bool null() { return scalar(nullptr); }
+  bool boolean(bool v) { return scalar(v); }
+  bool number_integer(Json::number_integer_t v) { return scalar(v); }
+  bool number_unsigned(Json::number_unsigned_t v) { return scalar(v); }
+  bool number_float(Json::number_float_t v, const Json::string_t&) { return scalar(v); }
+  bool string(Json::string_t& v) { return scalar(std::move(v)); }
+  bool binary(Json::binary_t& v) { return scalar(std::move(v)); }
+
+  bool start_object(std::size_t) {
+    values_.push_back(place(Json::object()));
+    frames_.emplace_back();
     return true;
-  };
+  }
+  bool key(Json::string_t& k) {
+    Frame& top = frames_.back();
+    top.key = k;
+    top.has_key = true;
+    if (!top.keys.insert(top.key).second)
+      input_error(file_, frames_pointer(frames_), fmt::format("duplicate key '{}'", top.key));
+    // Appended, not looked up: the key is new (just checked), and an ordered
+    // object's own insertion searches its members.
+    Json::object_t& members = values_.back()->get_ref<Json::object_t&>();
+    members.emplace_back(std::move(k), nullptr);
+    member_ = &members.back().second;
+    return true;
+  }
+  bool end_object() { return close(); }
+  bool start_array(std::size_t) {
+    values_.push_back(place(Json::array()));
+    frames_.emplace_back().is_array = true;
+    return true;
+  }
+  bool end_array() { return close(); }
+
+  template <class Exception>
+  bool parse_error(std::size_t, const std::string&, const Exception& e) {
+    // A syntax error, or out_of_range for a number like 1e400.
+    input_error(file_, frames_pointer(frames_), tidy_parse_message(e.what()));
+  }
+
+ private:
+  // Puts a new value where the parser stands: the root, the next element of
+  // the array being read, or the member whose key was just read.
+  Json* place(Json&& v) {
+    if (values_.empty()) {
+      root = std::move(v);
+      return &root;
+    }
+    Json& top = *values_.back();
+    if (top.is_array()) {
+      top.get_ref<Json::array_t&>().push_back(std::move(v));
+      return &top.get_ref<Json::array_t&>().back();
+    }
+    *member_ = std::move(v);
+    return member_;
+  }
+  bool scalar(Json&& v) {
+    place(std::move(v));
+    after_value();
+    return true;
+  }
+  bool close() {
+    frames_.pop_back();
+    values_.pop_back();
+    after_value();
+    return true;
+  }
+  void after_value() {
+    if (frames_.empty()) return;
+    Frame& top = frames_.back();
+    if (top.is_array)
+      ++top.index;
+    else
+      top.has_key = false;
+  }
+
+  const std::string& file_;
+  std::vector<Frame> frames_;
+  std::vector<Json*> values_;  // the open arrays and objects, innermost last
+  Json* member_ = nullptr;     // the member whose key was read last
+};
+
+}  // namespace
+
+Json parse_json(std::string_view text, const std::string& file) {
   if (text.find_first_not_of(" \t\r\n") == std::string_view::npos)
     input_error(file, "", "the file is empty; expected a JSON object");
   // nlohmann's lexer stops at a NUL as if the text ended there; JSON never holds one.
   if (const std::size_t nul = text.find('\0'); nul != std::string_view::npos)
     input_error(file, "", fmt::format("byte {} is a NUL; expected JSON text", nul));
-  try {
-    return Json::parse(text.begin(), text.end(), callback, /*allow_exceptions=*/true, /*ignore_comments=*/false);
-  } catch (const Json::exception& e) {  // parse_error, and out_of_range for a number like 1e400
-    input_error(file, frames_pointer(stack), tidy_parse_message(e.what()));
-  }
+  DomBuilder builder(file);
+  Json::sax_parse(text.begin(), text.end(), &builder, nlohmann::detail::input_format_t::json, /*strict=*/true,
+                  /*ignore_comments=*/false);
+  return std::move(builder.root);
 }
 
 void Cursor::fail(const std::string& message) const { input_error(*file_, pointer_, message); }

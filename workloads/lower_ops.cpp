@@ -88,6 +88,7 @@ std::uint32_t Lowerer::emit(Op op, const std::vector<std::uint32_t>& after) {
 void Lowerer::parse(const Cursor& ops) {
   const auto list = ops.elements();
   if (list.empty()) ops.fail("expected at least one op");
+  w_.ops.reserve(list.size());  // at least one op each: no moves of the ops as they come
   for (std::size_t i = 0; i < list.size(); ++i) parse_op(list[i], i);
 }
 
