@@ -83,11 +83,11 @@ LowerBound torus_bound(const workloads::Op& op, const workloads::Workload& w, co
   const double alpha = w.hardware.ici.latency.seconds();
   const double v = static_cast<double>(op.bytes);
   if (op.kind == OpKind::Send) {
+    std::vector<int> all(static_cast<std::size_t>(t.num_axes()));
+    for (int a = 0; a < t.num_axes(); ++a) all[static_cast<std::size_t>(a)] = a;
     for (const auto& [src, dst] : workloads::send_pairs(op)) {
       if (src == dst) continue;
       int out = 0, in = 0;
-      std::vector<int> all(static_cast<std::size_t>(t.num_axes()));
-      for (int a = 0; a < t.num_axes(); ++a) all[static_cast<std::size_t>(a)] = a;
       for (int a = 0; a < t.num_axes(); ++a) out += axis_links(t, src, a, all), in += axis_links(t, dst, a, all);
       lb.ingress_s = std::max(lb.ingress_s, v / (std::min(out, in) * b));
       lb.latency_s = std::max(lb.latency_s, t.hop_distance(src, dst) * alpha);

@@ -11,8 +11,6 @@
 
 namespace meshsim::collectives {
 
-const char* schedule_name(Schedule s) { return s == Schedule::Equal ? "equal" : "balanced"; }
-
 std::optional<Schedule> parse_schedule(std::string_view name) {
   if (name == "balanced") return Schedule::Balanced;
   if (name == "equal") return Schedule::Equal;

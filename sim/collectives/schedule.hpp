@@ -34,7 +34,6 @@ namespace meshsim::collectives {
 
 enum class Schedule : std::uint8_t { Balanced, Equal };
 
-const char* schedule_name(Schedule s);
 std::optional<Schedule> parse_schedule(std::string_view name);
 
 // The shape a multi-axis collective sees over its N axes: whether each runs its
