@@ -221,7 +221,7 @@ int main(int argc, char** argv) {
   try {
     for (const std::string& path : cases) {
       std::vector<double> t_parse, t_expand, t_run, t_total;
-      std::size_t tasks = 0, transfers = 0;
+      std::size_t tasks = 0, transfers = 0, edges = 0;
       std::uint64_t events = 0;
       std::int64_t simulated_ps = 0;
       std::size_t program_bytes = 0;
@@ -242,6 +242,7 @@ int main(int argc, char** argv) {
         t_run.push_back(seconds_since(t2));
         t_total.push_back(seconds_since(t0));
         tasks = ex.program.num_tasks();
+        edges = ex.program.num_edges();
         transfers = 0;
         for (std::uint64_t n : ex.op_transfers) transfers += n;
         events = engine.events_executed();
@@ -252,7 +253,7 @@ int main(int argc, char** argv) {
       const double run = median(t_run);
       fmt::print("case            {}\n", path);
       fmt::print("simulated time  {:.3f} us\n", static_cast<double>(simulated_ps) * 1e-6);
-      fmt::print("program         {} tasks ({} hop transfers), {:.1f} MB\n", tasks, transfers,
+      fmt::print("program         {} tasks ({} hop transfers), {} edges, {:.1f} MB\n", tasks, transfers, edges,
                  static_cast<double>(program_bytes) / 1e6);
       fmt::print("wall (median of {})  parse {:.3f} s, expand {:.3f} s, execute {:.3f} s, total {:.3f} s\n", repeat,
                  median(t_parse), median(t_expand), run, median(t_total));

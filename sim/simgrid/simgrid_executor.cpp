@@ -1,4 +1,5 @@
 #include "sim/simgrid/simgrid_executor.hpp"
+#include "sim/simgrid/module_abi.hpp"
 
 #include <fmt/format.h>
 #include <simgrid/s4u/Activity.hpp>
@@ -372,10 +373,8 @@ std::string first_message(std::FILE* err) {
   return line;
 }
 
-}  // namespace
-
-SimgridRun run_on_simgrid(const FlowGraph& graph, std::span<const FlowResource> resources, std::uint32_t num_nodes,
-                          std::span<const std::string> extra_config) {
+SimgridRun run_here(const FlowGraph& graph, std::span<const FlowResource> resources, std::uint32_t num_nodes,
+                    std::span<const std::string> extra_config) {
   for (std::size_t r = 0; r < resources.size(); ++r)
     MESHSIM_ASSERT(resources[r].src < num_nodes && resources[r].dst < num_nodes, "resource end out of range");
   std::FILE* out = std::tmpfile();
@@ -432,4 +431,24 @@ SimgridRun run_on_simgrid(const FlowGraph& graph, std::span<const FlowResource> 
   return run;
 }
 
+bool run_entry(const FlowGraph& graph, std::span<const FlowResource> resources, std::uint32_t num_nodes,
+               std::span<const std::string> extra_config, SimgridRun& out, std::string& error) {
+  try {
+    out = run_here(graph, resources, num_nodes, extra_config);
+    return true;
+  } catch (const std::exception& e) {
+    error = e.what();
+  } catch (...) {
+    error = "SimGrid engine: unknown failure";
+  }
+  return false;
+}
+
+}  // namespace
+
 }  // namespace meshsim::sim
+
+extern "C" __attribute__((visibility("default"))) const meshsim::sim::SimgridModuleApi* meshsim_simgrid_module() {
+  static const meshsim::sim::SimgridModuleApi api{.run = &meshsim::sim::run_entry};
+  return &api;
+}
