@@ -18,7 +18,7 @@ Executor::Executor(Engine& engine, const Program& program, std::span<const Resou
     if (t.kind() == TaskKind::Transfer)
       MESHSIM_ASSERT(resources_[t.resource].bandwidth_bytes_per_s > 0, "transfer on a resource without bandwidth");
   }
-  state_.assign(resources_.size(), ResourceState{});
+  state_ = std::vector<ResourceState>(resources_.size());
   for (std::size_t i = 0; i < resources_.size(); ++i)
     if (resources_[i].bandwidth_bytes_per_s > 0)
       state_[i].chunk_time = serialization_time(resources_[i].forward_chunk_bytes, resources_[i].bandwidth_bytes_per_s);
@@ -58,20 +58,31 @@ void Executor::schedule_wake(std::uint32_t resource, Tick now) {
 }
 
 void Executor::WaitQueue::push(const Waiting& w) {
-  if (head > 0 && head * 2 >= items.size()) {  // reclaim the consumed front
-    items.erase(items.begin(), items.begin() + static_cast<std::ptrdiff_t>(head));
-    head = 0;
+  if (count_ == capacity_) {  // full: double, the oldest first
+    MESHSIM_ASSERT(capacity_ < (std::uint32_t{1} << 31), "too many tasks waiting for one resource");
+    auto bigger = std::make_unique<Waiting[]>(2 * std::size_t{capacity_});
+    const Waiting* old = data();
+    for (std::uint32_t i = 0; i < count_; ++i) bigger[i] = old[(head_ + i) & (capacity_ - 1)];
+    heap_ = std::move(bigger);
+    capacity_ *= 2;
+    head_ = 0;
   }
-  items.push_back(w);
-  for (std::size_t i = items.size() - 1; i > head && items[i - 1] > items[i]; --i) std::swap(items[i - 1], items[i]);
+  Waiting* items = data();
+  const std::uint32_t mask = capacity_ - 1;
+  // From the back: move later items up one place until w fits.
+  std::uint32_t at = count_++;
+  for (; at > 0; --at) {
+    const Waiting& before = items[(head_ + at - 1) & mask];
+    if (!(before > w)) break;
+    items[(head_ + at) & mask] = before;
+  }
+  items[(head_ + at) & mask] = w;
 }
 
 Executor::Waiting Executor::WaitQueue::pop() {
-  const Waiting w = items[head++];
-  if (head == items.size()) {
-    items.clear();
-    head = 0;
-  }
+  const Waiting w = data()[head_];
+  head_ = (head_ + 1) & (capacity_ - 1);
+  --count_;
   return w;
 }
 

@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <vector>
 
 #include "sim/engine.hpp"
@@ -144,4 +145,32 @@ TEST_CASE("Executor: identical programs give identical timings", "[sim]") {
     CHECK(r1.t(i).start == r2.t(i).start);
     CHECK(r1.t(i).arrival == r2.t(i).arrival);
   }
+}
+
+TEST_CASE("Executor: a queue of many waiting tasks serves them by ready time, then activation", "[sim]") {
+  // Send i on link 0 is ready when compute i (on a unit of its own) ends, after
+  // ready_ns[i]; a long first transfer holds the link while they all wait. Ready
+  // times out of activation order, ties, and more tasks than the queue's inline
+  // room: the queue grows, wraps and inserts from the back.
+  const std::vector<int> ready_ns{5, 3, 9, 3, 1, 7, 7, 2, 8, 4, 6, 1};
+  ProgramBuilder b;
+  const OpId op = b.add_op();
+  b.transfer(0, 100'000, op);  // 100 us
+  std::vector<Resource> res{resources()[0]};
+  std::vector<TaskId> sends;
+  for (std::size_t i = 0; i < ready_ns.size(); ++i) {
+    res.push_back(Resource{0, kZeroTick, 0});
+    const TaskId c = b.compute(static_cast<std::uint32_t>(i + 1), Tick::from_ps(ready_ns[i] * 1000), op);
+    const TaskId x = b.transfer(0, 1000, op);  // 1 us each
+    b.depend(c, x);
+    sends.push_back(x);
+  }
+  Run r(std::move(b), res);
+  // The computes start together in task order, so sends activate in index order:
+  // served by ready time, equal ready times by index, one per microsecond.
+  std::vector<std::size_t> order(ready_ns.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) { return ready_ns[x] < ready_ns[y]; });
+  for (std::size_t k = 0; k < order.size(); ++k)
+    CHECK(r.t(sends[order[k]]).start.ps() == 100'000'000 + static_cast<std::int64_t>(k) * 1'000'000);
 }
