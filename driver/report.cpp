@@ -94,6 +94,13 @@ std::string busiest_links_table(const RunResult& r) {
 
 }  // namespace
 
+std::string reduction_note(const RunResult& r) {
+  if (r.reduced_classes == 0) return {};
+  return fmt::format("exact reduction: simulated {} of the {} transfers, one of each set of identical independent "
+                     "groups ({} distinct); --no-reduce simulates all, with the same results\n",
+                     r.simulated_transfers, r.transfers, r.reduced_classes);
+}
+
 std::string format_table(const workloads::Workload& w, const RunResult& r) {
   const auto& ici = w.hardware.ici;
   std::string out;
@@ -151,6 +158,7 @@ std::string format_table(const workloads::Workload& w, const RunResult& r) {
   else
     out += fmt::format("\ntotal {} us; {} transfers, {} bytes over links, {} engine events\n", us(r.makespan),
                        r.transfers, r.link_bytes, r.events);
+  out += reduction_note(r);
   if (open_axis)
     out += "note: an axis without wraparound runs as a line; the cheat sheet assumes a torus (expect ~2x)\n";
   if (twisted_line)

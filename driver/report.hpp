@@ -9,6 +9,8 @@
 namespace meshsim::driver {
 
 std::string format_table(const workloads::Workload& w, const RunResult& r);
+// One line when the run was reduced (sim/reduce.hpp): what was simulated; else "".
+std::string reduction_note(const RunResult& r);
 // The --json document; field names and units are documented in docs/OUTPUT.md.
 std::string format_json(const workloads::Workload& w, const RunResult& r);
 

@@ -16,6 +16,7 @@
 #include "sim/engine.hpp"
 #include "sim/executor.hpp"
 #include "sim/flow_graph.hpp"
+#include "sim/reduce.hpp"
 #include "sim/simgrid/simgrid_executor.hpp"
 #include "traces/link_stats.hpp"
 
@@ -376,6 +377,28 @@ RunResult simulate_simgrid(const workloads::Workload& w, const topology::Torus& 
 
 }  // namespace
 
+namespace {
+
+// Whether the program may hold repeated independent components, cheaply: not
+// when a collective runs on every chip as one group, which joins every chip's
+// tasks into one component (looking would cost a pass over the whole program
+// for nothing). Only a shortcut: a component found or not, results are exact.
+bool may_repeat(const workloads::Workload& w, const topology::Torus& torus) {
+  for (const workloads::Op& op : w.ops) {
+    if (!is_collective(op.kind) || op.chips) continue;
+    std::size_t spanned = 0, wide = 0;
+    for (int a = 0; a < torus.num_axes(); ++a) {
+      if (torus.axis(a).size < 2) continue;
+      ++wide;
+      if (std::find(op.hw_axes.begin(), op.hw_axes.end(), a) != op.hw_axes.end()) ++spanned;
+    }
+    if (spanned == wide) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 RunResult simulate(const workloads::Workload& w, const SimulateOptions& options) {
   const topology::Torus torus = w.make_torus();
   check_limits(w, estimate_run(w, torus), options.limits);
@@ -391,21 +414,30 @@ RunResult simulate_expanded(const workloads::Workload& w, const topology::Torus&
         throw Error(fmt::format("--trace-chips: chip {} is out of range: {} has chips 0..{}", chip, w.file,
                                 torus.num_chips() - 1));
   if (options.engine == EngineKind::SimGrid) return simulate_simgrid(w, torus, ex, options.simgrid_config);
+  // Exact reductions (sim/reduce.hpp): not with a trace or critical paths, which
+  // want every task's own timing.
+  std::optional<sim::Reduced> reduced;
+  if (options.reduce && options.trace_path.empty() && !options.critical_path && may_repeat(w, torus))
+    reduced = sim::reduce(ex.program, ex.resources);
+  const sim::Program& program = reduced ? reduced->program : ex.program;
+  // A task's id in the full program (the reduced program lists a subset).
+  const auto full_id = [&](sim::TaskId id) { return reduced ? reduced->full_id[id] : id; };
 
   // When every chip may start each op: the completion of its last entry join.
   struct EntryWatch final : sim::ExecutionObserver {
     const Expanded& ex;
+    const sim::Reduced* reduced;
     std::vector<Tick> all_ready;
-    explicit EntryWatch(const Expanded& e) : ex(e), all_ready(e.op_transfers.size()) {}
+    EntryWatch(const Expanded& e, const sim::Reduced* r) : ex(e), reduced(r), all_ready(e.op_transfers.size()) {}
     void on_task(sim::TaskId, const sim::Task&, const sim::TaskTiming&) override {}
     void on_join(sim::TaskId id, const sim::Task& task, Tick at) override {
       const sim::OpId op = task.op();
-      if (ex.op_ports[op].is_entry(id)) all_ready[op] = max(all_ready[op], at);
+      if (ex.op_ports[op].is_entry(reduced ? reduced->full_id[id] : id)) all_ready[op] = max(all_ready[op], at);
     }
-  } entries(ex);
+  } entries(ex, reduced ? &*reduced : nullptr);
 
   sim::Engine engine;
-  sim::Executor executor(engine, ex.program, ex.resources);
+  sim::Executor executor(engine, program, ex.resources);
   traces::LinkStats stats(ex.resources);
   executor.add_observer(stats);
   executor.add_observer(entries);
@@ -423,15 +455,21 @@ RunResult simulate_expanded(const workloads::Workload& w, const topology::Torus&
     executor.add_observer(*recorder);
   }
   if (options.progress) {
-    const double tasks = static_cast<double>(std::max<std::size_t>(ex.program.num_tasks(), 1));
+    const double tasks = static_cast<double>(std::max<std::size_t>(program.num_tasks(), 1));
     engine.on_progress(std::uint64_t{1} << 16, [&, tasks](Tick now) {  // tasks: by value, it leaves scope
       options.progress(now, engine.events_executed(), static_cast<double>(executor.tasks_completed()) / tasks);
     });
   }
   executor.start();
   engine.run();
+  if (reduced && (executor.overflowed_task() || !executor.unfinished_tasks().empty())) {
+    // Errors are reported from the full program, task by task.
+    SimulateOptions full = options;
+    full.reduce = false;
+    return simulate_expanded(w, torus, ex, full);
+  }
   if (const auto overflow = executor.overflowed_task()) {
-    const auto& op = w.ops[ex.program.task(*overflow).op()];
+    const auto& op = w.ops[ex.program.task(full_id(*overflow)).op()];
     throw InputError(w.file, op.pointer,
                      fmt::format("simulated time would exceed the limit of {:.3g} s (2^62 ps); reduce the sizes",
                                  kMaxTick.seconds()));
@@ -443,6 +481,23 @@ RunResult simulate_expanded(const workloads::Workload& w, const topology::Torus&
   RunResult r;
   r.makespan = executor.makespan();
   r.events = engine.events_executed();
+  r.simulated_transfers = stats.total_transfers();
+  if (reduced) {
+    // Every other member of a class ran exactly as its representative: its
+    // resources carried the same loads, and its events were as many.
+    std::uint64_t events = 0, simulated_events = 0;
+    for (const sim::Reduced::Class& c : reduced->classes) {
+      std::uint64_t own = 0;
+      for (std::uint32_t res : c.resources) own += executor.events_on(res);
+      simulated_events += own;
+      events += c.copies * own;
+      for (const std::vector<std::uint32_t>& replica : c.replicas)
+        for (std::size_t k = 0; k < replica.size(); ++k) stats.copy_load(c.resources[k], replica[k]);
+    }
+    MESHSIM_ASSERT(simulated_events == engine.events_executed(), "events outside the reduced program's resources");
+    r.events = events;
+    r.reduced_classes = reduced->classes.size();
+  }
   r.transfers = stats.total_transfers();
   r.link_bytes = stats.total_bytes();
   r.capacity_respected = stats.capacity_respected();

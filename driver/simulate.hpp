@@ -41,7 +41,12 @@ struct OpResult {
   // 2(n-1)/n (all-reduce), (n-1)/n (all-gather, reduce-scatter, all-to-all), 1 (send).
   double algbw_bytes_per_s = 0, busbw_bytes_per_s = 0;
   std::uint64_t transfers = 0;
-  std::uint64_t link_bytes = 0;  // sum over transfers of bytes (bytes x hops)
+  std::uint64_t link_bytes = 0;
+  // What the engine really ran: the transfers of one member of each class of
+  // identical independent components (sim/reduce.hpp), and how many classes;
+  // without a reduction, all the transfers and 0.
+  std::uint64_t simulated_transfers = 0;
+  std::uint64_t reduced_classes = 0;  // sum over transfers of bytes (bytes x hops)
   std::string sharding_before, sharding_after;
   Tick time() const { return end - begin; }
 };
@@ -59,6 +64,11 @@ struct RunResult {
   std::uint64_t events = 0;
   std::uint64_t transfers = 0;
   std::uint64_t link_bytes = 0;
+  // What the engine really ran: the transfers of one member of each class of
+  // identical independent components (sim/reduce.hpp), and how many classes;
+  // without a reduction, all the transfers and 0.
+  std::uint64_t simulated_transfers = 0;
+  std::uint64_t reduced_classes = 0;
   bool capacity_respected = false;
   std::vector<LinkLoad> busiest_links;  // most bytes first
   std::vector<CriticalPath> critical_paths;  // per op, with SimulateOptions::critical_path
@@ -87,6 +97,10 @@ struct SimulateOptions {
   // executed so far and the fraction of the program's tasks done (progress lines).
   std::function<void(Tick now, std::uint64_t events, double done)> progress;
   Limits limits;                  // checked before the program is built
+  // Run one member of each class of identical independent components and copy
+  // its results to the others (sim/reduce.hpp): the same results, byte for byte.
+  // False: the full program (meshsim run --no-reduce).
+  bool reduce = true;
 };
 
 // Throws InputError when the run would pass options.limits (before building

@@ -1,4 +1,5 @@
 #include "driver/training_report.hpp"
+#include "driver/report.hpp"
 
 #include <fmt/format.h>
 
@@ -157,6 +158,7 @@ std::string format_training_table(const workloads::Workload& w, const RunResult&
                        ms(b.optimizer), ms(b.idle));
   out += fmt::format("\n{} ops; {} transfers, {} bytes over links, {} engine events\n", w.ops.size(), r.transfers,
                      r.link_bytes, r.events);
+  out += reduction_note(r);
   return out;
 }
 

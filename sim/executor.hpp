@@ -58,6 +58,9 @@ class Executor final : public EventHandler {
   std::size_t tasks_completed() const { return completed_; }
   // Tasks that never ran (a dependency cycle or a schedule bug): empty after a good run.
   std::vector<TaskId> unfinished_tasks() const;
+  // Engine events this executor scheduled for `resource` (each is executed once;
+  // their sum over resources is the engine's count when nothing else schedules).
+  std::uint64_t events_on(std::uint32_t resource) const { return state_[resource].events; }
   // The first task whose arrival would pass kMaxTick (the run stopped there), if any.
   std::optional<TaskId> overflowed_task() const { return overflow_; }
 
@@ -126,6 +129,7 @@ class Executor final : public EventHandler {
     std::uint32_t generation = 0;  // wake-up events of older generations are stale
     bool wake_pending = false;
     Tick chunk_time;               // serialization time of one forwarding chunk
+    std::uint64_t events = 0;      // wake-up events scheduled
   };
   std::vector<ResourceState> state_;
   std::uint64_t activations_ = 0;

@@ -27,6 +27,12 @@ void LinkStats::on_task(sim::TaskId, const sim::Task& task, const sim::TaskTimin
   ++total_transfers_;
 }
 
+void LinkStats::copy_load(std::uint32_t from, std::uint32_t to) {
+  loads_[to] = loads_[from];
+  total_bytes_ += loads_[from].bytes;
+  total_transfers_ += loads_[from].transfers;
+}
+
 std::vector<std::uint32_t> LinkStats::busiest(std::size_t n) const {
   std::vector<std::uint32_t> ids(loads_.size());
   std::iota(ids.begin(), ids.end(), 0u);

@@ -25,6 +25,9 @@ class LinkStats final : public sim::ExecutionObserver {
   void on_task(sim::TaskId id, const sim::Task& task, const sim::TaskTiming& timing) override;
 
   const std::vector<ResourceLoad>& loads() const { return loads_; }
+  // Resource `to` carried exactly what `from` carried (an identical independent
+  // component, sim/reduce.hpp, that was not simulated itself): its load and totals.
+  void copy_load(std::uint32_t from, std::uint32_t to);
   std::uint64_t total_bytes() const { return total_bytes_; }
   std::uint64_t total_transfers() const { return total_transfers_; }
   // True when every resource carried at most bandwidth x elapsed within each task

@@ -94,6 +94,10 @@ int main(int argc, char** argv) {
       ->option_text("N")
       ->check(CLI::Range(0, 100000));
   run->add_flag("-q,--quiet", quiet, "Do not print the table (use with --json)");
+  bool no_reduce = false;
+  run->add_flag("--no-reduce", no_reduce,
+                "Simulate every task, even of groups identical to another that shares nothing with it (the same "
+                "results, byte for byte: docs/MODEL.md, \"Exact reductions\")");
   bool critical = false;
   run->add_flag("--critical-path", critical,
                 "Also print each op's critical path: the hops and computes its last byte waited for, and the time "
@@ -196,6 +200,7 @@ int main(int argc, char** argv) {
     options.busiest_links = links;
     options.simgrid_config = simgrid_config;
     options.critical_path = critical;
+    options.reduce = !no_reduce;
     options.limits = limits;
     options.trace_path = trace_path;
     options.trace.detail = trace_detail == "ops"     ? meshsim::traces::Detail::Ops
