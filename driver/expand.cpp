@@ -167,10 +167,10 @@ RunSize estimate_run(const workloads::Workload& w, const topology::Torus& torus)
   joins = saturating_add(joins, size.transfers / 8);
   size.tasks = saturating_add(size.transfers, joins);
   size.edges = saturating_add(saturating_mul(3, size.transfers), saturating_mul(2, joins));
-  // Per task: the program's Task, step, successor offset and predecessor count,
-  // the executor's state and pending count, and finish()'s fill cursor. Per
-  // edge: the builder's packed edge and the program's successor entry.
-  constexpr std::uint64_t per_task = sizeof(sim::Task) + sizeof(std::uint16_t) + 3 * sizeof(std::uint32_t) +
+  // Per task: the program's Task, step and successor offset, the executor's
+  // state and pending count. Per edge: the builder's packed edge and the
+  // program's successor entry.
+  constexpr std::uint64_t per_task = sizeof(sim::Task) + sizeof(std::uint16_t) + sizeof(std::uint32_t) +
                                      2 * sizeof(Tick) + sizeof(std::uint32_t);
   constexpr std::uint64_t per_edge = sizeof(std::uint64_t) + sizeof(std::uint32_t);
   size.memory_bytes = saturating_add(saturating_mul(per_task, size.tasks), saturating_mul(per_edge, size.edges));

@@ -57,9 +57,10 @@ FlowGraph::FlowGraph(const Program& p) : num_tasks_(p.num_tasks()), num_ops_(p.n
   // forwards) when it is p's only successor and p is s's only predecessor.
   std::vector<std::uint32_t> next(n, kNone);
   std::vector<bool> has_prev(n, false);
+  const BigVector<std::uint32_t> predecessors = p.predecessor_counts();
   for (TaskId t = 0; t < n; ++t) {
     const std::span<const std::uint32_t> succ = p.successors(t);
-    if (succ.size() == 1 && (succ[0] & 1u) && p.num_predecessors(succ[0] >> 1) == 1)
+    if (succ.size() == 1 && (succ[0] & 1u) && predecessors[succ[0] >> 1] == 1)
       next[t] = succ[0] >> 1, has_prev[succ[0] >> 1] = true;
   }
 

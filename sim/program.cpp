@@ -6,8 +6,13 @@ namespace meshsim::sim {
 
 std::size_t Program::memory_bytes() const {
   return tasks_.capacity() * sizeof(Task) + steps_.capacity() * 2 + offsets_.capacity() * 4 +
-         successors_.capacity() * 4 +
-         predecessors_.capacity() * 4;
+         successors_.capacity() * 4;
+}
+
+BigVector<std::uint32_t> Program::predecessor_counts() const {
+  BigVector<std::uint32_t> counts(tasks_.size(), 0);
+  for (std::uint32_t e : successors_) ++counts[e >> 1];
+  return counts;
 }
 
 TaskId ProgramBuilder::add(std::uint64_t amount, std::uint32_t resource, OpId op, TaskKind kind, std::uint16_t step) {
@@ -50,18 +55,15 @@ Program ProgramBuilder::finish() && {
   Program p;
   const std::size_t n = tasks_.size();
   p.offsets_.assign(n + 1, 0);
-  p.predecessors_.assign(n, 0);
-  for (std::uint64_t e : edges_) {
-    ++p.offsets_[(e >> 32) + 1];
-    ++p.predecessors_[(e & 0xffffffffu) >> 1];
-  }
+  for (std::uint64_t e : edges_) ++p.offsets_[(e >> 32) + 1];
   for (std::size_t i = 0; i < n; ++i) p.offsets_[i + 1] += p.offsets_[i];
   p.successors_.resize(edges_.size());
-  {
-    BigVector<std::uint32_t> fill(p.offsets_.begin(), p.offsets_.end() - 1);
-    // Counting sort by predecessor keeps insertion order among one task's successors.
-    for (std::uint64_t e : edges_) p.successors_[fill[e >> 32]++] = static_cast<std::uint32_t>(e & 0xffffffffu);
-  }
+  // Counting sort by predecessor keeps insertion order among one task's
+  // successors. offsets_[i] serves as task i's cursor, which leaves it at the
+  // start of task i + 1; shifting back by one restores the starts.
+  for (std::uint64_t e : edges_) p.successors_[p.offsets_[e >> 32]++] = static_cast<std::uint32_t>(e & 0xffffffffu);
+  for (std::size_t i = n; i > 0; --i) p.offsets_[i] = p.offsets_[i - 1];
+  p.offsets_[0] = 0;
   BigVector<std::uint64_t>().swap(edges_);
   p.tasks_ = std::move(tasks_);
   p.steps_ = std::move(steps_);

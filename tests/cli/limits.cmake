@@ -5,7 +5,7 @@
 #   cmake -DMESHSIM=<binary> -DSOURCE_DIR=<project root> -P tests/cli/limits.cmake
 #
 # examples/contention_v5e_8x8.json (64 chips, 3 ops) is estimated at 1536 hop
-# transfers (its largest op 512) and 174720 bytes: 2112 tasks x 50 bytes + 5760
+# transfers (its largest op 512) and 157824 bytes: 2112 tasks x 42 bytes + 5760
 # edges x 12 bytes (driver::estimate_run).
 cmake_minimum_required(VERSION 3.25)
 foreach(var MESHSIM SOURCE_DIR)
@@ -39,14 +39,14 @@ endfunction()
 
 set(tail "this op alone needs about 512: coarsen the workload (a smaller mesh, fewer axes per collective, fewer ops) or raise the limit")
 # One transfer over the bound: refused. At the bound: runs.
-expect_error("meshsim: error: ${workload}:/ops/0: the run would need about 1536 hop transfers and 171 KiB of memory, more than the limit of 1535 transfers (--max-transfers); ${tail}"
+expect_error("meshsim: error: ${workload}:/ops/0: the run would need about 1536 hop transfers and 154 KiB of memory, more than the limit of 1535 transfers (--max-transfers); ${tail}"
              --max-transfers 1535)
 expect_success(--max-transfers 1536)
 # One byte over the memory bound: refused. At the bound: runs. Units are accepted.
-expect_error("meshsim: error: ${workload}:/ops/0: the run would need about 1536 hop transfers and 171 KiB of memory, more than the limit of 171 KiB (--max-memory); ${tail}"
-             --max-memory 174719)
-expect_success(--max-memory 174720)
-expect_error("meshsim: error: ${workload}:/ops/0: the run would need about 1536 hop transfers and 171 KiB of memory, more than the limit of 2 KiB (--max-memory); ${tail}"
+expect_error("meshsim: error: ${workload}:/ops/0: the run would need about 1536 hop transfers and 154 KiB of memory, more than the limit of 154 KiB (--max-memory); ${tail}"
+             --max-memory 157823)
+expect_success(--max-memory 157824)
+expect_error("meshsim: error: ${workload}:/ops/0: the run would need about 1536 hop transfers and 154 KiB of memory, more than the limit of 2 KiB (--max-memory); ${tail}"
              --max-memory 2KiB)
 expect_success(--max-memory 1GiB --max-transfers 67108864)
 # Out-of-range and malformed bounds are usage errors.
