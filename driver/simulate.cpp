@@ -381,9 +381,12 @@ namespace {
 
 // Whether the program may hold repeated independent components, cheaply: not
 // when a collective runs on every chip as one group, which joins every chip's
-// tasks into one component (looking would cost a pass over the whole program
-// for nothing). Only a shortcut: a component found or not, results are exact.
+// tasks into one component, nor in a training step, whose data-parallel
+// collectives and per-chip chains of ops join everything (looking would cost a
+// pass over the whole program, and 24 bytes a task, for nothing). Only a
+// shortcut: a component found or not, results are exact.
 bool may_repeat(const workloads::Workload& w, const topology::Torus& torus) {
+  if (w.training) return false;
   for (const workloads::Op& op : w.ops) {
     if (!is_collective(op.kind) || op.chips) continue;
     std::size_t spanned = 0, wide = 0;
