@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <system_error>
 
+#include "base/dynamic_module.hpp"
 #include "base/error.hpp"
 #include "kernels/cuda/backend_abi.hpp"
 #include "kernels/cuda/device.hpp"
@@ -28,52 +29,40 @@ struct Backend {
 
 // Where the module may be: $MESHSIM_CUDA_BACKEND alone when it is set (in any
 // build: the tests load a fake GPU through it); else, in a CUDA build, beside
-// the meshsim executable (the build and install layout), then where this build
-// wrote it (for test binaries that live elsewhere). None: built without CUDA.
+// the meshsim executable, then where this build wrote it. None: built without CUDA.
 std::vector<std::filesystem::path> candidates() {
-  namespace fs = std::filesystem;
-  if (const char* env = std::getenv("MESHSIM_CUDA_BACKEND"); env && *env) return {fs::path(env)};
-  std::vector<fs::path> paths;
 #ifdef MESHSIM_CUDA_BACKEND_FILE
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) paths.push_back(exe.parent_path() / fs::path(MESHSIM_CUDA_BACKEND_FILE).filename());
-  paths.emplace_back(MESHSIM_CUDA_BACKEND_FILE);
+  return module_candidates("MESHSIM_CUDA_BACKEND", MESHSIM_CUDA_BACKEND_FILE);
+#else
+  return module_candidates("MESHSIM_CUDA_BACKEND", nullptr);
 #endif
-  return paths;
 }
 
 Backend load() {
   Backend b;
   const std::vector<std::filesystem::path> paths = candidates();
   if (paths.empty()) return {nullptr, kNoCuda};
-  for (const std::filesystem::path& path : paths) {
-    std::error_code ec;
-    if (!std::filesystem::exists(path, ec)) continue;
-    // RTLD_LOCAL: the module's CUDA, cuBLAS and NCCL symbols stay its own.
-    void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!handle) {
-      const char* why = dlerror();
-      b.problem = fmt::format("no usable GPU: the CUDA backend {} cannot be loaded: {}", path.string(),
-                              why ? why : "dlopen failed");
-      return b;
-    }
-    using Entry = const BackendApi* (*)();
-    auto* entry = reinterpret_cast<Entry>(dlsym(handle, kMeshsimCudaBackendSymbol));
-    const BackendApi* api = entry ? entry() : nullptr;
-    if (!api || api->abi != kBackendAbi || api->probe_size != sizeof(Probe) ||
-        api->device_call_size != sizeof(DeviceCall) || api->repeat_size != sizeof(Repeat) || !api->probe ||
-        !api->open_session || !api->open_rank_session || !api->close_session || !api->time) {
-      b.problem = fmt::format("no usable GPU: {} is not the CUDA backend of this meshsim (rebuild meshsim)",
-                              path.string());
-      return b;  // the handle stays open: nothing of it is used
-    }
-    b.api = api;
+  const OpenedModule opened = open_first_module(paths);
+  if (opened.path.empty()) {
+    b.problem = fmt::format("no usable GPU: the CUDA backend module is missing (looked for {})", opened.looked);
     return b;
   }
-  std::string looked;
-  for (const std::filesystem::path& path : paths) looked += (looked.empty() ? "" : ", ") + path.string();
-  b.problem = fmt::format("no usable GPU: the CUDA backend module is missing (looked for {})", looked);
+  if (!opened.handle) {
+    b.problem =
+        fmt::format("no usable GPU: the CUDA backend {} cannot be loaded: {}", opened.path.string(), opened.why);
+    return b;
+  }
+  using Entry = const BackendApi* (*)();
+  auto* entry = reinterpret_cast<Entry>(dlsym(opened.handle, kMeshsimCudaBackendSymbol));
+  const BackendApi* api = entry ? entry() : nullptr;
+  if (!api || api->abi != kBackendAbi || api->probe_size != sizeof(Probe) ||
+      api->device_call_size != sizeof(DeviceCall) || api->repeat_size != sizeof(Repeat) || !api->probe ||
+      !api->open_session || !api->open_rank_session || !api->close_session || !api->time) {
+    b.problem =
+        fmt::format("no usable GPU: {} is not the CUDA backend of this meshsim (rebuild meshsim)", opened.path.string());
+    return b;  // the handle stays open: nothing of it is used
+  }
+  b.api = api;
   return b;
 }
 

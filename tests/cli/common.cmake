@@ -2,6 +2,7 @@
 #   require(<script name> <VAR>...)  every -DVAR=... given and non-empty, else a fatal error
 #   fresh_dir(<dir>)                  an empty scratch folder
 #   report(<text>)                    records a failure; finish(<script name>) fails with them all
+#   needed(<file> <out-var>)          the DT_NEEDED entries of an ELF file (needs -DREADELF=...)
 function(require script)
   foreach(var ${ARGN})
     if(NOT DEFINED ${var} OR "${${var}}" STREQUAL "")
@@ -23,4 +24,12 @@ function(finish script)
   if(NOT "${failures}" STREQUAL "")
     message(FATAL_ERROR "${script}:\n${failures}")
   endif()
+endfunction()
+function(needed file out)
+  execute_process(COMMAND "${READELF}" -d "${file}" RESULT_VARIABLE rc OUTPUT_VARIABLE dyn ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "readelf -d ${file}: ${err}")
+  endif()
+  string(REGEX MATCHALL "Shared library: \\[[^]]+\\]" libs "${dyn}")
+  set(${out} "${libs}" PARENT_SCOPE)
 endfunction()

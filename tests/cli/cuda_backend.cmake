@@ -12,16 +12,6 @@ include(${CMAKE_CURRENT_LIST_DIR}/common.cmake)
 require(cuda_backend.cmake MESHSIM READELF FOREIGN_LIBRARY WORK_DIR)
 fresh_dir("${WORK_DIR}")
 
-# needed(<file> <out-var>): the DT_NEEDED entries of an ELF file.
-function(needed file out)
-  execute_process(COMMAND "${READELF}" -d "${file}" RESULT_VARIABLE rc OUTPUT_VARIABLE dyn ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "readelf -d ${file}: ${err}")
-  endif()
-  string(REGEX MATCHALL "Shared library: \\[[^]]+\\]" libs "${dyn}")
-  set(${out} "${libs}" PARENT_SCOPE)
-endfunction()
-
 needed("${MESHSIM}" meshsim_libs)
 foreach(lib cudart cublas nccl)
   if(meshsim_libs MATCHES "lib${lib}")
