@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <filesystem>
 #include <cstdio>
@@ -202,8 +203,8 @@ ChildRun run_in_child(const std::string& path) {
   }
   int status = 0;
   rusage u{};
-  while (wait4(pid, &status, 0, &u) < 0) {
-  }
+  while (wait4(pid, &status, 0, &u) < 0)
+    if (errno != EINTR) throw meshsim::Error("--scale: lost the child process of " + path);
   ChildRun c;
   c.wall = seconds_since(t0);
   c.peak_mb = static_cast<double>(u.ru_maxrss) / 1024.0;
