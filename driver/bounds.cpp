@@ -82,39 +82,64 @@ LowerBound torus_bound(const workloads::Op& op, const workloads::Workload& w, co
   const double b = static_cast<double>(w.hardware.ici.bandwidth_bytes_per_s);
   const double alpha = w.hardware.ici.latency.seconds();
   const double v = static_cast<double>(op.bytes);
+  // Multislice: every chip's one DCN link out and one in.
+  const int dcn = t.dcn_axis();
+  const double b_dcn = static_cast<double>(w.hardware.dcn.bandwidth_bytes_per_s);
   if (op.kind == OpKind::Send) {
     std::vector<int> all(static_cast<std::size_t>(t.num_axes()));
     for (int a = 0; a < t.num_axes(); ++a) all[static_cast<std::size_t>(a)] = a;
     for (const auto& [src, dst] : workloads::send_pairs(op)) {
       if (src == dst) continue;
-      int out = 0, in = 0;
-      for (int a = 0; a < t.num_axes(); ++a) out += axis_links(t, src, a, all), in += axis_links(t, dst, a, all);
-      lb.ingress_s = std::max(lb.ingress_s, v / (std::min(out, in) * b));
-      lb.latency_s = std::max(lb.latency_s, t.hop_distance(src, dst) * alpha);
+      double out = 0, in = 0;  // bytes/s out of src and into dst
+      for (int a = 0; a < t.num_axes(); ++a) {
+        if (a == dcn) {
+          out += b_dcn, in += b_dcn;
+          continue;
+        }
+        out += axis_links(t, src, a, all) * b, in += axis_links(t, dst, a, all) * b;
+      }
+      lb.ingress_s = std::max(lb.ingress_s, v / std::min(out, in));
+      lb.latency_s = std::max(lb.latency_s, t.route_latency(src, dst).seconds());
     }
     return lb;
   }
-  double p = 1, corner_links = 0, diameter = 0;
+  double p = 1, corner_links = 0, diameter = 0, slices = 1;
   for (int a : op.hw_axes) {
     const topology::AxisSpec& s = t.axis(a);
     p *= s.size;
+    if (a == dcn) {
+      slices = s.size;
+      continue;
+    }
     corner_links += wrap_within(t, a, op.hw_axes) ? 2 : 1;
     diameter += wrap_within(t, a, op.hw_axes) ? s.size / 2 : s.size - 1;
   }
   if (p < 2) return lb;
+  // The bytes/s of a chip's DCN link out (and in) when the group spans slices.
+  const double chip_dcn = slices > 1 ? b_dcn : 0;
   // The chip with the fewest links of the group's axes (a corner of its lines).
-  lb.ingress_s = chip_bytes(op.kind, v, p) / (corner_links * b);
+  lb.ingress_s = chip_bytes(op.kind, v, p) / (corner_links * b + chip_dcn);
   // A twisted torus: the group's links are counted (its twisted wraparounds
   // cross the long axes' middle planes too) and its diameter measured.
   std::vector<topology::ChipId> group;
   if (t.twisted()) {
     group = first_group(t, op.hw_axes);
+    std::vector<int> ici_axes;  // the slices' DCN step is added below
+    for (int a : op.hw_axes)
+      if (a != dcn) ici_axes.push_back(a);
     diameter = 0;
-    for (topology::ChipId c : group)
-      diameter = std::max(diameter, static_cast<double>(t.route(group.front(), c, op.hw_axes).size()));
+    for (topology::ChipId c : first_group(t, ici_axes))
+      diameter = std::max(diameter, static_cast<double>(t.route(group.front(), c, ici_axes).size()));
   }
   for (int a : op.hw_axes) {
     const topology::AxisSpec& s = t.axis(a);
+    if (a == dcn) {
+      // One slice against the others: what it must receive (or send) through
+      // its chips' DCN links, P / S of them in the group.
+      const double x = s.size;
+      lb.cut_s = std::max(lb.cut_s, cut_bytes(op.kind, v, x, 1, x - 1) / (p / x * b_dcn));
+      continue;
+    }
     const double x = s.size, l = std::floor(x / 2), r = x - l;
     double links = p / x * (wrap_within(t, a, op.hw_axes) ? 2 : 1);  // per direction, across the cut
     if (t.twisted()) {
@@ -131,9 +156,11 @@ LowerBound torus_bound(const workloads::Op& op, const workloads::Workload& w, co
           }
       links = std::min(up, down);
     }
-    lb.cut_s = std::max(lb.cut_s, cut_bytes(op.kind, v, x, l, r) / (links * b));
+    // Between slices the DCN crosses the cut too: the smaller side's chips'
+    // links out (and in).
+    lb.cut_s = std::max(lb.cut_s, cut_bytes(op.kind, v, x, l, r) / (links * b + std::min(l, r) * (p / x) * chip_dcn));
   }
-  lb.latency_s = diameter * alpha;
+  lb.latency_s = diameter * alpha + (slices > 1 ? 2 * w.hardware.dcn.latency.seconds() : 0.0);
   return lb;
 }
 

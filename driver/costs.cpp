@@ -236,16 +236,28 @@ collectives::ClosedForm communication_closed_form(const workloads::Op& op, const
 collectives::ClosedForm torus_closed_form(const workloads::Op& op, const workloads::Workload& w,
                                           const topology::Torus& torus) {
   std::vector<int> sizes;
-  for (int a : op.hw_axes) sizes.push_back(torus.axis(a).size);
   collectives::ClosedFormInput in;
+  for (int a : op.hw_axes) {
+    if (torus.switched(a))
+      in.slices = torus.axis(a).size;  // multislice: the DCN part
+    else
+      sizes.push_back(torus.axis(a).size);
+  }
   in.kind = op.kind;
   in.bytes = op.bytes;
   in.link_bandwidth_one_way = static_cast<double>(w.hardware.ici.bandwidth_bytes_per_s);
   in.hop_latency = w.hardware.ici.latency;
   in.axis_sizes = sizes;
+  in.dcn_bandwidth_one_way = static_cast<double>(w.hardware.dcn.bandwidth_bytes_per_s);
+  in.dcn_hop_latency = w.hardware.dcn.latency;
   if (op.kind == OpKind::Send) {
     in.send_hops = torus.hop_distance(op.src, op.dst);
     in.send_routes = collectives::send_paths(torus, op.src, op.dst);
+    const int dcn = torus.dcn_axis();
+    if (dcn >= 0 && torus.coord(op.src, dcn) != torus.coord(op.dst, dcn)) {
+      in.slices = 2;  // between slices: every route crosses the DCN once
+      in.send_latency = torus.route_latency(op.src, op.dst);
+    }
   }
   return collectives::cheat_sheet(in);
 }

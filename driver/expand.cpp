@@ -29,17 +29,20 @@ std::uint64_t estimate_torus_transfers(const workloads::Op& op, const topology::
     // A twisted torus routes over the differing axes only, each at most twice round.
     std::uint64_t twisted_route = 0;
     for (int a = 0; a < t.num_axes() && t.twisted(); ++a) twisted_route += 2 * static_cast<std::uint64_t>(t.axis(a).size);
+    // (a step between slices crosses two links)
+    const std::uint64_t dcn_links = t.dcn_axis() < 0 ? 0 : 1;
     for (const auto& [src, dst] : workloads::send_pairs(op))
       n += static_cast<std::uint64_t>(t.num_axes()) *
-           (t.twisted() ? twisted_route : static_cast<std::uint64_t>(t.hop_distance(src, dst)));
+           (t.twisted() ? twisted_route + dcn_links : static_cast<std::uint64_t>(t.hop_distance(src, dst)) + dcn_links);
     return n;
   }
   std::uint64_t group = 1, ring_hops = 0, max_hops = 0;
   for (int a : op.hw_axes) {
     const auto x = static_cast<std::uint64_t>(t.axis(a).size);
     group *= x;
-    ring_hops += x;  // at most X hop transfers per chip and phase
-    max_hops += x;
+    const std::uint64_t links = t.switched(a) ? 2 : 1;  // a step between slices: out and in
+    ring_hops += links * x;  // at most X hops per chip and phase
+    max_hops += links * x;
   }
   const std::uint64_t parts = op.kind == OpKind::AllToAll || op.hw_axes.empty()
                                   ? op.hw_axes.size()
@@ -232,13 +235,20 @@ Expanded expand(const workloads::Workload& w, const topology::Torus& torus) {
       }
     }
   } else {
-    out.resources.assign(torus.num_link_slots(),
-                         sim::Resource{w.hardware.ici.bandwidth_bytes_per_s, w.hardware.ici.latency,
-                                       w.hardware.forward_chunk_bytes});
+    // Multislice: the data-center network is one node after the chips.
+    const std::uint32_t network = chips;
     for (topology::LinkId l = 0; l < torus.num_link_slots(); ++l) {
       const topology::Link& link = torus.link_info(l);
+      const topology::LinkSpec& spec = torus.spec(l);
+      out.resources.push_back(sim::Resource{spec.bandwidth_bytes_per_s, spec.latency, w.hardware.forward_chunk_bytes});
       // A missing link slot (an axis without wraparound) carries nothing.
-      out.resource_ends.emplace_back(torus.link_exists(l) ? link.src : 0, torus.link_exists(l) ? link.dst : 0);
+      if (!torus.link_exists(l))
+        out.resource_ends.emplace_back(0, 0);
+      else if (link.dcn)
+        out.resource_ends.emplace_back(link.direction == topology::Direction::Plus ? std::pair{link.src, network}
+                                                                                   : std::pair{network, link.dst});
+      else
+        out.resource_ends.emplace_back(link.src, link.dst);
     }
   }
   out.links = out.resources.size();

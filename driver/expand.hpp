@@ -25,7 +25,7 @@ struct Expanded {
   std::uint32_t chips = 0;
   // The network as a graph of nodes, for flow-level engines (SimGrid): chips are
   // nodes 0..chips-1, then a GPU fabric's switches (NVLink switch per node, leaf
-  // per rail, spines). resource_ends[r] is link r's (from, to), or a compute
+  // per rail, spines) or a multislice system's data-center network (one node). resource_ends[r] is link r's (from, to), or a compute
   // unit's chip twice.
   std::vector<std::pair<std::uint32_t, std::uint32_t>> resource_ends;
   std::uint32_t nodes = 0;

@@ -63,7 +63,7 @@ std::string topology_line(const workloads::Workload& w) {
   }
   std::string wrapped, open;
   for (int a = 0; a < t.num_axes(); ++a) {
-    if (t.axis(a).size == 1) continue;
+    if (t.axis(a).size == 1 || t.switched(a)) continue;
     std::string& list = t.axis(a).wraparound ? wrapped : open;
     if (!list.empty()) list += ',';
     list += t.axis_name(a);
@@ -72,10 +72,15 @@ std::string topology_line(const workloads::Workload& w) {
   if (!wrapped.empty()) s += ", wraparound on " + wrapped;
   if (!open.empty()) s += ", no wraparound on " + open;
   if (t.twisted()) s += ", twisted";
+  if (t.dcn_axis() >= 0)
+    s += fmt::format(", data-center network {:g} GB/s per chip each way", static_cast<double>(w.hardware.dcn.bandwidth_bytes_per_s) / 1e9);
   s += "); mesh";
   for (const workloads::MeshAxis& m : w.mesh) {
     std::string hw;
-    for (int a : m.hw_axes) hw += t.axis_name(a);
+    for (int a : m.hw_axes) {
+      if (t.switched(a) && !hw.empty()) hw += '+';
+      hw += t.axis_name(a);
+    }
     s += fmt::format(" {}={}({})", m.name, m.size, hw.empty() ? "-" : hw);
   }
   return s;
@@ -207,11 +212,17 @@ Json run_json(const workloads::Workload& w, const RunResult& r) {
                    {"hbm_bandwidth_bytes_per_s", w.hardware.chip.hbm_bandwidth_bytes_per_s}};
   Json shape = Json::array(), wrap = Json::array();
   for (const auto& a : t.axes()) {
+    if (a.switched) continue;
     shape.push_back(a.size);
     wrap.push_back(a.wraparound);
   }
   j["topology"] = {{"shape", shape}, {"wraparound", wrap}, {"chips", t.num_chips()}, {"links", t.num_links()}};
   if (t.twisted()) j["topology"]["twisted"] = true;
+  if (t.dcn_axis() >= 0) {  // multislice
+    j["topology"]["slices"] = t.axis(t.dcn_axis()).size;
+    j["hardware"]["dcn_bandwidth_one_way_bytes_per_s"] = w.hardware.dcn.bandwidth_bytes_per_s;
+    j["hardware"]["dcn_hop_latency_ps"] = w.hardware.dcn.latency.ps();
+  }
   Json mesh = Json::array();
   for (const auto& m : w.mesh) {
     Json hw = Json::array();

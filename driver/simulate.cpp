@@ -108,16 +108,18 @@ Names names_of(const workloads::Workload& w, const topology::Torus& torus, const
     for (topology::ChipId c = 0; c < torus.num_chips(); ++c) n.chips.push_back(torus.chip_name(c));
     n.tracks.push_back("compute");
     for (int a = 0; a < torus.num_axes(); ++a) {
-      n.tracks.push_back(fmt::format("+{}", torus.axis_name(a)));
-      n.tracks.push_back(fmt::format("-{}", torus.axis_name(a)));
+      n.tracks.push_back(torus.switched(a) ? std::string("dcn out") : fmt::format("+{}", torus.axis_name(a)));
+      n.tracks.push_back(torus.switched(a) ? std::string("dcn in") : fmt::format("-{}", torus.axis_name(a)));
     }
     for (topology::LinkId l = 0; l < torus.num_link_slots(); ++l) {
       const topology::Link& link = torus.link_info(l);
       const bool exists = torus.link_exists(l);
+      const bool out = link.dcn && link.direction == topology::Direction::Plus;
       n.resources.push_back(exists ? torus.link_name(l) : std::string("-"));
       n.resource_chip.push_back(exists ? link.src : traces::kNoChip);
-      n.resource_src.push_back(exists ? n.chips[link.src] : std::string());
-      n.resource_dst.push_back(exists ? n.chips[link.dst] : std::string());
+      // (a DCN link joins its chip and the data-center network)
+      n.resource_src.push_back(!exists ? std::string() : link.dcn && !out ? std::string("dcn") : n.chips[link.src]);
+      n.resource_dst.push_back(!exists ? std::string() : out ? std::string("dcn") : n.chips[link.dst]);
       n.resource_track.push_back(1 + 2 * link.axis + static_cast<int>(link.direction));
     }
   }

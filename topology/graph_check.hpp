@@ -1,6 +1,7 @@
 #pragma once
 // Cross-checks a Torus with Boost.Graph: the link graph is strongly connected and
-// the routed hop count of every checked pair equals its BFS distance.
+// the routed hop count of every checked pair equals its BFS distance (between
+// slices of a multislice system: the route is the two DCN links).
 #include <cstddef>
 
 #include "topology/torus.hpp"

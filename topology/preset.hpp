@@ -32,6 +32,9 @@ struct Preset {
   std::string_view description;
   ChipSpec chip;
   LinkSpec ici;  // one-way bandwidth per link and per-hop latency
+  // Multislice: each chip's link out to the data-center network and in from it
+  // (one-way bandwidth each, its share of its host's NICs; latency per link).
+  LinkSpec dcn;
   // Forwarding granularity: a chip may forward (or reduce and forward) data it is
   // receiving once this many bytes have arrived. A modelling parameter of the
   // pipelined (cut-through) forwarding, not a datasheet value; see docs/MODEL.md.

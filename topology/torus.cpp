@@ -32,16 +32,27 @@ bool Torus::twisted_axis(int a) const {
   return false;
 }
 
-Torus::Torus(std::vector<AxisSpec> axes, LinkSpec link, bool twisted) : axes_(std::move(axes)), link_spec_(link) {
+Torus::Torus(std::vector<AxisSpec> axes, LinkSpec link, bool twisted, LinkSpec dcn)
+    : axes_(std::move(axes)), link_spec_(link), dcn_spec_(dcn) {
   MESHSIM_ASSERT(!axes_.empty() && axes_.size() <= kMaxAxes, "torus needs 1..6 axes");
+  for (std::size_t a = 0; a < axes_.size(); ++a) {
+    if (!axes_[a].switched) continue;
+    MESHSIM_ASSERT(a + 1 == axes_.size() && a > 0, "the switched (slice) axis is the last of several");
+    MESHSIM_ASSERT(dcn_spec_.bandwidth_bytes_per_s > 0, "DCN bandwidth must be positive");
+    axes_[a].wraparound = true;  // any slice reaches any other
+    dcn_axis_ = static_cast<int>(a);
+  }
+  // The ICI axes (all but the slices).
+  const std::size_t ici = dcn_axis_ < 0 ? axes_.size() : static_cast<std::size_t>(dcn_axis_);
   if (twisted) {
-    MESHSIM_ASSERT(twist_error(axes_).empty(), "a twisted torus of a shape that cannot be twisted");
+    MESHSIM_ASSERT(twist_error(std::span<const AxisSpec>(axes_).first(ici)).empty(),
+                   "a twisted torus of a shape that cannot be twisted");
     int lo = axes_[0].size;
-    for (const AxisSpec& a : axes_) lo = std::min(lo, a.size);
+    for (std::size_t a = 0; a < ici; ++a) lo = std::min(lo, axes_[a].size);
     const std::size_t n = axes_.size();
     twist_.assign(n * n, 0);
-    for (std::size_t a = 0; a < n; ++a)
-      for (std::size_t b = 0; b < n; ++b)
+    for (std::size_t a = 0; a < ici; ++a)
+      for (std::size_t b = 0; b < ici; ++b)
         if (axes_[a].size == lo && axes_[b].size == 2 * lo) twist_[a * n + b] = lo;
   }
   MESHSIM_ASSERT(link_spec_.bandwidth_bytes_per_s > 0, "link bandwidth must be positive");
@@ -62,7 +73,8 @@ Torus::Torus(std::vector<AxisSpec> axes, LinkSpec link, bool twisted) : axes_(st
         if (n == kNoChip) continue;
         Link& l = links_[static_cast<std::size_t>(c) * 2 * n_axes + static_cast<std::size_t>(a) * 2 +
                          static_cast<std::size_t>(d)];
-        l = Link{c, n, static_cast<std::uint8_t>(a), d};
+        // A DCN link joins the chip and the network (out: Plus, in: Minus).
+        l = switched(a) ? Link{c, c, static_cast<std::uint8_t>(a), d, true} : Link{c, n, static_cast<std::uint8_t>(a), d};
         ++num_links_;
       }
     }
@@ -99,6 +111,7 @@ ChipId Torus::with_coord(ChipId chip, int axis, int value) const {
 ChipId Torus::neighbor(ChipId chip, int axis, Direction dir) const {
   const AxisSpec& spec = axes_[static_cast<std::size_t>(axis)];
   if (spec.size == 1) return kNoChip;
+  if (switched(axis)) return with_coord(chip, axis, (coord(chip, axis) + sign(dir) + spec.size) % spec.size);
   int next = coord(chip, axis) + sign(dir);
   if (next < 0 || next >= spec.size) {
     if (!spec.wraparound) return kNoChip;
@@ -117,6 +130,7 @@ ChipId Torus::neighbor(ChipId chip, int axis, Direction dir) const {
 Torus::AxisHops Torus::axis_hops(int axis, int from, int to) const {
   const AxisSpec& spec = axes_[static_cast<std::size_t>(axis)];
   if (from == to) return {};
+  if (switched(axis)) return {1, Direction::Plus};
   if (!spec.wraparound) return {std::abs(to - from), to > from ? Direction::Plus : Direction::Minus};
   const int plus = ((to - from) % spec.size + spec.size) % spec.size;
   const int minus = spec.size - plus;
@@ -177,6 +191,11 @@ void Torus::walk(ChipId at, ChipId dst, std::span<const int> axis_order, std::si
   }
   const int a = axis_order[i];
   const int size = axis(a).size;
+  if (switched(a)) {
+    MESHSIM_ASSERT(coord(at, a) == coord(dst, a), "routes between slices are taken whole (route())");
+    walk(at, dst, axis_order, i + 1, crossing, all_ties, path, out);
+    return;
+  }
   AxisHops h;
   bool tie = false;
   if (twisted_axis(a)) {
@@ -205,7 +224,16 @@ void Torus::walk(ChipId at, ChipId dst, std::span<const int> axis_order, std::si
   }
 }
 
+bool Torus::between_slices(ChipId src, ChipId dst) const {
+  return dcn_axis_ >= 0 && coord(src, dcn_axis_) != coord(dst, dcn_axis_);
+}
+
 std::vector<LinkId> Torus::route(ChipId src, ChipId dst, std::span<const int> axis_order) const {
+  if (between_slices(src, dst)) {
+    MESHSIM_ASSERT(std::find(axis_order.begin(), axis_order.end(), dcn_axis_) != axis_order.end(),
+                   "route between slices without the slice axis");
+    return {dcn_out(src), dcn_in(dst)};
+  }
   std::vector<LinkId> path;
   std::vector<std::vector<LinkId>> out;
   const std::vector<int> crossing = twisted() ? twisted_plan(src, dst, axis_order).crossings.front() : std::vector<int>{};
@@ -214,6 +242,7 @@ std::vector<LinkId> Torus::route(ChipId src, ChipId dst, std::span<const int> ax
 }
 
 std::vector<std::vector<LinkId>> Torus::shortest_routes(ChipId src, ChipId dst, std::span<const int> axis_order) const {
+  if (between_slices(src, dst)) return {route(src, dst, axis_order)};
   std::vector<LinkId> path;
   std::vector<std::vector<LinkId>> out;
   if (!twisted()) {
@@ -232,6 +261,7 @@ std::vector<LinkId> Torus::route(ChipId src, ChipId dst) const {
 }
 
 int Torus::hop_distance(ChipId src, ChipId dst) const {
+  if (between_slices(src, dst)) return 1;
   if (twisted()) {
     std::vector<int> order(axes_.size());
     std::iota(order.begin(), order.end(), 0);
@@ -242,7 +272,13 @@ int Torus::hop_distance(ChipId src, ChipId dst) const {
   return hops;
 }
 
-std::string Torus::axis_name(int axis) const { return kAxisNames[axis]; }
+Tick Torus::route_latency(ChipId src, ChipId dst) const {
+  Tick t;
+  for (LinkId l : route(src, dst)) t = t + spec(l).latency;
+  return t;
+}
+
+std::string Torus::axis_name(int axis) const { return switched(axis) ? "dcn" : kAxisNames[axis]; }
 
 std::string Torus::chip_name(ChipId chip) const {
   std::string s = "(";
@@ -255,12 +291,14 @@ std::string Torus::chip_name(ChipId chip) const {
 
 std::string Torus::link_name(LinkId id) const {
   const Link& l = links_[id];
+  if (l.dcn) return chip_name(l.src) + (l.direction == Direction::Plus ? " dcn out" : " dcn in");
   return chip_name(l.src) + (l.direction == Direction::Plus ? "+" : "-") + axis_name(l.axis);
 }
 
 std::string Torus::shape_string() const {
   std::string s;
   for (std::size_t a = 0; a < axes_.size(); ++a) {
+    if (switched(static_cast<int>(a))) return s + " x " + std::to_string(axes_[a].size) + " slices";
     if (a) s += 'x';
     s += std::to_string(axes_[a].size);
   }

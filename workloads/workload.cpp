@@ -67,7 +67,7 @@ std::vector<std::vector<int>> mesh_coordinates(const Workload& w, const topology
 topology::Torus Workload::make_torus() const {
   // GPU workloads use the torus only for coordinates: give it some bandwidth.
   topology::LinkSpec link = hardware.gpu ? hardware.nvlink : hardware.ici;
-  return topology::Torus(topology, link, twisted);
+  return topology::Torus(topology, link, twisted, hardware.dcn);
 }
 
 topology::Fabric Workload::make_fabric() const {
@@ -117,6 +117,7 @@ Hardware preset_hardware(const std::string& name, const Cursor& where) {
     hw.preset = p->name;
     hw.chip = p->chip;
     hw.ici = p->ici;
+    hw.dcn = p->dcn;
     hw.forward_chunk_bytes = p->forward_chunk_bytes;
     return hw;
   }
@@ -146,10 +147,12 @@ Hardware parse_hardware(const Cursor& c) {
                  "spines", "forward_chunk_bytes", "bf16_flops_per_s", "int8_ops_per_s", "fp8_flops_per_s",
                  "fp32_flops_per_s", "hbm_bytes", "hbm_bandwidth_bytes_per_s", "matmul_efficiency"});
   else
-    c.only_keys({"preset", "ici_bandwidth_one_way_bytes_per_s", "hop_latency_s", "forward_chunk_bytes",
+    c.only_keys({"preset", "ici_bandwidth_one_way_bytes_per_s", "hop_latency_s", "dcn_bandwidth_one_way_bytes_per_s",
+                 "dcn_hop_latency_s", "forward_chunk_bytes",
                  "bf16_flops_per_s", "int8_ops_per_s", "fp8_flops_per_s", "fp32_flops_per_s", "hbm_bytes",
                  "hbm_bandwidth_bytes_per_s", "matmul_efficiency"});
   set_link(hw.ici, c, "ici_bandwidth_one_way_bytes_per_s", "hop_latency_s");
+  set_link(hw.dcn, c, "dcn_bandwidth_one_way_bytes_per_s", "dcn_hop_latency_s");
   set_link(hw.nvlink, c, "nvlink_bandwidth_one_way_bytes_per_s", "nvlink_hop_latency_s");
   set_link(hw.nic, c, "nic_bandwidth_one_way_bytes_per_s", "nic_hop_latency_s");
   set_link(hw.spine, c, "spine_bandwidth_one_way_bytes_per_s", "nic_hop_latency_s");
@@ -281,7 +284,7 @@ void parse_topology_and_mesh(const Cursor& root, Workload& w) {
   }
   const topology::Preset& preset = *topology::find_preset(w.hardware.preset);
   if (topo) {
-    topo->only_keys({"shape", "wraparound", "twisted"});
+    topo->only_keys({"shape", "wraparound", "twisted", "slices"});
     const Cursor sh = topo->at("shape");
     for (const Cursor& e : sh.elements()) shape.push_back(static_cast<int>(e.as_int_in(1, kMaxAxisSize)));
     if (shape.empty()) sh.fail("expected at least one axis");
@@ -293,10 +296,15 @@ void parse_topology_and_mesh(const Cursor& root, Workload& w) {
       mesh.fail(fmt::format("{} has a {}D interconnect; got {} mesh axes (give \"topology\" to map them)", preset.name,
                             preset.max_axes, shape.size()));
   }
-  std::uint64_t chips = 1;
+  // Multislice: that many slices of this shape over the data-center network.
+  int slices = 1;
+  if (topo)
+    if (auto sc = topo->find("slices")) slices = static_cast<int>(sc->as_int_in(1, kMaxAxisSize));
+  std::uint64_t chips = static_cast<std::uint64_t>(slices);
   for (int s : shape) chips *= static_cast<std::uint64_t>(s);
   if (chips > kMaxChips)
-    (topo ? topo->at("shape") : mesh).fail(fmt::format("{} chips is more than meshsim supports ({})", chips, kMaxChips));
+    (topo ? topo->at(slices > 1 ? "slices" : "shape") : mesh)
+        .fail(fmt::format("{} chips is more than meshsim supports ({})", chips, kMaxChips));
 
   std::vector<bool> wrap = topology::default_wraparound(preset.wrap_rule, shape);
   if (topo) {
@@ -328,6 +336,7 @@ void parse_topology_and_mesh(const Cursor& root, Workload& w) {
       }
     }
   }
+  if (slices > 1) w.topology.push_back(AxisSpec{slices, true, /*switched=*/true});
 
   map_mesh(w, axes, mesh);
 }

@@ -29,6 +29,7 @@ struct Hardware {
   bool gpu = false;        // a switched GPU fabric (gpu_* fields) instead of a TPU torus (ici)
   topology::ChipSpec chip;
   topology::LinkSpec ici;  // TPU: one-way bandwidth per link, per-hop latency
+  topology::LinkSpec dcn;  // TPU multislice: each chip's link out to the data-center network and in from it
   std::uint64_t forward_chunk_bytes = 0;
   double matmul_efficiency = 1.0;  // achieved / peak FLOP rate of local matmuls (calibration sets it)
   std::vector<CalibratedMatmul> calibrated_matmuls;  // replace the roofline's compute term per dtype
@@ -126,7 +127,9 @@ struct MatmulExplanation {
 struct Workload {
   std::string file;
   Hardware hardware;
-  std::vector<topology::AxisSpec> topology;  // hardware axes x, y, z
+  // Hardware axes x, y, z; with "slices" (multislice) a last, switched axis "dcn"
+  // of that many slices (topology/torus.hpp).
+  std::vector<topology::AxisSpec> topology;
   bool twisted = false;                      // a twisted torus ("topology": {"twisted": true}; Torus)
   std::vector<MeshAxis> mesh;
   std::vector<Array> declared;  // the arrays as the workload declares them
@@ -162,7 +165,7 @@ std::vector<std::vector<int>> mesh_coordinates(const Workload& w, const topology
 Workload load_workload(const std::string& path);
 
 // Limits applied while parsing.
-constexpr std::uint32_t kMaxChips = 65536;
+constexpr std::uint32_t kMaxChips = 262144;
 constexpr int kMaxAxisSize = 4096;
 
 }  // namespace meshsim::workloads

@@ -6,7 +6,8 @@
 // wrapped even axis is exactly half the ring is split in two halves, one each way,
 // so both directions carry the same load (this gives the cheat sheet's V/(4W) on a
 // bidirectional ring exactly). On a twisted torus each rotation takes every
-// shortest route over the twisted links (Torus::shortest_routes).
+// shortest route over the twisted links (Torus::shortest_routes). Between slices
+// of a multislice system a piece takes the data-center network, host to host.
 #include <algorithm>
 #include <numeric>
 
@@ -36,6 +37,10 @@ void all_to_all(ProgramBuilder& b, const Torus& t, std::span<const int> axes, st
     ChipId chip;
   };
   std::vector<Dest> dests;
+  // Over slices, every chip lists its group from its own position on (shifted):
+  // the k-th pieces of all chips then go to k different chips, not all into one
+  // chip's DCN link at once.
+  const bool shifted = std::find(axes.begin(), axes.end(), t.dcn_axis()) != axes.end();
   for (ChipId src = 0; src < t.num_chips(); ++src) {
     if (!ports.active(src)) continue;  // not in the op's chips (nor is its group)
     // The group of src: every chip that differs from it only on `axes`.
@@ -45,7 +50,8 @@ void all_to_all(ProgramBuilder& b, const Torus& t, std::span<const int> axes, st
       std::uint32_t rest = i;
       for (int a : axes) {
         const auto size = static_cast<std::uint32_t>(t.axis(a).size);
-        d = t.with_coord(d, a, static_cast<int>(rest % size));
+        const std::uint32_t from = shifted ? static_cast<std::uint32_t>(t.coord(src, a)) : 0;
+        d = t.with_coord(d, a, static_cast<int>((from + rest % size) % size));
         rest /= size;
       }
       if (d != src) dests.push_back({t.hop_distance(src, d), d});
@@ -56,8 +62,12 @@ void all_to_all(ProgramBuilder& b, const Torus& t, std::span<const int> axes, st
       routes.clear();
       // Every shortest route in each rotated order: both ways at an antipode,
       // and on a twisted torus through a twisted wraparound where that is as short.
-      for (const std::vector<int>& order : orders)
-        for (auto& route : t.shortest_routes(src, d.chip, order)) routes.push_back(std::move(route));
+      // Between slices, the one route over the data-center network.
+      if (t.between_slices(src, d.chip))
+        routes.push_back(t.route(src, d.chip, axes));
+      else
+        for (const std::vector<int>& order : orders)
+          for (auto& route : t.shortest_routes(src, d.chip, order)) routes.push_back(std::move(route));
       const std::uint64_t share = ceil_div(piece, routes.size());
       for (const auto& r : routes) routed_chain(b, t, r, share, ports.entry, ports.exit, ports.op);
     }

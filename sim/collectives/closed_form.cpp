@@ -1,6 +1,7 @@
 #include "sim/collectives/closed_form.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace meshsim::collectives {
 
@@ -35,6 +36,32 @@ ClosedForm cheat_sheet(const ClosedFormInput& in) {
       f.bandwidth_s = in.send_routes > 0 ? v / (in.send_routes * in.link_bandwidth_one_way) : 0;
       break;
     case Kind::Matmul:  // not communication: kernels/roofline.hpp
+    case Kind::Elementwise:
+      break;
+  }
+  if (in.slices < 2) return f;
+  // Multislice: the DCN part after (or before) the ICI part.
+  const double s = in.slices, b = in.dcn_bandwidth_one_way, step = 2 * in.dcn_hop_latency.seconds();
+  const double p = product * s;
+  switch (in.kind) {
+    case Kind::AllGather:
+    case Kind::ReduceScatter:
+      f.latency_s += step * std::floor(s / 2);
+      f.bandwidth_s += (s - 1) * v / (p * b);
+      break;
+    case Kind::AllReduce:
+      f.latency_s += 2 * step * std::floor(s / 2);
+      f.bandwidth_s += 2 * (s - 1) * v / (p * b);
+      break;
+    case Kind::AllToAll:
+      f.latency_s += step;
+      f.bandwidth_s += (s - 1) * v / (s * p * b);
+      break;
+    case Kind::Send:
+      f.latency_s = in.send_latency.seconds();
+      f.bandwidth_s = in.send_routes > 0 ? v / (in.send_routes * b) : 0;
+      break;
+    case Kind::Matmul:
     case Kind::Elementwise:
       break;
   }

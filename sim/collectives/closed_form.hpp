@@ -10,6 +10,16 @@
 //   Send:                     max(T_min * hops, bytes / (routes * W/2))
 // W: bidirectional bandwidth of one link (2x the one-way value); N_axes: axes
 // worked on in parallel; X_i: their sizes; P: chips per group; T_min: hop latency.
+//
+// Multislice (S slices in the group over the data-center network, one-way DCN
+// bandwidth B per chip, a DCN step 2 link latencies L): the hierarchical
+// decomposition, the ICI part by the cheat sheet over the ICI axes, plus
+//   AllGather, ReduceScatter: (S-1) V / (P B), latency S/2 steps (a ring)
+//   AllReduce:                twice that
+//   AllToAll:                 (S-1) V / (S P B), one step
+//   Send between slices:      bytes / (routes * B), each route crossing once
+// (docs/MODEL.md, "Multislice"). The balanced schedule may overlap the two
+// parts, so the simulated time may be below this sum, never below the lower bound.
 #include <cstdint>
 #include <span>
 #include <string>
@@ -34,6 +44,11 @@ struct ClosedFormInput {
   std::span<const int> axis_sizes;          // X_i of the axes spanned (collectives)
   int send_hops = 0;                        // Send only
   int send_routes = 0;                      // Send only
+  // Multislice: slices in the group (a send: 2 when it crosses slices), 0 or 1: none.
+  int slices = 0;
+  double dcn_bandwidth_one_way = 0;  // bytes/s per chip and direction
+  Tick dcn_hop_latency;              // per link (a step crosses two)
+  Tick send_latency;                 // Send between slices: its route's latency
 };
 
 ClosedForm cheat_sheet(const ClosedFormInput& in);

@@ -1,6 +1,7 @@
 #include "sim/collectives/schedule.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 #include <numeric>
@@ -23,6 +24,8 @@ AxesShape product_shape(std::span<const topology::AxisSpec> axes) {
   for (const topology::AxisSpec& a : axes) {
     MESHSIM_ASSERT(a.size > 1, "axis orders over an axis of size 1");
     shape.ring.push_back(a.wraparound);
+    shape.cost.push_back(a.wraparound ? 0.5 : 1.0);
+    shape.hop_s.push_back(1.0);
   }
   shape.group.assign(std::size_t{1} << n, 1);
   for (std::size_t mask = 0; mask < shape.group.size(); ++mask)
@@ -31,7 +34,38 @@ AxesShape product_shape(std::span<const topology::AxisSpec> axes) {
   return shape;
 }
 
+namespace {
+
+// The costs and hop latencies of `axes` on `t` (AxesShape::cost, hop_s), for a
+// shape whose rings are known.
+void set_costs(const topology::Torus& t, std::span<const int> axes, AxesShape& shape) {
+  shape.cost.clear();
+  shape.hop_s.clear();
+  const double ici = static_cast<double>(t.link_spec().bandwidth_bytes_per_s);
+  for (std::size_t i = 0; i < axes.size(); ++i) {
+    if (t.switched(axes[i])) {
+      shape.cost.push_back(ici / static_cast<double>(t.dcn_spec().bandwidth_bytes_per_s));
+      shape.hop_s.push_back(2 * t.dcn_spec().latency.seconds());  // out to the network and in
+    } else {
+      shape.cost.push_back(shape.ring[i] ? 0.5 : 1.0);
+      shape.hop_s.push_back(t.link_spec().latency.seconds());
+    }
+  }
+}
+
+AxesShape torus_axes_shape(const topology::Torus& t, std::span<const int> axes);
+
+}  // namespace
+
 AxesShape axes_shape(const topology::Torus& t, std::span<const int> axes) {
+  AxesShape shape = torus_axes_shape(t, axes);
+  set_costs(t, axes, shape);
+  return shape;
+}
+
+namespace {
+
+AxesShape torus_axes_shape(const topology::Torus& t, std::span<const int> axes) {
   const std::size_t n = axes.size();
   // Twisted axes among `axes` whose long axes are not: their chips form lines.
   bool twisted_rings = t.twisted();
@@ -66,6 +100,8 @@ AxesShape axes_shape(const topology::Torus& t, std::span<const int> axes) {
   }
   return shape;
 }
+
+}  // namespace
 
 std::vector<int> gather_sizes(const AxesShape& shape, std::span<const int> order) {
   std::vector<int> sizes;
@@ -163,7 +199,7 @@ double phase_coefficient(const AxesShape& shape, std::span<const int> order, std
   const double before = static_cast<double>(prefix_group(shape, order, k));
   const double m = static_cast<double>(prefix_group(shape, order, k + 1)) / before;
   const double p = static_cast<double>(shape.group.back());
-  return (m - 1) * before / (p * (shape.ring[static_cast<std::size_t>(order[k])] ? 2.0 : 1.0));
+  return (m - 1) * before / p * shape.cost[static_cast<std::size_t>(order[k])];
 }
 
 // Hops of phase `k`: half its ring, or its whole line.
@@ -179,19 +215,24 @@ void measure(const AxesShape& shape, OrderPlan& plan) {
   for (int o : plan.offsets) plan.stages = std::max(plan.stages, o + static_cast<int>(n));
   plan.lockstep_time = 0;
   plan.latency_hops = 0;
+  plan.latency_s = 0;
   for (int s = 0; s < plan.stages; ++s) {
     std::vector<double> load(n, 0.0);
     int hops = 0;
+    double hop_s = 0;
     for (std::size_t i = 0; i < plan.orders.size(); ++i) {
       const int k = s - plan.offsets[i];
       if (k < 0 || k >= static_cast<int>(n)) continue;
       const auto phase = static_cast<std::size_t>(k);
       load[static_cast<std::size_t>(plan.orders[i][phase])] +=
           plan.fractions[i] * phase_coefficient(shape, plan.orders[i], phase);
-      hops = std::max(hops, phase_hops(shape, plan.orders[i], phase));
+      const int h = phase_hops(shape, plan.orders[i], phase);
+      hops = std::max(hops, h);
+      hop_s = std::max(hop_s, h * shape.hop_s[static_cast<std::size_t>(plan.orders[i][phase])]);
     }
     plan.lockstep_time += *std::max_element(load.begin(), load.end());
     plan.latency_hops += hops;
+    plan.latency_s += hop_s;
   }
 }
 
@@ -313,9 +354,18 @@ struct Planned {
 // shape and the plans are memoized by what they depend on (the torus's axes and
 // twist, the collective's axes, the schedule).
 const Planned& cached_plans(const topology::Torus& t, std::span<const int> axes, Schedule s) {
-  using Key = std::tuple<std::vector<std::pair<int, bool>>, bool, std::vector<int>, Schedule>;
+  // (the links' bandwidths and latencies too: a multislice shape's costs and
+  // hop latencies depend on them)
+  using Key = std::tuple<std::vector<std::pair<int, bool>>, bool, std::vector<int>, Schedule, int,
+                         std::array<std::int64_t, 4>>;
   thread_local std::map<Key, Planned> cache;
-  Key key{{}, t.twisted(), std::vector<int>(axes.begin(), axes.end()), s};
+  Key key{{},
+          t.twisted(),
+          std::vector<int>(axes.begin(), axes.end()),
+          s,
+          t.dcn_axis(),
+          {static_cast<std::int64_t>(t.link_spec().bandwidth_bytes_per_s), t.link_spec().latency.ps(),
+           static_cast<std::int64_t>(t.dcn_spec().bandwidth_bytes_per_s), t.dcn_spec().latency.ps()}};
   for (const topology::AxisSpec& a : t.axes()) std::get<0>(key).emplace_back(a.size, a.wraparound);
   auto it = cache.find(key);
   if (it == cache.end()) {
@@ -336,11 +386,10 @@ const detail::OrderPlan& axis_order_plan(const topology::Torus& t, std::span<con
   // link's bandwidth plus a hop latency per hop of every stage (more stages
   // balance the links better but add latency); ties to the earlier plan.
   const double v_over_b = static_cast<double>(group_bytes) / static_cast<double>(t.link_spec().bandwidth_bytes_per_s);
-  const double alpha = t.link_spec().latency.seconds();
   const detail::OrderPlan* best = &plans.front();
   double best_s = 0;
   for (const detail::OrderPlan& plan : plans) {
-    const double est = plan.lockstep_time * v_over_b + plan.latency_hops * alpha;
+    const double est = plan.lockstep_time * v_over_b + plan.latency_s;
     if (&plan == &plans.front() || est < best_s * (1 - 1e-9)) best = &plan, best_s = est;
   }
   return *best;

@@ -42,6 +42,13 @@ std::optional<Schedule> parse_schedule(std::string_view name);
 struct AxesShape {
   std::vector<bool> ring;
   std::vector<std::uint64_t> group;
+  // Per axis: the time a phase's shard takes through a chip's links on that
+  // axis, per byte, in units of one ICI link's (a ring's shards leave over two
+  // links: 1/2; a line's over one: 1; the slices of a multislice system through
+  // the chip's one DCN link out: ICI / DCN bandwidth), and the latency of one
+  // hop of its chains (seconds; product_shape: 1, a unit).
+  std::vector<double> cost;
+  std::vector<double> hop_s;
   auto operator<=>(const AxesShape&) const = default;
 };
 // An ordinary torus: every subset spans the product of its sizes.
@@ -93,6 +100,7 @@ struct OrderPlan {
   int stages = 0;
   double lockstep_time = 0;
   double latency_hops = 0;
+  double latency_s = 0;  // the same hops, each at its axis's hop latency (AxesShape::hop_s)
   bool equal = false;  // the equal split (rotations, each part on its own)
 };
 // The linear program's plan with parts starting at stages 0..max_offset
@@ -111,8 +119,7 @@ std::optional<std::vector<double>> maximize(const std::vector<std::vector<double
 }  // namespace detail
 
 // The plan axis_order_parts uses for V = `group_bytes`: of the (memoized)
-// candidates, the one with the least bandwidth time x V / b + latency hops x
-// hop latency.
+// candidates, the one with the least bandwidth time x V / b + its latency.
 const detail::OrderPlan& axis_order_plan(const topology::Torus& t, std::span<const int> axes, std::uint64_t group_bytes,
                                          Schedule s);
 // The most parts any V gives (the run-size estimate).

@@ -1,6 +1,8 @@
 // Point-to-point send. The bytes are split evenly over the dimension-order routes
 // of every rotation of the axes on which src and dst differ (X-then-Y and
 // Y-then-X on a 2D torus): these routes share no link, so they run at once.
+// Between slices of a multislice system: the one route over the data-center
+// network (Torus::route).
 #include "base/error.hpp"
 #include "sim/collectives/collective.hpp"
 #include "sim/collectives/ring_phase.hpp"
@@ -11,6 +13,7 @@ using namespace detail;
 
 namespace {
 std::vector<int> differing_axes(const Torus& t, ChipId src, ChipId dst) {
+  if (t.between_slices(src, dst)) return {t.dcn_axis()};
   std::vector<int> axes;
   for (int a = 0; a < t.num_axes(); ++a)
     if (t.coord(src, a) != t.coord(dst, a)) axes.push_back(a);
