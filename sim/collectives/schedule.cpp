@@ -117,6 +117,37 @@ std::vector<int> gather_sizes(const AxesShape& shape, std::span<const int> order
 
 namespace detail {
 
+namespace {
+
+// Solves m x = rhs (m square, row-major) by Gaussian elimination with partial
+// pivoting; nothing if m is singular.
+std::optional<std::vector<double>> solve(std::vector<std::vector<double>> m, std::vector<double> rhs) {
+  const std::size_t n = m.size();
+  for (std::size_t k = 0; k < n; ++k) {
+    std::size_t p = k;
+    for (std::size_t i = k + 1; i < n; ++i)
+      if (std::abs(m[i][k]) > std::abs(m[p][k])) p = i;
+    if (std::abs(m[p][k]) < 1e-12) return std::nullopt;
+    std::swap(m[p], m[k]);
+    std::swap(rhs[p], rhs[k]);
+    for (std::size_t i = k + 1; i < n; ++i) {
+      const double f = m[i][k] / m[k][k];
+      if (f == 0) continue;
+      for (std::size_t j = k; j < n; ++j) m[i][j] -= f * m[k][j];
+      rhs[i] -= f * rhs[k];
+    }
+  }
+  std::vector<double> x(n, 0.0);
+  for (std::size_t k = n; k-- > 0;) {
+    double v = rhs[k];
+    for (std::size_t j = k + 1; j < n; ++j) v -= m[k][j] * x[j];
+    x[k] = v / m[k][k];
+  }
+  return x;
+}
+
+}  // namespace
+
 std::optional<std::vector<double>> maximize(const std::vector<std::vector<double>>& a, std::span<const double> b,
                                             std::span<const double> c) {
   constexpr double kEps = 1e-12, kPivot = 1e-9;
@@ -133,19 +164,25 @@ std::optional<std::vector<double>> maximize(const std::vector<std::vector<double
     basis[i] = vars + i;
   }
   for (std::size_t j = 0; j < vars; ++j) t[rows][j] = -c[j];
-  // Bland's rule cannot cycle in exact arithmetic; the pivot threshold below can
-  // in principle, so the pivots are capped (a program this small needs far fewer).
+  // The entering column is the one that improves most (Dantzig's rule: few
+  // pivots, so little rounding builds up); after a run of degenerate pivots
+  // (the programs here are highly degenerate: most right-hand sides are 0) it
+  // is the first that improves (Bland's rule, which cannot cycle in exact
+  // arithmetic) until the objective moves again. The leaving row is the first
+  // (by basic variable) of the tightest ratio. The pivots are capped all the same.
+  // A column whose entries are all at most kPivot cannot enter: at an exact
+  // optimum of a bounded program such a column has only rounding residue left;
+  // one that improves with no bound at all is reported as unbounded.
+  constexpr std::size_t kDegenerateRun = 16;
+  std::size_t degenerate = 0;
   for (std::size_t pivots = 0;; ++pivots) {
     if (pivots > 100 * (rows + cols)) return std::nullopt;
-    // Bland's rule: the entering column is the first that improves, the
-    // leaving row the first (by basic variable) of the tightest ratio.
-    // A column whose entries are all at most kPivot cannot enter: at an exact
-    // optimum of a bounded program such a column has only rounding residue
-    // left; one that improves with no bound at all is reported as unbounded.
+    const bool bland = degenerate >= kDegenerateRun;
     std::size_t enter = cols;
     bool unbounded = false;
-    for (std::size_t j = 0; j < rhs && enter == cols; ++j) {
+    for (std::size_t j = 0; j < rhs && !(bland && enter != cols); ++j) {
       if (t[rows][j] >= -kEps) continue;
+      if (enter != cols && t[rows][j] >= t[rows][enter]) continue;
       double most = 0;
       for (std::size_t i = 0; i < rows; ++i) most = std::max(most, t[i][j]);
       if (most > kPivot)
@@ -161,10 +198,11 @@ std::optional<std::vector<double>> maximize(const std::vector<std::vector<double
     double best = 0;
     for (std::size_t i = 0; i < rows; ++i) {
       if (t[i][enter] <= kPivot) continue;
-      const double ratio = t[i][rhs] / t[i][enter];
+      const double ratio = std::max(0.0, t[i][rhs]) / t[i][enter];
       if (leave == rows || ratio < best - kEps || (ratio <= best + kEps && basis[i] < basis[leave]))
         leave = i, best = ratio;
     }
+    degenerate = best <= kEps ? degenerate + 1 : 0;
     const double pivot = t[leave][enter];
     for (double& v : t[leave]) v /= pivot;
     for (std::size_t i = 0; i <= rows; ++i) {
@@ -177,9 +215,18 @@ std::optional<std::vector<double>> maximize(const std::vector<std::vector<double
     }
     basis[leave] = enter;
   }
-  std::vector<double> x(vars, 0.0);
+  // The optimal basis's solution, solved anew from the program itself: the
+  // tableau's right-hand side carries the rounding of every pivot.
+  std::vector<std::vector<double>> m(rows, std::vector<double>(rows, 0.0));
   for (std::size_t i = 0; i < rows; ++i)
-    if (basis[i] < vars) x[basis[i]] = std::max(0.0, t[i][rhs]);
+    for (std::size_t k = 0; k < rows; ++k) m[i][k] = basis[k] < vars ? a[i][basis[k]] : (basis[k] - vars == i ? 1.0 : 0.0);
+  const std::optional<std::vector<double>> xb = solve(std::move(m), std::vector<double>(b.begin(), b.end()));
+  if (!xb) return std::nullopt;
+  std::vector<double> x(vars, 0.0);
+  for (std::size_t k = 0; k < rows; ++k) {
+    if ((*xb)[k] < -1e-9) return std::nullopt;  // not a feasible basis after all
+    if (basis[k] < vars) x[basis[k]] = std::max(0.0, (*xb)[k]);
+  }
   return x;
 }
 

@@ -56,6 +56,31 @@ TEST_CASE("Simplex: a small program's optimum; unbounded is reported", "[collect
   CHECK_FALSE(collectives::detail::maximize({{1, -1}}, std::vector<double>{1}, std::vector<double>{1, 1}).has_value());
 }
 
+TEST_CASE("Simplex: plans on four axes improve with every start offset allowed (degenerate programs, large costs)",
+          "[collectives][schedule]") {
+  // Three rings of 4 and a fourth axis of 2 whose phase costs c per shard: the
+  // slices of a multislice system are c = B_ICI / B_DCN (14.4 on v5p). Offset d
+  // admits every part of offset d - 1, so the optimum can only improve; each
+  // plan is measured from its own fractions, so a simplex that ended on
+  // rounding (the programs are degenerate, thousands of pivots) would show here.
+  for (double c : {0.5, 2.0, 5.0, 14.4}) {
+    INFO("cost " << c);
+    std::vector<topology::AxisSpec> axes = {{4, true}, {4, true}, {4, true}, {2, true}};
+    collectives::AxesShape shape = collectives::product_shape(axes);
+    shape.cost[3] = c;
+    double before = 1e300;
+    for (int d = 0; d < 4; ++d) {
+      const auto plan = collectives::detail::plan_orders(shape, d);
+      REQUIRE(plan.has_value());
+      CHECK(plan->lockstep_time <= before * (1 + 1e-9));
+      double sum = 0;
+      for (double f : plan->fractions) sum += f;
+      CHECK(sum == Approx(1.0));
+      before = plan->lockstep_time;
+    }
+  }
+}
+
 TEST_CASE("Schedule plans: cubes keep the equal split; other shapes balance within 2% of the bound",
           "[collectives][schedule]") {
   using topology::AxisSpec;
