@@ -172,6 +172,7 @@ const std::vector<std::string> kScaleCases = {
     "bench/cases/allreduce_in_node_h100_8192.json",   // 1,024 identical NVLink groups: reduced
     "bench/cases/allreduce_h100_8192.json",           // 8,192 GPUs, one group
     "bench/cases/allreduce_h100_16384.json",          // 16,384 GPUs, one group
+    "bench/cases/allreduce_dcn_v5p_12pods.json",      // 12 v5p pods (107,520 chips), data parallel over the DCN
 };
 
 struct ChildRun {
@@ -245,7 +246,7 @@ constexpr const char* kUsage =
     "transfers/s, events/s and peak memory (default case bench/cases/allreduce_v4_16x16x16.json);\n"
     "--traces adds the cost of writing its traces; --engines compares the native engine with SimGrid\n"
     "(default: the 16x16 and 16x16x16 all-reduces); --parse times parsing 10k, 100k and 1M ops;\n"
-    "--scale runs the scale cases (4,096 to 16,384 chips) end to end, a process per run, with exact reductions.\n"
+    "--scale runs the scale cases (4,096 to 107,520 chips) end to end, a process per run, with exact reductions.\n"
     "Run from the project root (the default cases are relative paths).\n";
 
 }  // namespace

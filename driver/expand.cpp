@@ -199,10 +199,14 @@ void check_limits(const workloads::Workload& w, const RunSize& size, const Limit
                                 size.tasks - size.transfers)
                   : fmt::format("the limit of {} (--max-memory)", size_text(limits.max_memory_bytes));
   throw InputError(w.file, op.pointer,
-                   fmt::format("the run would need about {} hop transfers and {} of memory, more than {}; this op "
+                   fmt::format("the run would need about {} hop transfers{} and {} of memory, more than {}; this op "
                                "alone needs about {}: coarsen the workload (a smaller mesh, fewer axes per collective{}, "
                                "fewer ops){}",
-                               size.transfers, size_text(size.memory_bytes), limit, size.biggest_op_transfers,
+                               size.transfers,
+                               size.groups > 1
+                                   ? fmt::format(" (simulating one of its {} identical independent groups)", size.groups)
+                                   : std::string(),
+                               size_text(size.memory_bytes), limit, size.biggest_op_transfers,
                                w.hardware.gpu ? ", a larger forward_chunk_bytes" : "",
                                largest || tasks ? "" : " or raise the limit"));
 }

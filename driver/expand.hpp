@@ -56,6 +56,9 @@ struct RunSize {
   std::uint64_t memory_bytes = 0;
   std::size_t biggest_op = 0;  // the op with the most transfers
   std::uint64_t biggest_op_transfers = 0;
+  // The workload's identical independent groups, of which the estimate is one
+  // (driver/groups.hpp: only group 0 is built and run); 1: the whole workload.
+  std::uint64_t groups = 1;
 };
 // Saturates instead of overflowing. Throws InputError when a named GPU algorithm
 // does not apply (as expand() would).

@@ -12,6 +12,7 @@
 #include "driver/bounds.hpp"
 #include "driver/costs.hpp"
 #include "driver/expand.hpp"
+#include "driver/groups.hpp"
 #include "sim/collectives/closed_form.hpp"
 #include "sim/engine.hpp"
 #include "sim/executor.hpp"
@@ -402,10 +403,25 @@ bool may_repeat(const workloads::Workload& w, const topology::Torus& torus) {
   return true;
 }
 
+RunResult run_native(const workloads::Workload& w, const topology::Torus& torus, const Expanded& ex,
+                     const SimulateOptions& options, const sim::Reduced::Class* translated);
+
 }  // namespace
 
 RunResult simulate(const workloads::Workload& w, const SimulateOptions& options) {
   const topology::Torus torus = w.make_torus();
+  // Identical independent groups known from the workload (driver/groups.hpp):
+  // group 0 alone is built, checked against the limits and run.
+  if (options.reduce && options.engine == EngineKind::Native && options.trace_path.empty() && !options.critical_path)
+    if (const std::optional<TranslatedGroups> groups = translated_groups(w, torus)) {
+      const workloads::Workload first = first_group(w, *groups);
+      RunSize size = estimate_run(first, torus);
+      size.groups = groups->copies();
+      check_limits(first, size, options.limits);
+      const Expanded ex = expand(first, torus);
+      const sim::Reduced::Class translated = translated_class(*groups, w, torus, ex);
+      return run_native(w, torus, ex, options, &translated);
+    }
   check_limits(w, estimate_run(w, torus), options.limits);
   const Expanded ex = expand(w, torus);
   return simulate_expanded(w, torus, ex, options);
@@ -413,6 +429,15 @@ RunResult simulate(const workloads::Workload& w, const SimulateOptions& options)
 
 RunResult simulate_expanded(const workloads::Workload& w, const topology::Torus& torus, const Expanded& ex,
                             const SimulateOptions& options) {
+  return run_native(w, torus, ex, options, nullptr);
+}
+
+namespace {
+
+// Runs `ex` (the whole of `w`, or with `translated` group 0 of its identical
+// groups, whose class gives every other group's resources).
+RunResult run_native(const workloads::Workload& w, const topology::Torus& torus, const Expanded& ex,
+                     const SimulateOptions& options, const sim::Reduced::Class* translated) {
   if (!options.trace_path.empty())
     for (std::uint32_t chip : options.trace.chips)
       if (chip >= torus.num_chips())
@@ -422,9 +447,23 @@ RunResult simulate_expanded(const workloads::Workload& w, const topology::Torus&
   // Exact reductions (sim/reduce.hpp): not with a trace or critical paths, which
   // want every task's own timing.
   std::optional<sim::Reduced> reduced;
-  if (options.reduce && options.trace_path.empty() && !options.critical_path && may_repeat(w, torus))
+  if (!translated && options.reduce && options.trace_path.empty() && !options.critical_path && may_repeat(w, torus))
     reduced = sim::reduce(ex.program, ex.resources);
-  const sim::Program& program = reduced ? reduced->program : ex.program;
+  // Translated groups: group 0 runs on its own resources alone, numbered in the
+  // class's order (the system's other links and units would only cost memory).
+  std::optional<sim::Program> compact;
+  std::vector<sim::Resource> compact_resources;
+  if (translated) {
+    std::vector<std::uint32_t> to(ex.resources.size(), ~std::uint32_t{0});
+    for (std::size_t k = 0; k < translated->resources.size(); ++k) {
+      to[translated->resources[k]] = static_cast<std::uint32_t>(k);
+      compact_resources.push_back(ex.resources[translated->resources[k]]);
+    }
+    compact = ex.program.renamed(to);
+  }
+  const sim::Program& program = reduced ? reduced->program : compact ? *compact : ex.program;
+  const std::span<const sim::Resource> resources = compact ? std::span<const sim::Resource>(compact_resources)
+                                                           : std::span<const sim::Resource>(ex.resources);
   // A task's id in the full program (the reduced program lists a subset).
   const auto full_id = [&](sim::TaskId id) { return reduced ? reduced->full_id[id] : id; };
 
@@ -442,11 +481,18 @@ RunResult simulate_expanded(const workloads::Workload& w, const topology::Torus&
   } entries(ex, reduced ? &*reduced : nullptr);
 
   sim::Engine engine;
-  sim::Executor executor(engine, program, ex.resources);
-  traces::LinkStats stats(ex.resources);
-  executor.add_observer(stats);
+  sim::Executor executor(engine, program, resources);
+  traces::LinkStats observed(resources);
+  executor.add_observer(observed);
   executor.add_observer(entries);
-  const Names names = names_of(w, torus, ex);
+  // Every chip's and resource's name, made when something is to be named (a
+  // trace, a deadlock, critical paths, the busiest links): a string per link
+  // direction is a cost at scale.
+  std::optional<Names> named;
+  const auto names = [&]() -> const Names& {
+    if (!named) named = names_of(w, torus, ex);
+    return *named;
+  };
   std::unique_ptr<TimingRecorder> timings;
   if (options.critical_path) {
     timings = std::make_unique<TimingRecorder>(ex.program.num_tasks());
@@ -455,7 +501,7 @@ RunResult simulate_expanded(const workloads::Workload& w, const topology::Torus&
   std::unique_ptr<traces::TraceLayout> layout;
   std::unique_ptr<traces::TraceRecorder> recorder;
   if (!options.trace_path.empty()) {
-    layout = std::make_unique<traces::TraceLayout>(trace_layout(w, torus, ex, names));
+    layout = std::make_unique<traces::TraceLayout>(trace_layout(w, torus, ex, names()));
     recorder = std::make_unique<traces::TraceRecorder>(ex.program, *layout, options.trace);
     executor.add_observer(*recorder);
   }
@@ -471,7 +517,7 @@ RunResult simulate_expanded(const workloads::Workload& w, const topology::Torus&
     // Errors are reported from the full program, task by task.
     SimulateOptions full = options;
     full.reduce = false;
-    return simulate_expanded(w, torus, ex, full);
+    return run_native(w, torus, ex, full, nullptr);
   }
   if (const auto overflow = executor.overflowed_task()) {
     const auto& op = w.ops[ex.program.task(full_id(*overflow)).op()];
@@ -481,19 +527,35 @@ RunResult simulate_expanded(const workloads::Workload& w, const topology::Torus&
   }
 
   const std::vector<sim::TaskId> stuck = executor.unfinished_tasks();
-  if (!stuck.empty()) report_deadlock(stuck, ex.program, w, ex, names);
+  if (!stuck.empty()) report_deadlock(stuck, ex.program, w, ex, names());
 
   RunResult r;
   r.makespan = executor.makespan();
   r.events = engine.events_executed();
-  r.simulated_transfers = stats.total_transfers();
-  if (reduced) {
+  r.simulated_transfers = observed.total_transfers();
+  // The loads on the system's own resource ids.
+  std::optional<traces::LinkStats> placed;
+  if (compact) {
+    placed.emplace(ex.resources);
+    placed->place(observed, translated->resources);
+  }
+  traces::LinkStats& stats = placed ? *placed : observed;
+  // A class's resource k, as the executor numbered it.
+  const auto executed = [&](const std::vector<std::uint32_t>& own, std::size_t k) {
+    return compact ? static_cast<std::uint32_t>(k) : own[k];
+  };
+  // Group 0 of translated groups (an error above names group 0's chips, which
+  // are real chips, and the op, which every group runs alike).
+  const std::span<const sim::Reduced::Class> classes =
+      reduced ? std::span<const sim::Reduced::Class>(reduced->classes)
+              : translated ? std::span<const sim::Reduced::Class>(translated, 1) : std::span<const sim::Reduced::Class>();
+  if (!classes.empty()) {
     // Every other member of a class ran exactly as its representative: its
     // resources carried the same loads, and its events were as many.
     std::uint64_t events = 0, simulated_events = 0;
-    for (const sim::Reduced::Class& c : reduced->classes) {
+    for (const sim::Reduced::Class& c : classes) {
       std::uint64_t own = 0;
-      for (std::uint32_t res : c.resources) own += executor.events_on(res);
+      for (std::size_t k = 0; k < c.resources.size(); ++k) own += executor.events_on(executed(c.resources, k));
       simulated_events += own;
       events += c.copies * own;
       for (const std::vector<std::uint32_t>& replica : c.replicas)
@@ -501,12 +563,14 @@ RunResult simulate_expanded(const workloads::Workload& w, const topology::Torus&
     }
     MESHSIM_ASSERT(simulated_events == engine.events_executed(), "events outside the reduced program's resources");
     r.events = events;
-    r.reduced_classes = reduced->classes.size();
+    r.reduced_classes = classes.size();
   }
   r.transfers = stats.total_transfers();
   r.link_bytes = stats.total_bytes();
   r.capacity_respected = stats.capacity_respected();
   r.ops = op_results(w, torus, ex, executor.op_timings(), entries.all_ready);
+  if (translated)  // every group ran each op's transfers
+    for (OpResult& o : r.ops) o.transfers *= translated->copies, o.link_bytes *= translated->copies;
   if (recorder) {
     std::FILE* f = std::fopen(options.trace_path.c_str(), "wb");
     if (!f) throw Error(options.trace_path + ": cannot write file");
@@ -521,10 +585,12 @@ RunResult simulate_expanded(const workloads::Workload& w, const topology::Torus&
                                     "--trace-chips or --trace-window for a complete one",
                                     ts.events);
   }
-  if (timings) r.critical_paths = critical_paths(ex.program, timings->timings(), names.resources);
+  if (timings) r.critical_paths = critical_paths(ex.program, timings->timings(), names().resources);
   for (std::uint32_t id : stats.busiest(options.busiest_links))
-    r.busiest_links.push_back({names.resources[id], stats.loads()[id].bytes, stats.loads()[id].busy});
+    r.busiest_links.push_back({names().resources[id], stats.loads()[id].bytes, stats.loads()[id].busy});
   return r;
 }
+
+}  // namespace
 
 }  // namespace meshsim::driver

@@ -41,12 +41,7 @@ struct OpResult {
   // 2(n-1)/n (all-reduce), (n-1)/n (all-gather, reduce-scatter, all-to-all), 1 (send).
   double algbw_bytes_per_s = 0, busbw_bytes_per_s = 0;
   std::uint64_t transfers = 0;
-  std::uint64_t link_bytes = 0;
-  // What the engine really ran: the transfers of one member of each class of
-  // identical independent components (sim/reduce.hpp), and how many classes;
-  // without a reduction, all the transfers and 0.
-  std::uint64_t simulated_transfers = 0;
-  std::uint64_t reduced_classes = 0;  // sum over transfers of bytes (bytes x hops)
+  std::uint64_t link_bytes = 0;  // sum over transfers of bytes (bytes x hops)
   std::string sharding_before, sharding_after;
   Tick time() const { return end - begin; }
 };
@@ -65,8 +60,8 @@ struct RunResult {
   std::uint64_t transfers = 0;
   std::uint64_t link_bytes = 0;
   // What the engine really ran: the transfers of one member of each class of
-  // identical independent components (sim/reduce.hpp), and how many classes;
-  // without a reduction, all the transfers and 0.
+  // identical independent components (sim/reduce.hpp, or driver/groups.hpp: one
+  // class), and how many classes; without a reduction, all the transfers and 0.
   std::uint64_t simulated_transfers = 0;
   std::uint64_t reduced_classes = 0;
   bool capacity_respected = false;

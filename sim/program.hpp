@@ -53,6 +53,9 @@ class Program {
   std::size_t num_edges() const { return successors_.size(); }
   std::uint32_t num_ops() const { return num_ops_; }
   std::size_t memory_bytes() const;
+  // The same program with every transfer's and compute's resource r renamed
+  // to[r] (a program that uses few of many resources, run on those alone).
+  Program renamed(std::span<const std::uint32_t> to) const;
 
  private:
   friend class ProgramBuilder;

@@ -27,6 +27,15 @@ void LinkStats::on_task(sim::TaskId, const sim::Task& task, const sim::TaskTimin
   ++total_transfers_;
 }
 
+void LinkStats::place(const LinkStats& part, std::span<const std::uint32_t> at) {
+  for (std::size_t k = 0; k < at.size(); ++k) {
+    loads_[at[k]] = part.loads_[k];
+    total_bytes_ += part.loads_[k].bytes;
+    total_transfers_ += part.loads_[k].transfers;
+  }
+  capacity_ok_ = capacity_ok_ && part.capacity_ok_;
+}
+
 void LinkStats::copy_load(std::uint32_t from, std::uint32_t to) {
   loads_[to] = loads_[from];
   total_bytes_ += loads_[from].bytes;

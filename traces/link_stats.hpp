@@ -28,6 +28,9 @@ class LinkStats final : public sim::ExecutionObserver {
   // Resource `to` carried exactly what `from` carried (an identical independent
   // component, sim/reduce.hpp, that was not simulated itself): its load and totals.
   void copy_load(std::uint32_t from, std::uint32_t to);
+  // What `part` observed, on resources numbered apart (its resource k is this
+  // one's at[k]): loads, totals and the capacity check.
+  void place(const LinkStats& part, std::span<const std::uint32_t> at);
   std::uint64_t total_bytes() const { return total_bytes_; }
   std::uint64_t total_transfers() const { return total_transfers_; }
   // True when every resource carried at most bandwidth x elapsed within each task
