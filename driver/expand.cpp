@@ -33,7 +33,7 @@ std::uint64_t estimate_torus_transfers(const workloads::Op& op, const topology::
     const std::uint64_t dcn_links = t.dcn_axis() < 0 ? 0 : 1;
     for (const auto& [src, dst] : workloads::send_pairs(op))
       n += static_cast<std::uint64_t>(t.num_axes()) *
-           (t.twisted() ? twisted_route + dcn_links : static_cast<std::uint64_t>(t.hop_distance(src, dst)) + dcn_links);
+           ((t.twisted() ? twisted_route : static_cast<std::uint64_t>(t.hop_distance(src, dst))) + dcn_links);
     return n;
   }
   std::uint64_t group = 1, ring_hops = 0, max_hops = 0;

@@ -544,8 +544,9 @@ RunResult run_native(const workloads::Workload& w, const topology::Torus& torus,
   const auto executed = [&](const std::vector<std::uint32_t>& own, std::size_t k) {
     return compact ? static_cast<std::uint32_t>(k) : own[k];
   };
-  // Group 0 of translated groups (an error above names group 0's chips, which
-  // are real chips, and the op, which every group runs alike).
+  // The classes whose other members were not run: the reduction's, or the
+  // translated groups' one (an error above named group 0's chips, which are
+  // real chips, and the op, which every group runs alike).
   const std::span<const sim::Reduced::Class> classes =
       reduced ? std::span<const sim::Reduced::Class>(reduced->classes)
               : translated ? std::span<const sim::Reduced::Class>(translated, 1) : std::span<const sim::Reduced::Class>();

@@ -1,7 +1,5 @@
 #include "sim/program.hpp"
 
-#include <algorithm>
-
 #include "base/error.hpp"
 
 namespace meshsim::sim {
@@ -74,23 +72,12 @@ Program ProgramBuilder::finish() && {
 }
 
 Program Program::renamed(std::span<const std::uint32_t> to) const {
-  Program p;
-  p.tasks_.resize(tasks_.size());
-  for (std::size_t i = 0; i < tasks_.size(); ++i) {
-    Task t = tasks_[i];
-    if (t.kind() != TaskKind::Join) {
-      MESHSIM_ASSERT(t.resource < to.size() && to[t.resource] != ~std::uint32_t{0}, "a task on a resource not renamed");
-      t.resource = to[t.resource];
-    }
-    p.tasks_[i] = t;
+  Program p = *this;
+  for (Task& t : p.tasks_) {
+    if (t.kind() == TaskKind::Join) continue;
+    MESHSIM_ASSERT(t.resource < to.size() && to[t.resource] != ~std::uint32_t{0}, "a task on a resource not renamed");
+    t.resource = to[t.resource];
   }
-  p.offsets_.resize(offsets_.size());
-  std::copy(offsets_.begin(), offsets_.end(), p.offsets_.begin());
-  p.successors_.resize(successors_.size());
-  std::copy(successors_.begin(), successors_.end(), p.successors_.begin());
-  p.steps_.resize(steps_.size());
-  std::copy(steps_.begin(), steps_.end(), p.steps_.begin());
-  p.num_ops_ = num_ops_;
   return p;
 }
 
