@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "sim/collectives/gpu.hpp"
 
@@ -170,6 +171,35 @@ double route_latency(const topology::Fabric& f, topology::ChipId src, topology::
   return s;
 }
 
+}  // namespace
+
+double fabric_tier_cut_s(OpKind kind, double v, std::span<const std::vector<topology::ChipId>> groups,
+                         const topology::Fabric& f) {
+  double worst = 0;
+  const double cable = static_cast<double>(f.link(f.leaf_to_spine(0, 0)).spec.bandwidth_bytes_per_s);
+  for (const bool pod : {false, true}) {
+    if (pod && f.pods() == 1) continue;
+    // A unit's only way out is its leaves' cables up (every rail's); a pod's, its spines' cables to the core.
+    const double capacity = pod ? f.spines() * f.core_cables() * cable
+                                : f.gpus_per_node() * f.spines() * f.spine_cables() * cable;
+    std::map<int, double> bytes;  // per unit (pod)
+    for (const std::vector<topology::ChipId>& group : groups) {
+      const double p = static_cast<double>(group.size());
+      std::map<int, double> members;
+      for (topology::ChipId c : group) {
+        const int leaf = f.leaf_of(c);
+        ++members[pod ? f.pod_of_leaf(leaf) : leaf / f.gpus_per_node()];
+      }
+      for (const auto& [where, k] : members)
+        if (k < p) bytes[where] += cut_bytes(kind, v, p, k, p - k);
+    }
+    for (const auto& [where, b] : bytes) worst = std::max(worst, b / capacity);
+  }
+  return worst;
+}
+
+namespace {
+
 LowerBound fabric_bound(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& t,
                         const topology::Fabric& f) {
   LowerBound lb;
@@ -210,7 +240,7 @@ LowerBound fabric_bound(const workloads::Op& op, const workloads::Workload& w, c
       case OpKind::AllToAll: per_nic = (p - g) * v / (p * p); break;
       default: break;
     }
-    lb.cut_s = per_nic / nic;
+    lb.cut_s = std::max(per_nic / nic, fabric_tier_cut_s(op.kind, v, rings, f));
   }
   for (topology::ChipId c : group)
     if (c != group.front())

@@ -8,7 +8,9 @@
 //  - latency: the hops (a GPU fabric: the route latency) to the farthest chip.
 // Printed beside the cheat sheet's closed form; the simulated time is never
 // below it (tested over every example and random shapes, ops and sizes).
+#include <span>
 #include <string>
+#include <vector>
 
 #include "topology/fabric.hpp"
 #include "topology/torus.hpp"
@@ -26,5 +28,13 @@ struct LowerBound {
 // Local ops have no communication bound (all zero).
 LowerBound lower_bound(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus,
                        const topology::Fabric* fabric);
+
+// The cuts of a GPU fabric's upper tiers: the bytes `kind` must move, summed
+// over the op's groups, between each group's GPUs under one leaf unit (or one
+// pod) and the rest of that group, in the busier direction, over that unit's
+// cables to the spines (the pod's to the core); the slowest cut. 0 when every
+// group stays in one unit.
+double fabric_tier_cut_s(OpKind kind, double v, std::span<const std::vector<topology::ChipId>> groups,
+                         const topology::Fabric& f);
 
 }  // namespace meshsim::driver

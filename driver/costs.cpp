@@ -163,24 +163,41 @@ collectives::ClosedForm gpu_closed_form(const workloads::Op& op, const workloads
     }
     case OpKind::AllToAll: {
       // Each GPU sends n-1 pieces of V/n^2 through its ports: the ones to its
-      // own node over NVLink, the others over its NIC; the busier port bounds it.
+      // own node over NVLink, the others over its NIC; the busier port bounds it,
+      // unless its leaf's (or pod's) cables up carry more: every GPU of the op
+      // there sends as many pieces out of it as the first GPU does (an
+      // oversubscribed fat tree).
       const auto& ring = rings.front();
-      double nvlink_s = 0, nic_s = 0, lat = 0;
+      const double piece = v / (n * n);
+      double nvlink_s = 0, nic_s = 0, lat = 0, leaving_leaf = 0, leaving_pod = 0;
       for (topology::ChipId dst : ring) {
         if (dst == ring.front()) continue;
         const auto route = fabric.route(ring.front(), dst);
         const auto& first = fabric.link(route.front());
-        const double t = v / (n * n) / static_cast<double>(first.spec.bandwidth_bytes_per_s);
+        const double t = piece / static_cast<double>(first.spec.bandwidth_bytes_per_s);
         if (first.kind == topology::FabricLinkKind::NvlinkUp)
           nvlink_s += t;
         else
           nic_s += t;
+        if (route.size() >= 4) ++leaving_leaf;
+        if (route.size() >= 6) ++leaving_pod;
         double route_lat = 0;
         for (auto l : route) route_lat += fabric.link(l).spec.latency.seconds();
         lat = std::max(lat, route_lat);
       }
+      // The op's GPUs (of every group) on that leaf and in that pod.
+      const int leaf = fabric.leaf_of(ring.front()), pod = fabric.pod_of_leaf(leaf);
+      double on_leaf = 0, in_pod = 0;
+      for (const auto& group : rings)
+        for (topology::ChipId c : group) {
+          on_leaf += fabric.leaf_of(c) == leaf;
+          in_pod += fabric.pod_of_leaf(fabric.leaf_of(c)) == pod;
+        }
+      const double cable = static_cast<double>(fabric.link(fabric.leaf_to_spine(0, 0)).spec.bandwidth_bytes_per_s);
+      const double leaf_s = on_leaf * leaving_leaf * piece / (fabric.spines() * fabric.spine_cables() * cable);
+      const double pod_s = in_pod * leaving_pod * piece / (fabric.spines() * fabric.core_cables() * cable);
       f.latency_s = lat;
-      f.bandwidth_s = std::max(nvlink_s, nic_s);
+      f.bandwidth_s = std::max({nvlink_s, nic_s, leaf_s, pod_s});
       break;
     }
     default:

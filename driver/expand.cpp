@@ -220,23 +220,12 @@ Expanded expand(const workloads::Workload& w, const topology::Torus& torus) {
   Estimator estimator(w, torus);
   const topology::Fabric* fabric = estimator.fabric();
   if (fabric) {
-    // Switch nodes after the GPUs: an NVLink switch per node, a leaf per rail, the spines.
-    const auto nvswitch = [&](std::uint32_t gpu) { return chips + static_cast<std::uint32_t>(fabric->node_of(gpu)); };
-    const std::uint32_t leaves = chips + static_cast<std::uint32_t>(fabric->nodes());
-    const std::uint32_t spines = leaves + static_cast<std::uint32_t>(fabric->gpus_per_node());
+    // Switch nodes after the GPUs (Fabric::link_ends).
     for (topology::LinkId l = 0; l < fabric->num_links(); ++l) {
       const topology::FabricLink& link = fabric->link(l);
       out.resources.push_back(
           sim::Resource{link.spec.bandwidth_bytes_per_s, link.spec.latency, w.hardware.forward_chunk_bytes});
-      const auto leaf = [&](std::uint32_t gpu) { return leaves + static_cast<std::uint32_t>(fabric->local_rank(gpu)); };
-      switch (link.kind) {
-        case topology::FabricLinkKind::NvlinkUp: out.resource_ends.emplace_back(link.a, nvswitch(link.a)); break;
-        case topology::FabricLinkKind::NvlinkDown: out.resource_ends.emplace_back(nvswitch(link.a), link.a); break;
-        case topology::FabricLinkKind::NicUp: out.resource_ends.emplace_back(link.a, leaf(link.a)); break;
-        case topology::FabricLinkKind::NicDown: out.resource_ends.emplace_back(leaf(link.a), link.a); break;
-        case topology::FabricLinkKind::LeafToSpine: out.resource_ends.emplace_back(leaves + link.a, spines + link.b); break;
-        case topology::FabricLinkKind::SpineToLeaf: out.resource_ends.emplace_back(spines + link.b, leaves + link.a); break;
-      }
+      out.resource_ends.push_back(fabric->link_ends(l));
     }
   } else {
     // Multislice: the data-center network is one node after the chips.

@@ -46,11 +46,20 @@ std::string topology_line(const workloads::Workload& w) {
       nodes *= t.axis(a).size;
       grid.push_back(t.axis(a).size);
     }
-    std::string s = fmt::format("{} node{}{} x {} GPUs (NVLink switch per node; nodes on a rail-optimised fat tree, {} "
-                                "spine{}); mesh",
+    const workloads::Hardware& fab = w.hardware;
+    std::string tree = fmt::format("{} spine{}", fab.spines, fab.spines == 1 ? "" : "s");
+    if (fab.leaf_nodes > 0 && fab.leaf_nodes < nodes) {
+      tree = fmt::format("leaves of {} nodes, {}", fab.leaf_nodes, tree);
+      if (fab.pod_nodes > 0 && fab.pod_nodes < nodes) tree += fmt::format(" per pod of {} nodes, a core tier", fab.pod_nodes);
+    }
+    if (fab.leaf_oversubscription > 1) tree += fmt::format(", leaves oversubscribed {}:1", fab.leaf_oversubscription);
+    if (fab.spine_oversubscription > 1 && fab.pod_nodes > 0 && fab.pod_nodes < nodes)
+      tree += fmt::format(", spines oversubscribed {}:1", fab.spine_oversubscription);
+    std::string s = fmt::format("{} node{}{} x {} GPUs (NVLink switch per node; nodes on a rail-optimised fat tree, {}); "
+                                "mesh",
                                 nodes, nodes == 1 ? "" : "s",
                                 w.node_grid ? fmt::format(" ({})", fmt::join(grid, "x")) : std::string(),
-                                t.axis(0).size, w.hardware.spines, w.hardware.spines == 1 ? "" : "s");
+                                t.axis(0).size, tree);
     for (const workloads::MeshAxis& m : w.mesh) {
       std::string hw;
       for (int a : m.hw_axes) {

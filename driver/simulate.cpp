@@ -75,34 +75,14 @@ Names names_of(const workloads::Workload& w, const topology::Torus& torus, const
     for (topology::LinkId l = 0; l < f.num_links(); ++l) {
       const topology::FabricLink& link = f.link(l);
       n.resources.push_back(f.link_name(l));
-      const bool gpu_link = link.kind != topology::FabricLinkKind::LeafToSpine &&
-                            link.kind != topology::FabricLinkKind::SpineToLeaf;
+      // A GPU's links run to or from a switch: its node's NVLink switch or its leaf.
+      const bool gpu_link = link.kind == topology::FabricLinkKind::NvlinkUp ||
+                            link.kind == topology::FabricLinkKind::NvlinkDown ||
+                            link.kind == topology::FabricLinkKind::NicUp || link.kind == topology::FabricLinkKind::NicDown;
       n.resource_chip.push_back(gpu_link ? link.a : traces::kNoChip);
-      // A GPU's links run to or from a switch: its node's NVLink switch or its rail's leaf.
-      const std::string gpu = gpu_link ? f.gpu_name(link.a) : std::string();
-      const std::string nvswitch = fmt::format("n{} nvswitch", f.node_of(link.a));
-      const std::string leaf = fmt::format("rail {} leaf", gpu_link ? f.local_rank(link.a) : static_cast<int>(link.a));
-      const std::string spine = fmt::format("spine {}", link.b);
-      switch (link.kind) {
-        case topology::FabricLinkKind::NvlinkUp:
-          n.resource_src.push_back(gpu), n.resource_dst.push_back(nvswitch);
-          break;
-        case topology::FabricLinkKind::NvlinkDown:
-          n.resource_src.push_back(nvswitch), n.resource_dst.push_back(gpu);
-          break;
-        case topology::FabricLinkKind::NicUp:
-          n.resource_src.push_back(gpu), n.resource_dst.push_back(leaf);
-          break;
-        case topology::FabricLinkKind::NicDown:
-          n.resource_src.push_back(leaf), n.resource_dst.push_back(gpu);
-          break;
-        case topology::FabricLinkKind::LeafToSpine:
-          n.resource_src.push_back(leaf), n.resource_dst.push_back(spine);
-          break;
-        case topology::FabricLinkKind::SpineToLeaf:
-          n.resource_src.push_back(spine), n.resource_dst.push_back(leaf);
-          break;
-      }
+      const auto [from, to] = f.link_ends(l);
+      n.resource_src.push_back(f.vertex_name(from));
+      n.resource_dst.push_back(f.vertex_name(to));
       n.resource_track.push_back(gpu_link ? 1 + static_cast<int>(link.kind) : 0);
     }
   } else {

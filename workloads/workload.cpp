@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -75,17 +76,29 @@ topology::Fabric Workload::make_fabric() const {
   // + ..., so chip gpu + G * node is the torus' linear id (axis 0 fastest).
   int nodes = 1;
   for (std::size_t a = 1; a < topology.size(); ++a) nodes *= topology[a].size;
+  const int leaf = hardware.leaf_nodes > 0 ? std::min(hardware.leaf_nodes, nodes) : nodes;
+  const int pod = hardware.pod_nodes > 0 && hardware.pod_nodes < nodes ? hardware.pod_nodes : 0;
   topology::LinkSpec spine = hardware.spine;
   int cables = 1;
   if (hardware.spine_full_bisection) {
-    // A leaf serves one GPU per node: it has as many NIC-rate cables up to the
-    // spines as it has GPUs, ceil(nodes / spines) to each spine. Each is its own
+    // A leaf serves one GPU per node of its unit: it has as many NIC-rate cables
+    // up to the spines as it has GPUs (divided by its oversubscription),
+    // ceil(leaf nodes / spines / oversubscription) to each spine. Each is its own
     // link, so flows from different nodes do not queue behind one another.
-    cables = (nodes + hardware.spines - 1) / hardware.spines;
+    cables = std::max(1, static_cast<int>(std::ceil(static_cast<double>(leaf) / hardware.spines /
+                                                     hardware.leaf_oversubscription)));
     spine.bandwidth_bytes_per_s = hardware.nic.bandwidth_bytes_per_s;
   }
-  return topology::Fabric(topology::FabricSpec{topology[0].size, nodes, hardware.nvlink, hardware.nic, spine,
-                                               hardware.spines, cables});
+  // With several pods, each spine has as many cables up to its core plane as it
+  // has down to the pod's leaves, divided by the spines' oversubscription.
+  const int pod_leaves = pod > 0 ? pod / leaf * topology[0].size : 0;
+  const int core = std::max(1, static_cast<int>(std::ceil(static_cast<double>(pod_leaves) * cables /
+                                                          hardware.spine_oversubscription)));
+  topology::FabricSpec spec{topology[0].size, nodes, hardware.nvlink, hardware.nic, spine, hardware.spines, cables};
+  spec.leaf_nodes = leaf;
+  spec.pod_nodes = pod;
+  spec.core_cables = core;
+  return topology::Fabric(spec);
 }
 
 std::string gpu_axis_name(const Workload& w, int axis) {
@@ -144,7 +157,8 @@ Hardware parse_hardware(const Cursor& c) {
   if (hw.gpu)
     c.only_keys({"preset", "nvlink_bandwidth_one_way_bytes_per_s", "nvlink_hop_latency_s",
                  "nic_bandwidth_one_way_bytes_per_s", "nic_hop_latency_s", "spine_bandwidth_one_way_bytes_per_s",
-                 "spines", "forward_chunk_bytes", "bf16_flops_per_s", "int8_ops_per_s", "fp8_flops_per_s",
+                 "spines", "leaf_nodes", "pod_nodes", "leaf_oversubscription", "spine_oversubscription",
+                 "forward_chunk_bytes", "bf16_flops_per_s", "int8_ops_per_s", "fp8_flops_per_s",
                  "fp32_flops_per_s", "hbm_bytes", "hbm_bandwidth_bytes_per_s", "matmul_efficiency"});
   else
     c.only_keys({"preset", "ici_bandwidth_one_way_bytes_per_s", "hop_latency_s", "dcn_bandwidth_one_way_bytes_per_s",
@@ -158,6 +172,29 @@ Hardware parse_hardware(const Cursor& c) {
   set_link(hw.spine, c, "spine_bandwidth_one_way_bytes_per_s", "nic_hop_latency_s");
   if (c.has("spine_bandwidth_one_way_bytes_per_s")) hw.spine_full_bisection = false;
   if (auto v = c.find("spines")) hw.spines = static_cast<int>(v->as_int_in(1, 1024));
+  if (auto v = c.find("leaf_nodes")) hw.leaf_nodes = static_cast<int>(v->as_int_in(1, kMaxChips));
+  if (auto v = c.find("pod_nodes")) {
+    hw.pod_nodes = static_cast<int>(v->as_int_in(1, kMaxChips));
+    if (hw.leaf_nodes == 0) v->fail("a pod is made of leaf units: give leaf_nodes too");
+    if (hw.pod_nodes % hw.leaf_nodes != 0)
+      v->fail(fmt::format("{} nodes per pod is not a whole number of units of {} nodes (leaf_nodes)", hw.pod_nodes,
+                          hw.leaf_nodes));
+  }
+  const auto oversubscription = [](const Cursor& v) {
+    const double o = v.as_positive_double(1024);
+    if (o < 1) v.fail(fmt::format("an oversubscription is down / up bandwidth, at least 1 (got {})", o));
+    return o;
+  };
+  if (auto v = c.find("leaf_oversubscription")) {
+    hw.leaf_oversubscription = oversubscription(*v);
+    if (!hw.spine_full_bisection)
+      v->fail("give the leaves' uplinks either by spine_bandwidth_one_way_bytes_per_s or by their oversubscription, "
+              "not both");
+  }
+  if (auto v = c.find("spine_oversubscription")) {
+    hw.spine_oversubscription = oversubscription(*v);
+    if (hw.pod_nodes == 0) v->fail("spines are oversubscribed towards a core tier: give pod_nodes too");
+  }
   if (auto v = c.find("forward_chunk_bytes")) hw.forward_chunk_bytes = v->as_positive_u64(std::uint64_t{1} << 40);
   if (auto v = c.find("bf16_flops_per_s")) hw.chip.bf16_flops_per_s = v->as_positive_double(1e20);
   if (auto v = c.find("int8_ops_per_s")) hw.chip.int8_ops_per_s = v->as_positive_double(1e20);

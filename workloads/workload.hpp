@@ -41,6 +41,10 @@ struct Hardware {
   // per leaf and spine), every leaf has one NIC-rate cable per node up to the
   // spines, ceil(nodes / spines) to each (full bisection, as in a DGX SuperPod).
   bool spine_full_bisection = true;
+  // Three tiers (docs/MODEL.md, "GPU fabrics"): nodes under one rail leaf and under
+  // one pod's spines (0: all), and each tier's down / up bandwidth (>= 1).
+  int leaf_nodes = 0, pod_nodes = 0;
+  double leaf_oversubscription = 1, spine_oversubscription = 1;
 };
 
 struct MeshAxis {

@@ -234,3 +234,59 @@ TEST_CASE("GPU: the a100-dgx preset: DGX A100 values, and a ring all-reduce at 2
       "ops": [{"kind": "matmul", "a": "A", "b": "B", "out": "C"}]})"),
                     Catch::Contains("a100-dgx has no published fp8 matmul rate"));
 }
+
+namespace {
+
+// 16 DGX H100 nodes on a three-tier rail-optimised fat tree: leaves of 4 nodes
+// (4 units), pods of 8 nodes (2 pods) joined by a core tier, one spine per pod.
+std::string three_tiers(const std::string& leaf_over, const std::string& spine_over, const std::string& op) {
+  return R"({"hardware": {"preset": "h100-dgx", "leaf_nodes": 4, "pod_nodes": 8, "leaf_oversubscription": )" +
+         leaf_over + R"(, "spine_oversubscription": )" + spine_over +
+         R"(}, "topology": {"nodes": 16}, "mesh": {"X": 8, "Y": 16}, "ops": [)" + op + "]}";
+}
+
+}  // namespace
+
+TEST_CASE("GPU: three tiers: a ring across units and pods keeps the NIC bandwidth, oversubscribed or not", "[gpu]") {
+  const std::uint64_t v = 1ull << 30;
+  const std::string ring = ops("all_reduce", R"(["Y"])", v, "ring");
+  const driver::RunResult full = run(three_tiers("1", "1", ring));
+  CHECK(full.ops[0].busbw_bytes_per_s == Approx(50e9).epsilon(0.01));
+  CHECK(full.ops[0].time().seconds() == Approx(full.ops[0].closed_s).epsilon(0.01));
+  // A ring crosses each unit's boundary once per rail and direction: one cable
+  // of the leaf's (here its only one) and of the core's.
+  const driver::RunResult thin = run(three_tiers("4", "2", ring));
+  CHECK(thin.ops[0].time() == full.ops[0].time());
+}
+
+TEST_CASE("GPU: three tiers: an all-to-all is bound by the oversubscribed cables it crosses", "[gpu]") {
+  const std::uint64_t v = 1ull << 30;
+  const double piece = static_cast<double>(v) / (16.0 * 16.0);  // V / n^2
+  const std::string a2a = ops("all_to_all", R"(["Y"])", v);
+  // Full bisection: each GPU's NIC sends its 15 pieces.
+  const driver::RunResult full = run(three_tiers("1", "1", a2a));
+  CHECK(full.ops[0].closed_s == Approx(15 * piece / 50e9).epsilon(1e-9));
+  // Leaves 4:1 (one cable up per leaf): the leaf's 4 GPUs send 12 pieces each out of the unit.
+  const driver::RunResult leaf = run(three_tiers("4", "1", a2a));
+  CHECK(leaf.ops[0].closed_s == Approx(4 * 12 * piece / 50e9).epsilon(1e-9));
+  CHECK(leaf.ops[0].bound_s == Approx(leaf.ops[0].closed_s).epsilon(1e-9));
+  CHECK(leaf.ops[0].time().seconds() == Approx(leaf.ops[0].closed_s).epsilon(0.03));
+  // And spines 2:1 (8 core cables per pod for its 16 leaves' cables): the pod's
+  // 64 GPUs send 8 pieces each to the other pod.
+  const driver::RunResult core = run(three_tiers("4", "2", a2a));
+  CHECK(core.ops[0].closed_s == Approx(64 * 8 * piece / (8 * 50e9)).epsilon(1e-9));
+  CHECK(core.ops[0].time().seconds() == Approx(core.ops[0].closed_s).epsilon(0.03));
+  CHECK(core.ops[0].time() > leaf.ops[0].time());
+  for (const driver::RunResult* r : {&full, &leaf, &core}) CHECK(r->ops[0].time().seconds() >= r->ops[0].bound_s);
+}
+
+TEST_CASE("GPU: three tiers: both engines agree on an all-to-all over oversubscribed tiers", "[gpu][simgrid]") {
+  const workloads::Workload w =
+      workloads::parse_workload(three_tiers("4", "2", ops("all_to_all", R"(["Y"])", 1ull << 30)), "t.json");
+  driver::SimulateOptions options;
+  const driver::RunResult native = driver::simulate(w, options);
+  options.engine = driver::EngineKind::SimGrid;
+  const driver::RunResult simgrid = driver::simulate(w, options);
+  REQUIRE(simgrid.engine == "simgrid");
+  CHECK(simgrid.ops[0].time().seconds() == Approx(native.ops[0].time().seconds()).epsilon(0.02));
+}

@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include "topology/fabric.hpp"
 
 using namespace meshsim;
@@ -41,4 +43,82 @@ TEST_CASE("Fabric: every GPU reaches every other (Boost.Graph BFS)", "[topology]
   CHECK(check_fabric_with_bfs(Fabric(spec(8, 1, 1))));
   CHECK(check_fabric_with_bfs(Fabric(spec(8, 4, 2))));
   CHECK(check_fabric_with_bfs(Fabric(spec(72, 2, 4))));
+}
+
+namespace {
+// 8 GPUs per node; units of `leaf` nodes, pods of `pod` nodes.
+FabricSpec tiers(int nodes, int leaf, int pod, int spines, int spine_cables, int core_cables) {
+  FabricSpec s = spec(8, nodes, spines);
+  s.spine_cables = spine_cables;
+  s.leaf_nodes = leaf;
+  s.pod_nodes = pod;
+  s.core_cables = core_cables;
+  return s;
+}
+}  // namespace
+
+TEST_CASE("Fabric: three tiers: leaves per unit, spines per pod, a core", "[topology]") {
+  // 16 nodes, units of 4 nodes (4 leaves per rail), pods of 8 nodes (2 pods), 2
+  // spines per pod with 2 cables from each leaf (full bisection), 16 core cables.
+  const Fabric f(tiers(16, 4, 8, 2, 2, 16));
+  CHECK(f.leaves() == 4 * 8);
+  CHECK(f.pods() == 2);
+  CHECK(f.leaf_of(f.gpu(5, 3)) == 1 * 8 + 3);
+  CHECK(f.pod_of_leaf(f.leaf_of(f.gpu(9, 0))) == 1);
+  CHECK(f.num_links() == 4 * 128 + 2 * 32 * 2 * 2 + 2 * 2 * 2 * 16);
+  CHECK(f.link_name(f.leaf_to_spine(11, 1, 1)) == "unit 1 rail 3 -> pod 0 spine 1, cable 1");
+  CHECK(f.link_name(f.leaf_to_spine(19, 0)) == "unit 2 rail 3 -> pod 1 spine 0, cable 0");
+  CHECK(f.link_name(f.spine_to_core(1, 0, 3)) == "pod 1 spine 0 -> core 0, cable 3");
+  CHECK(f.link_name(f.core_to_spine(1, 0, 3)) == "core 1 -> pod 0 spine 1, cable 3");
+  // Same unit and rail: the leaf only.
+  CHECK(f.route(f.gpu(0, 2), f.gpu(3, 2)) == std::vector<LinkId>{f.nic_up(f.gpu(0, 2)), f.nic_down(f.gpu(3, 2))});
+  // Same rail, next unit of the pod: up to spine (dst node 5 mod 2 = 1), cable of
+  // source node 0 (0 mod 2), down cable of destination index 1 in its unit (1 / 2 mod 2 = 0).
+  CHECK(f.route(f.gpu(0, 2), f.gpu(5, 2)) == std::vector<LinkId>{f.nic_up(f.gpu(0, 2)), f.leaf_to_spine(2, 1, 0),
+                                                                f.spine_to_leaf(1, 8 + 2, 0), f.nic_down(f.gpu(5, 2))});
+  // Other pod: node 3 (index 3: cable 1) to node 14 (unit 3, index 2, spine 0, down cable 1).
+  // Core cables: the source leaf (rail 2 of unit 0) is leaf 2 of its pod: (2 * 2 + 1) mod 16;
+  // the destination leaf (unit 3 rail 6) is leaf 8 + 6 of pod 1: (14 * 2 + 1) mod 16.
+  CHECK(f.route(f.gpu(3, 2), f.gpu(14, 6)) ==
+        std::vector<LinkId>{f.nic_up(f.gpu(3, 2)), f.leaf_to_spine(2, 0, 1), f.spine_to_core(0, 0, 5),
+                            f.core_to_spine(0, 1, 13), f.spine_to_leaf(0, 3 * 8 + 6, 1), f.nic_down(f.gpu(14, 6))});
+  CHECK(f.vertex_name(f.link_ends(f.spine_to_core(1, 1, 0)).first) == "pod 1 spine 1");
+  CHECK(f.vertex_name(f.link_ends(f.spine_to_core(1, 1, 0)).second) == "core 1");
+  CHECK(f.vertex_name(f.link_ends(f.nic_up(f.gpu(5, 3))).second) == "unit 1 rail 3 leaf");
+  CHECK(check_fabric_with_bfs(f));
+}
+
+TEST_CASE("Fabric: one unit and one pod is the two-tier fabric, link for link", "[topology]") {
+  FabricSpec two = spec(8, 6, 2);
+  two.spine_cables = 3;
+  FabricSpec three = two;
+  three.leaf_nodes = 6;
+  three.pod_nodes = 6;
+  const Fabric a(two), b(three);
+  REQUIRE(a.num_links() == b.num_links());
+  for (LinkId l = 0; l < a.num_links(); ++l) CHECK(a.link_name(l) == b.link_name(l));
+  for (ChipId s = 0; s < a.num_gpus(); ++s)
+    for (ChipId d = 0; d < a.num_gpus(); ++d) CHECK(a.route(s, d) == b.route(s, d));
+}
+
+TEST_CASE("Fabric: full-bisection tiers give any permutation its own cables", "[topology]") {
+  // One spine, a cable per node of the unit, a core cable per leaf cable: every
+  // shift permutation between nodes uses each cable at most once.
+  const Fabric f(tiers(32, 4, 16, 1, 4, 4 * 8 * 4));
+  CHECK(check_fabric_with_bfs(f));
+  for (int shift = 1; shift < 32; ++shift) {
+    std::vector<int> used(f.num_links(), 0);
+    for (int n = 0; n < 32; ++n)
+      for (int g = 0; g < 8; ++g)
+        for (LinkId l : f.route(f.gpu(n, g), f.gpu((n + shift) % 32, (g + 1) % 8))) ++used[l];
+    int worst = 0;
+    for (LinkId l = 4 * f.num_gpus(); l < f.num_links(); ++l) worst = std::max(worst, used[l]);
+    CHECK(worst == 1);
+  }
+  // Twice oversubscribed leaves: half the cables, so some cable carries two flows.
+  const Fabric over(tiers(32, 4, 16, 1, 2, 4 * 8 * 2));
+  std::vector<int> used(over.num_links(), 0);
+  for (int n = 0; n < 32; ++n)
+    for (LinkId l : over.route(over.gpu(n, 0), over.gpu((n + 4) % 32, 0))) ++used[l];
+  CHECK(*std::max_element(used.begin() + 4 * over.num_gpus(), used.end()) == 2);
 }
