@@ -123,11 +123,24 @@ collectives::ClosedForm gpu_closed_form(const workloads::Op& op, const workloads
   if (n < 2) return f;
   const collectives::gpu::RingLimits lim = collectives::gpu::ring_limits(fabric, rings);
   const double v = static_cast<double>(op.bytes);
+  // A ring's phase: N-1 steps of its slowest step's latency; bandwidth (N-1)/N V
+  // over its narrowest link, or with C channels (N-1)/N V/C through the link the
+  // channels cross most often.
+  const int channels = collectives::gpu::ring_channels(torus, op.hw_axes);
+  const auto ring_phase = [&](collectives::ClosedForm& phase) {
+    if (channels == 1) {
+      phase.latency_s = (n - 1) * lim.step_latency_s;
+      phase.bandwidth_s = (n - 1) / n * v / lim.bandwidth_bytes_per_s;
+      return;
+    }
+    const collectives::gpu::RingLimits all = collectives::gpu::ring_limits(fabric, collectives::gpu::channel_rings(torus, op.hw_axes));
+    phase.latency_s = (n - 1) * all.step_latency_s;
+    phase.bandwidth_s = (n - 1) / n * v / channels * all.seconds_per_byte;
+  };
   switch (op.kind) {
     case OpKind::AllGather:
     case OpKind::ReduceScatter:
-      f.latency_s = (n - 1) * lim.step_latency_s;
-      f.bandwidth_s = (n - 1) / n * v / lim.bandwidth_bytes_per_s;
+      ring_phase(f);
       break;
     case OpKind::AllReduce: {
       const double nv = static_cast<double>(w.hardware.nvlink.bandwidth_bytes_per_s);
@@ -156,8 +169,9 @@ collectives::ClosedForm gpu_closed_form(const workloads::Op& op, const workloads
         f.latency_s = lim.step_latency_s;
         f.bandwidth_s = (n - 1) * v / lim.bandwidth_bytes_per_s;
       } else {
-        f.latency_s = 2 * (n - 1) * lim.step_latency_s;
-        f.bandwidth_s = 2 * (n - 1) / n * v / lim.bandwidth_bytes_per_s;
+        ring_phase(f);  // a reduce-scatter, then an all-gather
+        f.latency_s *= 2;
+        f.bandwidth_s *= 2;
       }
       break;
     }

@@ -24,7 +24,21 @@ std::vector<int> node_axes_of(std::span<const int> axes) {
 
 }  // namespace
 
-std::vector<std::vector<ChipId>> rings(const Torus& coords, std::span<const int> axes) {
+int ring_channels(const Torus& coords, std::span<const int> axes) {
+  const bool local = std::find(axes.begin(), axes.end(), 0) != axes.end();
+  int nodes = 1;
+  for (int a : node_axes_of(axes)) nodes *= coords.axis(a).size;
+  return local && nodes > 1 ? coords.axis(0).size : 1;
+}
+
+std::vector<std::vector<ChipId>> channel_rings(const Torus& coords, std::span<const int> axes) {
+  std::vector<std::vector<ChipId>> out;
+  for (int c = 0; c < ring_channels(coords, axes); ++c)
+    for (std::vector<ChipId>& ring : rings(coords, axes, c)) out.push_back(std::move(ring));
+  return out;
+}
+
+std::vector<std::vector<ChipId>> rings(const Torus& coords, std::span<const int> axes, int channel) {
   std::vector<std::vector<ChipId>> out;
   std::vector<char> seen(coords.num_chips(), 0);
   const bool local = std::find(axes.begin(), axes.end(), 0) != axes.end();
@@ -49,7 +63,7 @@ std::vector<std::vector<ChipId>> rings(const Torus& coords, std::span<const int>
       // node goes by that node's parity.
       const bool backwards = across.empty() ? static_cast<int>(c) / gpus % 2 == 1 : p % 2 == 1;
       for (int k = 0; k < (local ? gpus : 1); ++k) {
-        const int l = !local ? my_local : (backwards ? gpus - 1 - k : k);
+        const int l = !local ? my_local : (backwards ? (channel - 1 - k + 2 * gpus) % gpus : (channel + k) % gpus);
         const ChipId g = coords.with_coord(node, 0, l);
         ring.push_back(g);
         seen[g] = 1;
@@ -294,12 +308,18 @@ void build(ProgramBuilder& b, const Fabric& f, const Torus& coords, Kind kind, A
   if (rs.empty() || rs.front().size() < 2) return;
   const std::uint64_t n = rs.front().size();
   auto barrier = [&] { return detail::make_joins(b, ports.entry, ports.op); };
+  // Ring phases run on every channel, each with its share of the bytes.
+  const int channels = ring_channels(coords, axes);
+  std::vector<std::vector<ChipId>> ch = rs;
+  for (int c = 1; c < channels; ++c)
+    for (std::vector<ChipId>& ring : active_rings(rings(coords, axes, c))) ch.push_back(std::move(ring));
+  const std::uint64_t ring_shard = ceil_div(ceil_div(group_bytes, static_cast<std::uint64_t>(channels)), n);
   switch (kind) {
     case Kind::AllGather:
-      ring_gather(b, f, rs, ceil_div(group_bytes, n), ports.entry, ports.exit, ports.op);
+      ring_gather(b, f, ch, ring_shard, ports.entry, ports.exit, ports.op);
       return;
     case Kind::ReduceScatter:
-      ring_reduce(b, f, rs, ceil_div(group_bytes, n), ports.entry, ports.exit, ports.op);
+      ring_reduce(b, f, ch, ring_shard, ports.entry, ports.exit, ports.op);
       return;
     case Kind::AllReduce: {
       if (algorithm == Algorithm::Nvls) {
@@ -345,8 +365,8 @@ void build(ProgramBuilder& b, const Fabric& f, const Torus& coords, Kind kind, A
         b.depend(ports.entry[c], mid[c]);
         b.depend(mid[c], ports.exit[c]);
       }
-      ring_reduce(b, f, rs, ceil_div(group_bytes, n), ports.entry, mid, ports.op);
-      ring_gather(b, f, rs, ceil_div(group_bytes, n), mid, ports.exit, ports.op);
+      ring_reduce(b, f, ch, ring_shard, ports.entry, mid, ports.op);
+      ring_gather(b, f, ch, ring_shard, mid, ports.exit, ports.op);
       return;
     }
     case Kind::AllToAll: {
@@ -417,7 +437,7 @@ std::uint64_t transfer_bound(const Fabric& f, const Torus& coords, Kind kind, Al
   switch (kind) {
     case Kind::AllGather:
     case Kind::ReduceScatter:
-      total = ring_phase_transfers(f, rs);
+      total = ring_phase_transfers(f, channel_rings(coords, axes));
       break;
     case Kind::AllToAll:
       total = all_pairs();
@@ -425,7 +445,7 @@ std::uint64_t transfer_bound(const Fabric& f, const Torus& coords, Kind kind, Al
     case Kind::AllReduce:
       switch (algorithm) {
         case Algorithm::Ring:
-          total = 2 * ring_phase_transfers(f, rs);
+          total = 2 * ring_phase_transfers(f, channel_rings(coords, axes));
           break;
         case Algorithm::Direct:
           total = all_pairs();
@@ -461,6 +481,7 @@ std::uint64_t transfer_bound(const Fabric& f, const Torus& coords, Kind kind, Al
 RingLimits ring_limits(const Fabric& f, const std::vector<std::vector<ChipId>>& rings) {
   RingLimits out;
   double bw = 0, lat = 0;
+  std::vector<std::uint32_t> crossings(f.num_links(), 0);
   for (const auto& ring : rings) {
     if (ring.size() < 2) continue;
     for (std::size_t i = 0; i < ring.size(); ++i) {
@@ -470,6 +491,7 @@ RingLimits ring_limits(const Fabric& f, const std::vector<std::vector<ChipId>>& 
         const double b = static_cast<double>(f.link(l).spec.bandwidth_bytes_per_s);
         bw = bw == 0 ? b : std::min(bw, b);
         step_lat += f.link(l).spec.latency.seconds();
+        out.seconds_per_byte = std::max(out.seconds_per_byte, ++crossings[l] / b);
       }
       lat = std::max(lat, step_lat);
     }

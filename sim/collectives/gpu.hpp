@@ -17,7 +17,17 @@ namespace meshsim::collectives::gpu {
 // nodes), the GPUs that differ only on those axes, in NCCL's ring order: node by
 // node (ordered by the listed node axes, first fastest), the local order
 // reversed on every other node so that the node-to-node steps stay on one rail.
-std::vector<std::vector<ChipId>> rings(const Torus& coords, std::span<const int> axes);
+//
+// NCCL runs a ring over the GPUs of several nodes as several channels, one ring
+// each carrying 1/C of the data, whose node-to-node steps leave from different
+// GPUs so that every NIC carries one channel each way: channel c (0 <= c < C = G,
+// the GPUs per node) enters every other node at GPU c and leaves it at GPU c-1
+// (mod G), the nodes between the other way round. Channel 0 is the order above. A
+// ring inside one node or across nodes on one rail is one channel.
+std::vector<std::vector<ChipId>> rings(const Torus& coords, std::span<const int> axes, int channel = 0);
+int ring_channels(const Torus& coords, std::span<const int> axes);
+// Every channel's rings, channel-major (channel 0's are rings(coords, axes)).
+std::vector<std::vector<ChipId>> channel_rings(const Torus& coords, std::span<const int> axes);
 
 enum class Algorithm {
   Ring,          // NCCL's ring: AllGather/ReduceScatter N-1 steps of V/N, AllReduce both
@@ -53,9 +63,13 @@ std::uint64_t transfer_bound(const topology::Fabric& fabric, const Torus& coords
 
 // The narrowest one-way bandwidth a ring step of these rings crosses (bytes/s),
 // and the latency of the slowest ring step.
+// `seconds_per_byte`: the busiest link of all the given rings' steps, in seconds
+// per byte each step moves (crossings / bandwidth): 1/B for rings that share no
+// link, less for channels whose NIC steps are spread over the GPUs.
 struct RingLimits {
   double bandwidth_bytes_per_s = 0;
   double step_latency_s = 0;
+  double seconds_per_byte = 0;
 };
 RingLimits ring_limits(const topology::Fabric& fabric, const std::vector<std::vector<ChipId>>& rings);
 

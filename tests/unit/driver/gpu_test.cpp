@@ -2,9 +2,12 @@
 // bus bandwidth, contention on an oversubscribed spine, the latency floor.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "driver/expand.hpp"
+#include "sim/collectives/gpu.hpp"
 #include "driver/simulate.hpp"
 #include "workloads/workload.hpp"
 
@@ -96,7 +99,7 @@ TEST_CASE("GPU: in-switch reduction (NVLS) beats the ring by 2(N-1)/(N+1) and is
 TEST_CASE("GPU: hierarchical all-reduce across 4 x 8 GPUs is bound by each level's closed form", "[gpu]") {
   const std::uint64_t v = 1ull << 30;
   const driver::RunResult r = run(R"({"hardware": "h100-dgx", "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4},
-    "ops": [)" + ops("all_reduce", R"(["X", "Y"])", v) + "]}");
+    "ops": [)" + ops("all_reduce", R"(["X", "Y"])", v, "hierarchical") + "]}");
   CHECK(r.ops[0].algorithm == "hierarchical");
   // Ring reduce-scatter + all-gather inside the node over NVLink, a ring
   // all-reduce of the V/8 shards across the 4 nodes over the NICs.
@@ -105,7 +108,7 @@ TEST_CASE("GPU: hierarchical all-reduce across 4 x 8 GPUs is bound by each level
   CHECK(r.ops[0].time().seconds() == Approx(in_node + across).epsilon(0.02));
   // Slower NICs make exactly the across-node level slower.
   const driver::RunResult slow = run(R"({"hardware": {"preset": "h100-dgx", "nic_bandwidth_one_way_bytes_per_s": 25e9},
-    "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4}, "ops": [)" + ops("all_reduce", R"(["X", "Y"])", v) + "]}");
+    "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4}, "ops": [)" + ops("all_reduce", R"(["X", "Y"])", v, "hierarchical") + "]}");
   CHECK(slow.ops[0].time().seconds() == Approx(in_node + 2 * across).epsilon(0.02));
 }
 
@@ -289,4 +292,53 @@ TEST_CASE("GPU: three tiers: both engines agree on an all-to-all over oversubscr
   const driver::RunResult simgrid = driver::simulate(w, options);
   REQUIRE(simgrid.engine == "simgrid");
   CHECK(simgrid.ops[0].time().seconds() == Approx(native.ops[0].time().seconds()).epsilon(0.02));
+}
+
+TEST_CASE("GPU: a ring across nodes runs on one channel per GPU of a node, and every NIC carries one", "[gpu]") {
+  const std::uint64_t v = 1ull << 30;
+  const std::string head = R"({"hardware": "h100-dgx", "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4}, "ops": [)";
+  // Channel c enters even nodes at GPU c and leaves at GPU c-1, odd nodes the
+  // other way round: node-to-node steps stay on one rail, a different rail for
+  // every channel.
+  const workloads::Workload w = workloads::parse_workload(head + ops("all_reduce", R"(["X", "Y"])", v) + "]}", "t.json");
+  const topology::Torus t = w.make_torus();
+  REQUIRE(collectives::gpu::ring_channels(t, w.ops[0].hw_axes) == 8);
+  const topology::Fabric f = w.make_fabric();
+  std::vector<int> nic_up(f.num_gpus(), 0);
+  for (int c = 0; c < 8; ++c) {
+    const auto rs = collectives::gpu::rings(t, w.ops[0].hw_axes, c);
+    REQUIRE(rs.size() == 1);
+    const auto& ring = rs.front();
+    CHECK(ring.front() == f.gpu(0, c));
+    CHECK(ring[7] == f.gpu(0, (c + 7) % 8));
+    CHECK(ring[8] == f.gpu(1, (c + 7) % 8));
+    CHECK(ring[15] == f.gpu(1, c));
+    for (std::size_t i = 0; i < ring.size(); ++i) {
+      const auto next = ring[(i + 1) % ring.size()];
+      if (f.node_of(ring[i]) != f.node_of(next)) {
+        CHECK(f.local_rank(ring[i]) == f.local_rank(next));
+        ++nic_up[ring[i]];
+      }
+    }
+  }
+  CHECK(std::count(nic_up.begin(), nic_up.end(), 1) == 32);
+  // So the all-reduce moves 2(N-1)/N V/8 through every NIC: busbw 8 x 50 GB/s
+  // (NVLink carries 7 of the 8 channels: 450 x 8/7 GB/s), twice the
+  // hierarchical algorithm's, which does not overlap its levels.
+  const driver::RunResult ring = run(head + ops("all_reduce", R"(["X", "Y"])", v) + "]}");
+  CHECK(ring.ops[0].algorithm == "ring");
+  CHECK(ring.ops[0].closed_s == Approx(2 * 31.0 / 32.0 * static_cast<double>(v) / 8 / 50e9).epsilon(1e-9));
+  CHECK(ring.ops[0].time().seconds() == Approx(ring.ops[0].closed_s).epsilon(0.02));
+  CHECK(ring.ops[0].busbw_bytes_per_s == Approx(400e9).epsilon(0.02));
+  const driver::RunResult hier = run(head + ops("all_reduce", R"(["X", "Y"])", v, "hierarchical") + "]}");
+  CHECK(hier.ops[0].time().seconds() > 1.5 * ring.ops[0].time().seconds());
+  // All-gather and reduce-scatter likewise: 8 x 50 GB/s.
+  for (const char* kind : {"all_gather", "reduce_scatter"}) {
+    const driver::RunResult r = run(head + ops(kind, R"(["X", "Y"])", v) + "]}");
+    INFO(kind);
+    CHECK(r.ops[0].busbw_bytes_per_s == Approx(400e9).epsilon(0.02));
+  }
+  // Inside one node, or across nodes on one rail: one channel, as before.
+  CHECK(collectives::gpu::ring_channels(t, std::vector<int>{0}) == 1);
+  CHECK(collectives::gpu::ring_channels(t, std::vector<int>{1}) == 1);
 }
