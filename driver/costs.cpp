@@ -160,6 +160,12 @@ collectives::ClosedForm gpu_closed_form(const workloads::Op& op, const workloads
         const double nic = static_cast<double>(w.hardware.nic.bandwidth_bytes_per_s);
         f.latency_s = 2 * (g - 1) * nv_step + 2 * (m - 1) * 2 * w.hardware.nic.latency.seconds();
         f.bandwidth_s = 2 * (g - 1) / g * v / nv + 2 * (m - 1) / m * (v / g) / nic;
+      } else if (algorithm == collectives::gpu::Algorithm::Tree &&
+                 collectives::gpu::spans_nodes(fabric, rings.front())) {
+        // NCCL's tree of nodes with a chain in each: the links its channels load most.
+        const collectives::gpu::TreeLimits t = collectives::gpu::tree_limits(fabric, rings.front());
+        f.latency_s = t.latency_s;
+        f.bandwidth_s = v / static_cast<double>(t.channels) * t.seconds_per_byte;
       } else if (algorithm == collectives::gpu::Algorithm::Tree) {
         // Up and down a tree of depth floor(log2 N); every GPU's port carries
         // 2V over both trees (V/2 up and V down where it is inside, V/2 where a leaf).
@@ -222,6 +228,35 @@ collectives::ClosedForm gpu_closed_form(const workloads::Op& op, const workloads
 
 }  // namespace
 
+int nodes_of(const topology::Fabric& f, std::span<const topology::ChipId> group) {
+  std::vector<int> nodes;
+  for (topology::ChipId c : group) nodes.push_back(f.node_of(c));
+  std::sort(nodes.begin(), nodes.end());
+  return static_cast<int>(std::unique(nodes.begin(), nodes.end()) - nodes.begin());
+}
+
+double nccl_model_s(collectives::gpu::Algorithm algorithm, const NcclModelInput& in, std::uint64_t bytes) {
+  // NCCL's tuning model (src/graph/tuning.cc, NCCL 2.2x; ../shared/notes/scale.md),
+  // Simple protocol (meshsim's chunks are its 512 KiB steps), in microseconds:
+  // a base latency, per-step hardware latencies over NVLink and the network, and
+  // the bus bandwidth turned into algorithm bandwidth.
+  constexpr double kBase = 8.4;                           // Ring and Tree, Simple
+  constexpr double kRingNvlink = 3.4, kRingNet = 14.0;    // hwLat, Ring, Simple
+  constexpr double kTreeNvlink = 4.0, kTreeNet = 14.0;    // hwLat, Tree, Simple
+  constexpr double kTreeBandwidth = 0.92;                 // Tree all-reduce bandwidth factor
+  const double n = in.ranks, nodes = in.nodes;
+  const double steps = 2 * (n - 1), inter = 2 * (nodes - 1);  // all-reduce
+  double latency_us = 0, algbw = 0;
+  if (algorithm == collectives::gpu::Algorithm::Tree) {
+    latency_us = kBase + 2 * ((n / nodes - 1) * kTreeNvlink + std::floor(std::log2(nodes)) * kTreeNet);
+    algbw = in.bus_bytes_per_s * kTreeBandwidth * 0.5;
+  } else {
+    latency_us = kBase + (steps - inter) * kRingNvlink + inter * kRingNet;
+    algbw = in.bus_bytes_per_s * n / steps;
+  }
+  return latency_us * 1e-6 + static_cast<double>(bytes) / algbw;
+}
+
 GpuChoice gpu_algorithm(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus,
                         const topology::Fabric& fabric) {
   using collectives::gpu::Algorithm;
@@ -235,7 +270,19 @@ GpuChoice gpu_algorithm(const workloads::Op& op, const workloads::Workload& w, c
                      fmt::format("algorithm '{}' does not apply to this {} (here: {})", op.algorithm, kind_name(op.kind),
                                  known));
   }
-  // As NCCL does: the algorithm its cost model says is fastest for this size.
+  // Across nodes, an all-reduce runs as NCCL would run it: the ring or the tree,
+  // whichever NCCL's own cost model says is faster for this size.
+  const auto rings = collectives::gpu::rings(torus, op.hw_axes);
+  if (op.kind == OpKind::AllReduce && !rings.empty() && collectives::gpu::spans_nodes(fabric, rings.front())) {
+    const collectives::ClosedForm ring = gpu_closed_form(op, w, torus, fabric, Algorithm::Ring);
+    const double n = static_cast<double>(rings.front().size());
+    const double bus_bytes_per_s = 2 * (n - 1) / n * static_cast<double>(op.bytes) / ring.bandwidth_s;
+    NcclModelInput in{static_cast<int>(rings.front().size()), nodes_of(fabric, rings.front()), bus_bytes_per_s};
+    if (nccl_model_s(Algorithm::Tree, in, op.bytes) < nccl_model_s(Algorithm::Ring, in, op.bytes))
+      return {Algorithm::Tree, gpu_closed_form(op, w, torus, fabric, Algorithm::Tree)};
+    return {Algorithm::Ring, ring};
+  }
+  // Otherwise the algorithm whose closed form is fastest for this size.
   GpuChoice best{options.front(), gpu_closed_form(op, w, torus, fabric, options.front())};
   for (Algorithm a : options) {
     const collectives::ClosedForm f = gpu_closed_form(op, w, torus, fabric, a);

@@ -3,6 +3,7 @@
 // matmul (its local shard shapes at the chip's peak rate for its dtype, scaled by
 // the matmul efficiency) and the cheat sheet's closed form of a communication op.
 #include <map>
+#include <span>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -23,8 +24,9 @@ double matmul_flops(const workloads::Op& op);  // per chip
 kernels::Roofline elementwise_cost(const workloads::Op& op, const workloads::Hardware& hw, const std::string& file);
 // matmul_cost or elementwise_cost, by kind.
 kernels::Roofline local_cost(const workloads::Op& op, const workloads::Hardware& hw, const std::string& file);
-// A GPU collective's algorithm: the one the workload names, else the fastest by
-// its closed form (as NCCL picks by its cost model); InputError when the named
+// A GPU collective's algorithm: the one the workload names; else, for an
+// all-reduce across nodes, the ring or the tree as NCCL's cost model picks them
+// (nccl_model_s); else the fastest by its closed form. InputError when the named
 // one does not apply.
 struct GpuChoice {
   collectives::gpu::Algorithm algorithm;
@@ -32,6 +34,20 @@ struct GpuChoice {
 };
 GpuChoice gpu_algorithm(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus,
                         const topology::Fabric& fabric);  // `fabric` is w.make_fabric()
+
+// NCCL's tuning model of an all-reduce (src/graph/tuning.cc, NCCL 2.2x, Simple
+// protocol; constants in ../shared/notes/scale.md): latency + bytes / algbw, the
+// ring's latency base + (2(n-1) - 2(nodes-1)) NVLink steps + 2(nodes-1) network
+// steps, the tree's base + 2((n/nodes - 1) NVLink steps + log2(nodes) network
+// steps); algbw = busbw n / 2(n-1) for the ring, 0.92 busbw / 2 for the tree.
+// `bus_bytes_per_s`: the ring's bus bandwidth on this fabric (meshsim's closed
+// form; NCCL's is its channels times their speed).
+struct NcclModelInput {
+  int ranks = 1, nodes = 1;
+  double bus_bytes_per_s = 0;
+};
+double nccl_model_s(collectives::gpu::Algorithm algorithm, const NcclModelInput& in, std::uint64_t bytes);
+int nodes_of(const topology::Fabric& fabric, std::span<const topology::ChipId> group);  // distinct nodes
 
 // A torus collective's multi-axis schedule: the one the op names, else balanced.
 collectives::Schedule torus_schedule(const workloads::Op& op);

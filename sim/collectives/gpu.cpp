@@ -1,6 +1,7 @@
 #include "sim/collectives/gpu.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "base/error.hpp"
 #include "sim/collectives/ring_phase.hpp"
@@ -23,6 +24,12 @@ std::vector<int> node_axes_of(std::span<const int> axes) {
 }
 
 }  // namespace
+
+bool spans_nodes(const Fabric& f, const std::vector<ChipId>& group) {
+  for (ChipId c : group)
+    if (f.node_of(c) != f.node_of(group.front())) return true;
+  return false;
+}
 
 int ring_channels(const Torus& coords, std::span<const int> axes) {
   const bool local = std::find(axes.begin(), axes.end(), 0) != axes.end();
@@ -284,6 +291,123 @@ void tree_all_reduce(ProgramBuilder& b, const Fabric& f, const std::vector<std::
   }
 }
 
+}  // namespace
+
+std::vector<TreeChannel> tree_channels(const Fabric& f, const std::vector<ChipId>& group) {
+  // The group's nodes in ring order, each with its GPUs in local order.
+  std::vector<std::vector<ChipId>> nodes;
+  for (ChipId c : group) {
+    if (nodes.empty() || f.node_of(nodes.back().front()) != f.node_of(c)) nodes.emplace_back();
+    nodes.back().push_back(c);
+  }
+  for (auto& node : nodes) std::sort(node.begin(), node.end());
+  const std::size_t g = nodes.front().size(), m = nodes.size();
+  std::vector<TreeChannel> out;
+  for (std::size_t r = 0; r < g; ++r)
+    for (int t = 0; t < 2; ++t) {
+      TreeChannel ch;
+      for (std::size_t i = 0; i < m; ++i) {
+        const auto& node = nodes[t == 0 ? i : m - 1 - i];
+        std::vector<ChipId> chain;
+        for (std::size_t j = 0; j < g; ++j) chain.push_back(node[(r + j) % g]);
+        ch.chains.push_back(std::move(chain));
+      }
+      out.push_back(std::move(ch));
+    }
+  return out;
+}
+
+namespace {
+
+// NCCL's tree across nodes (docs/MODEL.md, "GPU fabrics"): on each of 2G
+// channels (tree_channels), chunk by chunk, every node reduces its chain towards
+// the head (tail -> ... -> head over NVLink), the head adds its children's sums
+// and sends to its parent's head (over the head's NIC, one rail per channel);
+// the root turns the sum around and it is broadcast down the tree and down every
+// chain. Every edge keeps at most 8 chunks in flight (NCCL_STEPS).
+void nccl_tree_all_reduce(ProgramBuilder& b, const Fabric& f, const std::vector<std::vector<ChipId>>& groups,
+                          std::uint64_t group_bytes, std::uint64_t chunk_bytes, const OpPorts& ports) {
+  constexpr std::uint64_t kWindow = 8;
+  for (const auto& group : groups) {
+    const std::vector<TreeChannel> channels = tree_channels(f, group);
+    const std::uint64_t per = ceil_div(group_bytes, channels.size());
+    const std::uint64_t chunks = chunk_count(per, chunk_bytes), chunk = ceil_div(per, chunks);
+    for (const TreeChannel& ch : channels) {
+      const std::size_t m = ch.chains.size(), g = ch.chains.front().size();
+      // Per chunk (the last kWindow): the last transfer of each node's edges, by
+      // node position and chain position: up[i][j] is the hop from chain position
+      // j (j >= 1) towards the head, or for j = 0 the head's hop to its parent;
+      // down[i][j] the hop into chain position j (j >= 1), or into the head (j = 0).
+      using Hops = std::vector<std::vector<TaskId>>;
+      std::vector<Hops> ups(kWindow, Hops(m, std::vector<TaskId>(g, 0))), downs = ups;
+      for (std::uint64_t k = 0; k < chunks; ++k) {
+        Hops& up = ups[k % kWindow];
+        Hops& down = downs[k % kWindow];
+        const bool wait = k >= kWindow;  // the same slot holds chunk k - kWindow
+        auto send = [&](ChipId from, ChipId to, std::uint16_t step, TaskId& slot) {
+          const auto [first, last] = hop(b, f.route(from, to), chunk, ports.op, step);
+          if (wait) b.depend(slot, first);
+          slot = last;
+          return first;
+        };
+        // Up: children before parents, chain tails first.
+        std::vector<TaskId> sum(m, 0);  // the last hop into each head (its chain's)
+        for (std::size_t i = m; i-- > 0;) {
+          const auto& chain = ch.chains[i];
+          TaskId into = 0;
+          for (std::size_t j = g - 1; j >= 1; --j) {
+            const TaskId first = send(chain[j], chain[j - 1], 1, up[i][j]);
+            b.depend(ports.entry[chain[j]], first);
+            if (j + 1 < g) b.depend(into, first, sim::EdgeKind::Stream);
+            into = up[i][j];
+          }
+          sum[i] = into;
+          if (i == 0) break;
+          const TaskId first = send(chain[0], ch.chains[(i - 1) / 2][0], 1, up[i][0]);
+          b.depend(ports.entry[chain[0]], first);
+          if (g > 1) b.depend(sum[i], first, sim::EdgeKind::Stream);
+          for (std::size_t c : {2 * i + 1, 2 * i + 2})
+            if (c < m) b.depend(up[c][0], first, sim::EdgeKind::Stream);
+        }
+        // What the root's sum waits for: its chain and its children.
+        auto root_inputs = [&](TaskId x) {
+          b.depend(ports.entry[ch.chains[0][0]], x);
+          if (g > 1) b.depend(sum[0], x, sim::EdgeKind::Stream);
+          for (std::size_t c : {std::size_t{1}, std::size_t{2}})
+            if (c < m) b.depend(up[c][0], x, sim::EdgeKind::Stream);
+        };
+        // Down: parents first, each head to its children, then down its chain.
+        for (std::size_t i = 0; i < m; ++i) {
+          const auto& chain = ch.chains[i];
+          for (std::size_t c : {2 * i + 1, 2 * i + 2}) {
+            if (c >= m) continue;
+            const TaskId first = send(chain[0], ch.chains[c][0], 2, down[c][0]);
+            if (i == 0)
+              root_inputs(first);
+            else
+              b.depend(down[i][0], first, sim::EdgeKind::Stream);
+            b.depend(down[c][0], ports.exit[ch.chains[c][0]]);
+          }
+          for (std::size_t j = 1; j < g; ++j) {
+            const TaskId first = send(chain[j - 1], chain[j], 2, down[i][j]);
+            if (j > 1)
+              b.depend(down[i][j - 1], first, sim::EdgeKind::Stream);
+            else if (i == 0)
+              root_inputs(first);
+            else
+              b.depend(down[i][0], first, sim::EdgeKind::Stream);
+            b.depend(down[i][j], ports.exit[chain[j]]);
+          }
+        }
+        // The root's head holds the sum once its inputs have arrived.
+        if (g > 1) b.depend(sum[0], ports.exit[ch.chains[0][0]]);
+        for (std::size_t c : {std::size_t{1}, std::size_t{2}})
+          if (c < m) b.depend(up[c][0], ports.exit[ch.chains[0][0]]);
+      }
+    }
+  }
+}
+
 // One-shot all-reduce: every GPU sends its whole buffer to every other and adds
 // up what it receives; one step of latency, (N-1) V through every port.
 void direct_all_reduce(ProgramBuilder& b, const Fabric& f, const std::vector<std::vector<ChipId>>& rings,
@@ -327,7 +451,10 @@ void build(ProgramBuilder& b, const Fabric& f, const Torus& coords, Kind kind, A
         return;
       }
       if (algorithm == Algorithm::Tree) {
-        tree_all_reduce(b, f, rs, group_bytes, chunk_bytes, ports);
+        if (spans_nodes(f, rs.front()))
+          nccl_tree_all_reduce(b, f, rs, group_bytes, chunk_bytes, ports);
+        else
+          tree_all_reduce(b, f, rs, group_bytes, chunk_bytes, ports);
         return;
       }
       if (algorithm == Algorithm::Direct) {
@@ -396,16 +523,17 @@ namespace {
 using Count = unsigned __int128;
 constexpr std::uint64_t kCountCap = std::uint64_t{1} << 62;
 
-// The most links a transfer between two GPUs of `group` crosses: a route leaves
-// the node and changes rail (NIC, leaf -> spine, spine -> leaf, NIC) only when the
-// group spans both nodes and rails; otherwise NVLink up and down or NIC up and down.
+// The most links a transfer between two GPUs of `group` crosses: six between
+// pods, four between leaves (a leaf serves one rail of one unit), otherwise two
+// (NVLink up and down, or NIC up and down).
 Count longest_route(const Fabric& f, const std::vector<ChipId>& group) {
-  bool nodes = false, rails = false;
+  bool leaves = false, pods = false;
+  const int leaf = f.leaf_of(group.front());
   for (ChipId g : group) {
-    nodes = nodes || f.node_of(g) != f.node_of(group.front());
-    rails = rails || f.local_rank(g) != f.local_rank(group.front());
+    leaves = leaves || f.leaf_of(g) != leaf;
+    pods = pods || f.pod_of_leaf(f.leaf_of(g)) != f.pod_of_leaf(leaf);
   }
-  return nodes && rails ? 4 : 2;
+  return pods ? 6 : leaves ? 4 : 2;
 }
 
 // ring_gather / ring_reduce: a chain starts at every position and takes N-1
@@ -463,10 +591,13 @@ std::uint64_t transfer_bound(const Fabric& f, const Torus& coords, Kind kind, Al
           }
           break;
         case Algorithm::Tree:
-          // Two trees, per chunk N-1 edges up and N-1 down, each a routed hop.
-          for (const auto& ring : rs)
-            total += 2 * static_cast<Count>(chunk_count(ceil_div(group_bytes, 2), chunk_bytes)) * 2 * (ring.size() - 1) *
-                     longest_route(f, ring);
+          // Two trees, per chunk N-1 edges up and N-1 down, each a routed hop;
+          // across nodes 2G channels of V/2G, each with the same N-1 edges.
+          for (const auto& ring : rs) {
+            const std::uint64_t trees = spans_nodes(f, ring) ? tree_channels(f, ring).size() : 2;
+            total += trees * static_cast<Count>(chunk_count(ceil_div(group_bytes, trees), chunk_bytes)) * 2 *
+                     (ring.size() - 1) * longest_route(f, ring);
+          }
           break;
       }
       break;
@@ -476,6 +607,40 @@ std::uint64_t transfer_bound(const Fabric& f, const Torus& coords, Kind kind, Al
       break;
   }
   return total > kCountCap ? kCountCap : static_cast<std::uint64_t>(total);
+}
+
+TreeLimits tree_limits(const Fabric& f, const std::vector<ChipId>& group) {
+  TreeLimits out;
+  const std::vector<TreeChannel> channels = tree_channels(f, group);
+  std::vector<std::uint32_t> crossings(f.num_links(), 0);
+  auto cross = [&](ChipId from, ChipId to) {
+    double lat = 0;
+    for (LinkId l : f.route(from, to)) {
+      const double b = static_cast<double>(f.link(l).spec.bandwidth_bytes_per_s);
+      out.seconds_per_byte = std::max(out.seconds_per_byte, ++crossings[l] / b);
+      lat += f.link(l).spec.latency.seconds();
+    }
+    return lat;
+  };
+  double chain_step = 0, tree_step = 0;
+  std::size_t m = 0, g = 0;
+  for (const TreeChannel& ch : channels) {
+    m = ch.chains.size();
+    g = ch.chains.front().size();
+    for (std::size_t i = 0; i < m; ++i) {
+      const auto& chain = ch.chains[i];
+      for (std::size_t j = 1; j < g; ++j)  // up the chain and down it
+        chain_step = std::max({chain_step, cross(chain[j], chain[j - 1]), cross(chain[j - 1], chain[j])});
+      if (i > 0) {
+        const ChipId parent = ch.chains[(i - 1) / 2][0];
+        tree_step = std::max({tree_step, cross(chain[0], parent), cross(parent, chain[0])});
+      }
+    }
+  }
+  // Up the chain and the tree, and down again: depth floor(log2 M).
+  out.latency_s = 2 * (static_cast<double>(g - 1) * chain_step + std::floor(std::log2(static_cast<double>(m))) * tree_step);
+  out.channels = channels.size();
+  return out;
 }
 
 RingLimits ring_limits(const Fabric& f, const std::vector<std::vector<ChipId>>& rings) {

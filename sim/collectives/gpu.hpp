@@ -29,6 +29,20 @@ int ring_channels(const Torus& coords, std::span<const int> axes);
 // Every channel's rings, channel-major (channel 0's are rings(coords, axes)).
 std::vector<std::vector<ChipId>> channel_rings(const Torus& coords, std::span<const int> axes);
 
+// Whether a group's GPUs are in more than one node.
+bool spans_nodes(const topology::Fabric& fabric, const std::vector<ChipId>& group);
+
+// NCCL's tree across nodes: 2G channels (G: the group's GPUs per node), one per
+// rail r and tree t. Channel (r, t) lists the group's nodes by tree position, each
+// as a chain of its GPUs from rail r (the head) in local order: tree 0 numbers the
+// nodes in ring order, tree 1 in reverse (a double binary tree: position i's
+// parent is (i-1)/2, so a node that is a leaf in one tree is inside the other).
+// Channels are rail-major: (0, 0), (0, 1), (1, 0), ...
+struct TreeChannel {
+  std::vector<std::vector<ChipId>> chains;  // by tree position; chains[i][0] is the head
+};
+std::vector<TreeChannel> tree_channels(const topology::Fabric& fabric, const std::vector<ChipId>& group);
+
 enum class Algorithm {
   Ring,          // NCCL's ring: AllGather/ReduceScatter N-1 steps of V/N, AllReduce both
   Nvls,          // AllReduce reduced in the NVLink switch (NVLink SHARP): one node only
@@ -37,7 +51,8 @@ enum class Algorithm {
   Direct,        // AllToAll: every piece straight to its destination (grouped send/recv);
                  // AllReduce: one-shot, every GPU sends its whole buffer to every other
   Tree,          // AllReduce: NCCL's double binary tree, half the data on each tree,
-                 // reduced up and broadcast down, pipelined
+                 // reduced up and broadcast down, pipelined; across nodes a tree of
+                 // the nodes with a chain in each node, on 2G channels (tree_channels)
 };
 const char* algorithm_name(Algorithm a);
 
@@ -72,5 +87,17 @@ struct RingLimits {
   double seconds_per_byte = 0;
 };
 RingLimits ring_limits(const topology::Fabric& fabric, const std::vector<std::vector<ChipId>>& rings);
+
+// NCCL's tree across nodes for one group (tree_channels): its latency, up the
+// chain and the tree and down again (2 ((G-1) chain steps + floor(log2 M) tree
+// steps), each the slowest of its kind), and the busiest link in seconds per byte
+// of a channel's data (each channel carries V / channels through every edge, up
+// and down).
+struct TreeLimits {
+  double latency_s = 0;
+  double seconds_per_byte = 0;
+  std::size_t channels = 0;
+};
+TreeLimits tree_limits(const topology::Fabric& fabric, const std::vector<ChipId>& group);
 
 }  // namespace meshsim::collectives::gpu

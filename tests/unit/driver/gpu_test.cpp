@@ -6,9 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "driver/costs.hpp"
 #include "driver/expand.hpp"
-#include "sim/collectives/gpu.hpp"
 #include "driver/simulate.hpp"
+#include "sim/collectives/gpu.hpp"
 #include "workloads/workload.hpp"
 
 using namespace meshsim;
@@ -341,4 +342,69 @@ TEST_CASE("GPU: a ring across nodes runs on one channel per GPU of a node, and e
   // Inside one node, or across nodes on one rail: one channel, as before.
   CHECK(collectives::gpu::ring_channels(t, std::vector<int>{0}) == 1);
   CHECK(collectives::gpu::ring_channels(t, std::vector<int>{1}) == 1);
+}
+
+TEST_CASE("GPU: NCCL's tree across nodes: a chain in every node, a double binary tree of nodes, 2G channels", "[gpu]") {
+  const std::string head = R"({"hardware": "h100-dgx", "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4}, "ops": [)";
+  const workloads::Workload w =
+      workloads::parse_workload(head + ops("all_reduce", R"(["X", "Y"])", 1ull << 30, "tree") + "]}", "t.json");
+  const topology::Fabric f = w.make_fabric();
+  const auto group = collectives::gpu::rings(w.make_torus(), w.ops[0].hw_axes).front();
+  const auto channels = collectives::gpu::tree_channels(f, group);
+  REQUIRE(channels.size() == 16);
+  for (std::size_t c = 0; c < channels.size(); ++c) {
+    const int rail = static_cast<int>(c / 2), tree = static_cast<int>(c % 2);
+    const auto& chains = channels[c].chains;
+    REQUIRE(chains.size() == 4);
+    for (std::size_t i = 0; i < 4; ++i) {
+      // Tree 1 numbers the nodes backwards; every chain starts at the channel's rail.
+      const int node = tree == 0 ? static_cast<int>(i) : 3 - static_cast<int>(i);
+      REQUIRE(chains[i].size() == 8);
+      for (int j = 0; j < 8; ++j) CHECK(chains[i][static_cast<std::size_t>(j)] == f.gpu(node, (rail + j) % 8));
+    }
+  }
+  // Bandwidth: a GPU sends each channel's V/16 up and down its chain, 28 of the
+  // 32 (channel, direction) pairs over NVLink: 1.75 V through its NVLink port,
+  // more than the 3 V/16 its NIC carries (a node is inside one tree, a leaf in
+  // the other). Latency: 7 NVLink steps and floor(log2 4) = 2 network steps, up and down.
+  const driver::RunResult r = run(head + ops("all_reduce", R"(["X", "Y"])", 1ull << 30, "tree") + "]}");
+  CHECK(r.ops[0].algorithm == "tree");
+  CHECK(r.ops[0].closed_s == Approx(1.75 * static_cast<double>(1ull << 30) / 450e9).epsilon(1e-9));
+  CHECK(r.ops[0].time().seconds() == Approx(r.ops[0].closed_s).epsilon(0.15));
+  const driver::RunResult tiny = run(head + ops("all_reduce", R"(["X", "Y"])", 64, "tree") + "]}");
+  CHECK(tiny.ops[0].closed_s == Approx(2 * (7 * 3.4e-6 + 2 * 9.6e-6)).epsilon(1e-9));
+  CHECK(tiny.ops[0].time().seconds() == Approx(tiny.ops[0].closed_s).epsilon(0.02));
+  // Both engines agree.
+  driver::SimulateOptions options;
+  options.engine = driver::EngineKind::SimGrid;
+  const driver::RunResult simgrid = driver::simulate(w, options);
+  REQUIRE(simgrid.engine == "simgrid");
+  CHECK(simgrid.ops[0].time().seconds() == Approx(r.ops[0].time().seconds()).epsilon(0.07));
+}
+
+TEST_CASE("GPU: across nodes the all-reduce algorithm is NCCL's choice by its cost model", "[gpu]") {
+  using collectives::gpu::Algorithm;
+  // 4 nodes x 8 GPUs at 400 GB/s of ring busbw: ring latency 8.4 + 56 x 3.4 +
+  // 6 x 14 us, algbw 400 x 32/62 GB/s; tree 8.4 + 2 (7 x 4 + 2 x 14) us, algbw
+  // 400 x 0.92 / 2 GB/s.
+  const driver::NcclModelInput in{32, 4, 400e9};
+  CHECK(driver::nccl_model_s(Algorithm::Ring, in, 1'000'000'000) ==
+        Approx(282.8e-6 + 1e9 / (400e9 * 32 / 62)).epsilon(1e-12));
+  CHECK(driver::nccl_model_s(Algorithm::Tree, in, 1'000'000'000) == Approx(120.4e-6 + 1e9 / 184e9).epsilon(1e-12));
+  // So the tree below about 280 MB, the ring above.
+  const std::string head = R"({"hardware": "h100-dgx", "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4}, "ops": [)";
+  auto pick = [&](const std::string& h, std::uint64_t bytes) {
+    return run(h + ops("all_reduce", R"(["X", "Y"])", bytes) + "]}").ops[0].algorithm;
+  };
+  CHECK(pick(head, 64) == "tree");
+  CHECK(pick(head, 64ull << 20) == "tree");
+  CHECK(pick(head, 1ull << 30) == "ring");
+  // On 16 nodes the ring's 30 network and 224 NVLink steps cost 1.2 ms: the tree up to about 2 GB.
+  const std::string sixteen = R"({"hardware": "h100-dgx", "topology": {"nodes": 16}, "mesh": {"X": 8, "Y": 16}, "ops": [)";
+  CHECK(pick(sixteen, 1ull << 30) == "tree");
+  CHECK(pick(sixteen, 4ull << 30) == "ring");
+  // Inside one node the closed forms choose, NVLS included.
+  CHECK(run(R"({"hardware": "h100-dgx", "mesh": {"X": 8}, "ops": [)" + ops("all_reduce", R"(["X"])", 1ull << 30) + "]}")
+            .ops[0]
+            .algorithm == "nvls");
 }
