@@ -123,18 +123,18 @@ collectives::ClosedForm gpu_closed_form(const workloads::Op& op, const workloads
   if (n < 2) return f;
   const collectives::gpu::RingLimits lim = collectives::gpu::ring_limits(fabric, rings);
   const double v = static_cast<double>(op.bytes);
-  // A ring's phase: N-1 steps of its slowest step's latency; bandwidth (N-1)/N V
+  // A ring's phase: N-1 consecutive steps' latency; bandwidth (N-1)/N V
   // over its narrowest link, or with C channels (N-1)/N V/C through the link the
   // channels cross most often.
   const int channels = collectives::gpu::ring_channels(torus, op.hw_axes);
   const auto ring_phase = [&](collectives::ClosedForm& phase) {
     if (channels == 1) {
-      phase.latency_s = (n - 1) * lim.step_latency_s;
+      phase.latency_s = lim.phase_latency_s;
       phase.bandwidth_s = (n - 1) / n * v / lim.bandwidth_bytes_per_s;
       return;
     }
     const collectives::gpu::RingLimits all = collectives::gpu::ring_limits(fabric, collectives::gpu::channel_rings(torus, op.hw_axes));
-    phase.latency_s = (n - 1) * all.step_latency_s;
+    phase.latency_s = all.phase_latency_s;
     phase.bandwidth_s = (n - 1) / n * v / channels * all.seconds_per_byte;
   };
   switch (op.kind) {

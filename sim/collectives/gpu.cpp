@@ -649,6 +649,7 @@ RingLimits ring_limits(const Fabric& f, const std::vector<std::vector<ChipId>>& 
   std::vector<std::uint32_t> crossings(f.num_links(), 0);
   for (const auto& ring : rings) {
     if (ring.size() < 2) continue;
+    double around = 0, fastest = 0;  // the ring's step latencies: their sum, the smallest
     for (std::size_t i = 0; i < ring.size(); ++i) {
       const std::vector<LinkId> route = f.route(ring[i], ring[(i + 1) % ring.size()]);
       double step_lat = 0;
@@ -659,7 +660,11 @@ RingLimits ring_limits(const Fabric& f, const std::vector<std::vector<ChipId>>& 
         out.seconds_per_byte = std::max(out.seconds_per_byte, ++crossings[l] / b);
       }
       lat = std::max(lat, step_lat);
+      around += step_lat;
+      fastest = i == 0 ? step_lat : std::min(fastest, step_lat);
     }
+    // A phase's chains each take N-1 consecutive steps: all but one of the ring's.
+    out.phase_latency_s = std::max(out.phase_latency_s, around - fastest);
   }
   out.bandwidth_bytes_per_s = bw;
   out.step_latency_s = lat;

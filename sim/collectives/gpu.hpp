@@ -81,10 +81,14 @@ std::uint64_t transfer_bound(const topology::Fabric& fabric, const Torus& coords
 // `seconds_per_byte`: the busiest link of all the given rings' steps, in seconds
 // per byte each step moves (crossings / bandwidth): 1/B for rings that share no
 // link, less for channels whose NIC steps are spread over the GPUs.
+// `phase_latency_s`: the latency of a ring phase (N-1 consecutive steps from any
+// start): the ring's step latencies summed, less its fastest step; (N-1) times
+// the step latency when every step is alike.
 struct RingLimits {
   double bandwidth_bytes_per_s = 0;
   double step_latency_s = 0;
   double seconds_per_byte = 0;
+  double phase_latency_s = 0;
 };
 RingLimits ring_limits(const topology::Fabric& fabric, const std::vector<std::vector<ChipId>>& rings);
 

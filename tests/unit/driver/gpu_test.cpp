@@ -261,6 +261,13 @@ TEST_CASE("GPU: three tiers: a ring across units and pods keeps the NIC bandwidt
   // of the leaf's (here its only one) and of the core's.
   const driver::RunResult thin = run(three_tiers("4", "2", ring));
   CHECK(thin.ops[0].time() == full.ops[0].time());
+  // Latency: a step stays on the leaf (2 links of 4.8 us), crosses the spines
+  // between units (4 links) or the core between pods (6): 12, 2 and 2 of the 16
+  // steps. A phase's chains take 15 consecutive steps: all but the fastest.
+  const driver::RunResult tiny = run(three_tiers("1", "1", ops("all_reduce", R"(["Y"])", 64, "ring")));
+  const double phase = 12 * 9.6e-6 + 2 * 19.2e-6 + 2 * 28.8e-6 - 9.6e-6;
+  CHECK(tiny.ops[0].closed_s == Approx(2 * phase).epsilon(1e-9));
+  CHECK(tiny.ops[0].time().seconds() == Approx(tiny.ops[0].closed_s).epsilon(0.02));
 }
 
 TEST_CASE("GPU: three tiers: an all-to-all is bound by the oversubscribed cables it crosses", "[gpu]") {
