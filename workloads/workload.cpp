@@ -275,7 +275,7 @@ void parse_topology_and_mesh(const Cursor& root, Workload& w) {
     bool ok = !name.empty() && std::isalpha(static_cast<unsigned char>(name[0]));
     for (char ch : name) ok = ok && std::isalnum(static_cast<unsigned char>(ch));
     if (!ok) value.fail(fmt::format("mesh axis name '{}' must be a letter followed by letters or digits", name));
-    axes.push_back({name, static_cast<int>(value.as_int_in(1, kMaxAxisSize)), value});
+    axes.push_back({name, static_cast<int>(value.as_int_in(1, kMaxChips)), value});
   }
   if (axes.empty()) mesh.fail("expected at least one mesh axis, e.g. {\"X\": 16}");
 
@@ -300,7 +300,9 @@ void parse_topology_and_mesh(const Cursor& root, Workload& w) {
         if (per_node * nodes > kMaxChips)
           n.fail(fmt::format("{} GPUs is more than meshsim supports ({})", per_node * nodes, kMaxChips));
       } else {
-        nodes = static_cast<std::uint64_t>(n.as_int_in(1, kMaxAxisSize));
+        nodes = static_cast<std::uint64_t>(n.as_int_in(1, kMaxChips));
+        if (per_node * nodes > kMaxChips)
+          n.fail(fmt::format("{} GPUs is more than meshsim supports ({})", per_node * nodes, kMaxChips));
       }
     } else {
       if (mesh_chips % per_node != 0)
@@ -328,7 +330,11 @@ void parse_topology_and_mesh(const Cursor& root, Workload& w) {
     if (static_cast<int>(shape.size()) > preset.max_axes)
       sh.fail(fmt::format("{} has a {}D interconnect; got {} axes", preset.name, preset.max_axes, shape.size()));
   } else {
-    for (const MeshInput& m : axes) shape.push_back(m.size);
+    for (const MeshInput& m : axes) {
+      if (m.size > kMaxAxisSize)
+        m.where.fail(fmt::format("a torus axis has at most {} chips, got {}", kMaxAxisSize, m.size));
+      shape.push_back(m.size);
+    }
     if (static_cast<int>(shape.size()) > preset.max_axes)
       mesh.fail(fmt::format("{} has a {}D interconnect; got {} mesh axes (give \"topology\" to map them)", preset.name,
                             preset.max_axes, shape.size()));
