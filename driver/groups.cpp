@@ -1,6 +1,9 @@
 #include "driver/groups.hpp"
 
+#include <utility>
+
 #include "base/error.hpp"
+#include "topology/fabric.hpp"
 
 namespace meshsim::driver {
 
@@ -13,11 +16,21 @@ std::optional<TranslatedGroups> translated_groups(const workloads::Workload& w, 
     if (op.chips || op.kind == OpKind::Send) return std::nullopt;
     for (int a : op.hw_axes) in_a[static_cast<std::size_t>(a)] = true;
   }
-  // On a GPU fabric only the NVLink domains are alike (rails and spines are
-  // assigned by node number): collectives inside the node only.
-  if (w.hardware.gpu)
+  // On a GPU fabric two kinds of groups are alike: the NVLink domains, for
+  // collectives inside the node (spines are assigned by node number, so no
+  // node axis may tell groups apart); and the rails, for collectives across all
+  // the nodes and not inside them (a rail's traffic stays on its NICs, its
+  // leaves' cables and the core cables of those, which are its own unless the
+  // spines are oversubscribed).
+  bool across = false;  // some collective spans nodes
+  for (int a = 1; a < t.num_axes(); ++a) across = across || in_a[static_cast<std::size_t>(a)];
+  if (w.hardware.gpu && across) {
+    if (in_a[0]) return std::nullopt;
     for (int a = 1; a < t.num_axes(); ++a)
-      if (in_a[static_cast<std::size_t>(a)]) return std::nullopt;
+      if (!in_a[static_cast<std::size_t>(a)] && t.axis(a).size > 1) return std::nullopt;
+    const topology::Fabric f = w.make_fabric();
+    if (f.pods() > 1 && f.core_cables() < f.leaves_per_pod() * f.spine_cables()) return std::nullopt;
+  }
   std::vector<int> others;  // the axes that tell the groups apart
   for (int a = 0; a < t.num_axes(); ++a)
     if (!in_a[static_cast<std::size_t>(a)] && t.axis(a).size > 1) others.push_back(a);
@@ -59,6 +72,27 @@ sim::Reduced::Class translated_class(const TranslatedGroups& g, const workloads:
     const std::uint32_t n = t.num_chips();
     for (topology::ChipId c : *g.first)
       for (std::uint32_t block = 0; block < 4; ++block) resources.push_back(block * n + c), scale.push_back(1);
+    if (g.first->size() > 1 && w.make_fabric().node_of(g.first->back()) != 0) {
+      // Rail 0: its leaves' cables, and their core cables; rail k's are the same
+      // ids moved by k leaves (or k leaf cables on the core).
+      const topology::Fabric f = w.make_fabric();
+      const int rails = f.gpus_per_node();
+      const auto id = [](topology::LinkId l) { return static_cast<std::uint32_t>(l); };
+      for (int u = 0; u < f.units(); ++u)
+        for (int s = 0; s < f.spines(); ++s)
+          for (int c = 0; c < f.spine_cables(); ++c) {
+            const int leaf = u * rails;
+            for (const auto& [l0, l1] : {std::pair{f.leaf_to_spine(leaf, s, c), f.leaf_to_spine(leaf + 1, s, c)},
+                                         std::pair{f.spine_to_leaf(s, leaf, c), f.spine_to_leaf(s, leaf + 1, c)}})
+              resources.push_back(id(l0)), scale.push_back(id(l1) - id(l0));
+            if (f.pods() == 1) continue;
+            // The core cable of this leaf cable: its index among the pod's on spine s.
+            const int k = (leaf - f.pod_of_leaf(leaf) * f.leaves_per_pod()) * f.spine_cables() + c;
+            const int pod = f.pod_of_leaf(leaf);
+            resources.push_back(id(f.spine_to_core(pod, s, k))), scale.push_back(static_cast<std::uint32_t>(f.spine_cables()));
+            resources.push_back(id(f.core_to_spine(s, pod, k))), scale.push_back(static_cast<std::uint32_t>(f.spine_cables()));
+          }
+    }
   } else {
     const auto slots = static_cast<std::uint32_t>(2 * t.num_axes());  // Torus: chip * 2 * axes + axis * 2 + dir
     MESHSIM_ASSERT(links == t.num_link_slots(), "a torus's resources are its link slots");

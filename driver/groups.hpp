@@ -4,7 +4,8 @@
 // runs over axes within a set A, no op is a send or runs on part of the chips,
 // and the system looks the same from every group of chips that differ only on
 // A (an untwisted torus, with or without slices; on a GPU fabric A inside the
-// node), then those groups share no link and no chip, and each is group 0
+// node, or every node axis and not the GPU axis: the rails), then those groups
+// share no link and no chip, and each is group 0
 // translated: its chips are group 0's plus a fixed offset, and so are its links'
 // and compute units' ids. The builders list a group's tasks in the same order
 // (chip ids keep their order under the translation), so each group runs exactly
@@ -30,8 +31,9 @@ struct TranslatedGroups {
 };
 
 // The groups, or nothing when the workload does not split into several (a
-// training step, a send, an op on part of the chips, a twisted torus, a GPU
-// collective across nodes, or collectives over every axis).
+// training step, a send, an op on part of the chips, a twisted torus, GPU
+// collectives across nodes beside ones inside them or on part of the nodes,
+// oversubscribed spines, or collectives over every axis).
 std::optional<TranslatedGroups> translated_groups(const workloads::Workload& w, const topology::Torus& t);
 
 // `w` with every op on group 0's chips only.
@@ -39,7 +41,8 @@ workloads::Workload first_group(const workloads::Workload& w, const TranslatedGr
 
 // The class the other groups form with group 0 (for the result copying that
 // exact reductions use): group 0's resources (its chips' links and compute
-// units; on a GPU fabric their NVLink and NIC ports) and each other group's.
+// units; on a GPU fabric their NVLink and NIC ports, and for rails their leaves'
+// cables and those cables' core cables) and each other group's.
 sim::Reduced::Class translated_class(const TranslatedGroups& g, const workloads::Workload& w, const topology::Torus& t,
                                      const Expanded& ex);
 

@@ -78,6 +78,8 @@ class Fabric {
   int leaf_of(ChipId gpu) const { return node_of(gpu) / leaf_nodes_ * spec_.gpus_per_node + local_rank(gpu); }
   int pods() const { return pods_; }
   int pod_of_leaf(int leaf) const { return leaf / spec_.gpus_per_node / units_per_pod_; }
+  int leaves_per_pod() const { return units_per_pod_ * spec_.gpus_per_node; }
+  int units() const { return units_; }
   int spines() const { return spec_.spines; }
   int core_cables() const { return spec_.core_cables; }
   LinkId leaf_to_spine(int leaf, int spine, int cable = 0) const;

@@ -65,10 +65,25 @@ TEST_CASE("groups: which workloads split into translated groups", "[groups]") {
     "training": {"model": "llama3-8b", "global_batch": 64, "microbatch": 1, "recompute": "full",
                   "parallelism": {"fsdp": ["F"]}}})"));
   const std::string gpu = R"({"hardware": "h100-dgx", "topology": {"nodes": 4}, "mesh": {"G": 8, "N": 4}, "ops": [)";
-  CHECK_FALSE(groups_of(gpu + ar(R"(["N"])") + "]}"));
   const auto in_node = groups_of(gpu + ar(R"(["G"])") + "]}");
   REQUIRE(in_node.has_value());
   CHECK(in_node->copies() == 4);
+  // Across the nodes: the 8 rails.
+  const auto rails = groups_of(gpu + ar(R"(["N"])") + "]}");
+  REQUIRE(rails.has_value());
+  CHECK(rails->copies() == 8);
+  CHECK(*rails->first == std::vector<topology::ChipId>{0, 8, 16, 24});
+  // Not when a collective spans both, nor when another is inside the node, nor
+  // when the groups differ by a node axis (a grid's spines are assigned by node).
+  CHECK_FALSE(groups_of(gpu + ar(R"(["G", "N"])") + "]}"));
+  CHECK_FALSE(groups_of(gpu + ar(R"(["N"])") + "," + ar(R"(["G"])") + "]}"));
+  CHECK_FALSE(groups_of(R"({"hardware": "h100-dgx", "topology": {"nodes": [2, 2]}, "mesh": {"G": 8, "P": 2, "Q": 2},
+                            "ops": [)" + ar(R"(["P"])") + "]}"));
+  // Nor with oversubscribed spines: rails would share core cables.
+  const std::string tiers = R"({"hardware": {"preset": "h100-dgx", "leaf_nodes": 2, "pod_nodes": 4, "spine_oversubscription": )";
+  const std::string tail = R"(}, "topology": {"nodes": 8}, "mesh": {"G": 8, "N": 8}, "ops": [)" + ar(R"(["N"])") + "]}";
+  CHECK(groups_of(tiers + "1" + tail));
+  CHECK_FALSE(groups_of(tiers + "2" + tail));
 }
 
 TEST_CASE("groups: group 0 alone gives the full simulation's bytes", "[groups]") {
@@ -88,6 +103,16 @@ TEST_CASE("groups: group 0 alone gives the full simulation's bytes", "[groups]")
       // GPUs: collectives inside each node.
       R"({"hardware": "h100-dgx", "topology": {"nodes": 4}, "mesh": {"G": 8, "N": 4}, "ops": [)" +
           ar(R"(["G"])", 64 << 20) + R"(, {"name": "ag", "kind": "all_gather", "bytes": 8388608, "axes": ["G"]}]})",
+      // GPUs: collectives across the nodes, on each rail: ring and tree, an
+      // all-to-all, on an odd number of nodes (a wrap step through the spine).
+      R"({"hardware": "h100-dgx", "topology": {"nodes": 5}, "mesh": {"G": 8, "N": 5}, "ops": [)" +
+          ar(R"(["N"])", 64 << 20) + "," + ar(R"(["N"])", 1 << 12) +
+          R"(, {"name": "a2a", "kind": "all_to_all", "bytes": 8388608, "axes": ["N"], "after": ["ar67108864N"]}]})",
+      // ... and on three tiers: leaves of 2 nodes, pods of 4, the core.
+      R"({"hardware": {"preset": "h100-dgx", "leaf_nodes": 2, "pod_nodes": 4, "leaf_oversubscription": 2, "spines": 2},
+          "topology": {"nodes": 8}, "mesh": {"G": 8, "N": 8}, "ops": [)" +
+          ar(R"(["N"])", 32 << 20) + R"(, {"name": "a2a", "kind": "all_to_all", "bytes": 8388608, "axes": ["N"]},
+          {"name": "tree", "kind": "all_reduce", "bytes": 8388608, "axes": ["N"], "algorithm": "tree", "after": ["a2a"]}]})",
   };
   for (const std::string& text : cases) {
     INFO(text);
