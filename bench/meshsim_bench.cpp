@@ -172,6 +172,8 @@ const std::vector<std::string> kScaleCases = {
     "bench/cases/allreduce_in_node_h100_8192.json",   // 1,024 identical NVLink groups: reduced
     "bench/cases/allreduce_h100_8192.json",           // 8,192 GPUs, one group (NCCL's choice: the tree)
     "bench/cases/allreduce_h100_8192_hierarchical.json",  // the same, the hierarchical algorithm named
+    "bench/cases/allreduce_rails_h100_8192.json",     // across the 1,024 nodes on each rail: reduced to one rail
+    "bench/cases/allreduce_in_node_h100_100k.json",   // 100,000 GPUs on three tiers, in-node: reduced
     "bench/cases/allreduce_h100_16384.json",          // 16,384 GPUs, one group
     "bench/cases/allreduce_dcn_v5p_12pods.json",      // 12 v5p pods (107,520 chips), data parallel over the DCN
 };
