@@ -176,7 +176,7 @@ double route_latency(const topology::Fabric& f, topology::ChipId src, topology::
 double fabric_tier_cut_s(OpKind kind, double v, std::span<const std::vector<topology::ChipId>> groups,
                          const topology::Fabric& f) {
   double worst = 0;
-  const double cable = static_cast<double>(f.link(f.leaf_to_spine(0, 0)).spec.bandwidth_bytes_per_s);
+  const double cable = static_cast<double>(f.cable_spec().bandwidth_bytes_per_s);
   for (const bool pod : {false, true}) {
     if (pod && f.pods() == 1) continue;
     // A unit's only way out is its leaves' cables up (every rail's); a pod's, its spines' cables to the core.

@@ -213,7 +213,7 @@ collectives::ClosedForm gpu_closed_form(const workloads::Op& op, const workloads
           on_leaf += fabric.leaf_of(c) == leaf;
           in_pod += fabric.pod_of_leaf(fabric.leaf_of(c)) == pod;
         }
-      const double cable = static_cast<double>(fabric.link(fabric.leaf_to_spine(0, 0)).spec.bandwidth_bytes_per_s);
+      const double cable = static_cast<double>(fabric.cable_spec().bandwidth_bytes_per_s);
       const double leaf_s = on_leaf * leaving_leaf * piece / (fabric.spines() * fabric.spine_cables() * cable);
       const double pod_s = in_pod * leaving_pod * piece / (fabric.spines() * fabric.core_cables() * cable);
       f.latency_s = lat;

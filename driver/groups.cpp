@@ -72,10 +72,10 @@ sim::Reduced::Class translated_class(const TranslatedGroups& g, const workloads:
     const std::uint32_t n = t.num_chips();
     for (topology::ChipId c : *g.first)
       for (std::uint32_t block = 0; block < 4; ++block) resources.push_back(block * n + c), scale.push_back(1);
-    if (g.first->size() > 1 && w.make_fabric().node_of(g.first->back()) != 0) {
+    const topology::Fabric f = w.make_fabric();
+    if (g.first->size() > 1 && f.node_of(g.first->back()) != 0) {
       // Rail 0: its leaves' cables, and their core cables; rail k's are the same
       // ids moved by k leaves (or k leaf cables on the core).
-      const topology::Fabric f = w.make_fabric();
       const int rails = f.gpus_per_node();
       const auto id = [](topology::LinkId l) { return static_cast<std::uint32_t>(l); };
       for (int u = 0; u < f.units(); ++u)

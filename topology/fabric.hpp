@@ -82,6 +82,7 @@ class Fabric {
   int units() const { return units_; }
   int spines() const { return spec_.spines; }
   int core_cables() const { return spec_.core_cables; }
+  const LinkSpec& cable_spec() const { return spec_.spine; }  // every leaf, spine and core cable
   LinkId leaf_to_spine(int leaf, int spine, int cable = 0) const;
   LinkId spine_to_leaf(int spine, int leaf, int cable = 0) const;
   LinkId spine_to_core(int pod, int spine, int cable = 0) const;

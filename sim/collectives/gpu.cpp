@@ -293,6 +293,12 @@ void tree_all_reduce(ProgramBuilder& b, const Fabric& f, const std::vector<std::
 
 }  // namespace
 
+std::size_t tree_channel_count(const Fabric& f, const std::vector<ChipId>& group) {
+  const auto here = std::count_if(group.begin(), group.end(),
+                                  [&](ChipId c) { return f.node_of(c) == f.node_of(group.front()); });
+  return 2 * static_cast<std::size_t>(here);
+}
+
 std::vector<TreeChannel> tree_channels(const Fabric& f, const std::vector<ChipId>& group) {
   // The group's nodes in ring order, each with its GPUs in local order.
   std::vector<std::vector<ChipId>> nodes;
@@ -594,7 +600,7 @@ std::uint64_t transfer_bound(const Fabric& f, const Torus& coords, Kind kind, Al
           // Two trees, per chunk N-1 edges up and N-1 down, each a routed hop;
           // across nodes 2G channels of V/2G, each with the same N-1 edges.
           for (const auto& ring : rs) {
-            const std::uint64_t trees = spans_nodes(f, ring) ? tree_channels(f, ring).size() : 2;
+            const std::uint64_t trees = spans_nodes(f, ring) ? tree_channel_count(f, ring) : 2;
             total += trees * static_cast<Count>(chunk_count(ceil_div(group_bytes, trees), chunk_bytes)) * 2 *
                      (ring.size() - 1) * longest_route(f, ring);
           }

@@ -42,6 +42,7 @@ struct TreeChannel {
   std::vector<std::vector<ChipId>> chains;  // by tree position; chains[i][0] is the head
 };
 std::vector<TreeChannel> tree_channels(const topology::Fabric& fabric, const std::vector<ChipId>& group);
+std::size_t tree_channel_count(const topology::Fabric& fabric, const std::vector<ChipId>& group);  // 2G
 
 enum class Algorithm {
   Ring,          // NCCL's ring: AllGather/ReduceScatter N-1 steps of V/N, AllReduce both
