@@ -1,7 +1,9 @@
 #include "calibrate/calibration.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -93,6 +95,66 @@ std::string string_or_empty(const Cursor& parent, std::string_view key) {
   return "";
 }
 
+double efficiency(const Cursor& c) {
+  if (!c.raw().is_number()) c.fail("expected a number, got " + c.type_name());
+  const double d = c.raw().get<double>();
+  if (!(d > 0) || d > 1) c.fail(fmt::format("an efficiency is a fraction of the peak bandwidth, above 0 and at most 1 "
+                                            "(got {})", d));
+  return d;
+}
+
+// {"all_gather": seconds, ...}: the kinds of communication ops.
+std::vector<std::pair<OpKind, double>> seconds_per_kind(const Cursor& c) {
+  c.expect_object();
+  std::vector<std::pair<OpKind, double>> out;
+  for (const auto& [name, value] : c.members()) {
+    const std::optional<OpKind> k = parse_kind(name);
+    if (!k || is_local(*k))
+      value.fail(fmt::format("unknown kind '{}' (expected all_gather, reduce_scatter, all_reduce, all_to_all or send)",
+                             name));
+    out.emplace_back(*k, nonnegative_seconds(value));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+LevelFit level_fit(const Cursor& f, const Calibration& cal) {
+  f.only_keys({"level", "preset", "hop_latency_s", "hop_latency_fitted", "efficiency", "fixed_cost_s", "standard_error",
+               "points", "rms_relative_residual", "max_relative_residual"});
+  LevelFit l;
+  const Cursor name = f.at("level");
+  const std::optional<workloads::FabricLevel> level = workloads::parse_level(name.as_string());
+  if (!level) name.fail(fmt::format("unknown fabric level '{}' (expected ici, dcn, nvlink or nic)", name.as_string()));
+  l.level = *level;
+  for (const LevelFit& other : cal.fabric)
+    if (other.level == l.level) name.fail(fmt::format("a second fit for level {}", name.as_string()));
+  for (const LinkFit& other : cal.links)
+    if (level_name(other.level) == workloads::level_name(l.level))
+      name.fail(fmt::format("level {} is given both in \"links\" and here: keep one", name.as_string()));
+  l.preset = f.at("preset").as_string();
+  l.hop_latency_s = nonnegative_seconds(f.at("hop_latency_s"));
+  if (auto v = f.find("hop_latency_fitted")) l.hop_latency_fitted = v->as_bool();
+  l.efficiency = efficiency(f.at("efficiency"));
+  for (const auto& [kind, seconds] : seconds_per_kind(f.at("fixed_cost_s"))) l.fixed_cost.push_back({kind, seconds, 0});
+  if (auto e = f.find("standard_error")) {
+    e->only_keys({"hop_latency_s", "efficiency", "fixed_cost_s"});
+    l.hop_latency_error_s = nonnegative_seconds(e->at("hop_latency_s"));
+    const Cursor eff = e->at("efficiency");
+    if (!eff.raw().is_number() || !(eff.raw().get<double>() >= 0))
+      eff.fail("expected a non-negative number");
+    l.efficiency_error = eff.raw().get<double>();
+    const Cursor fixed = e->at("fixed_cost_s");
+    for (const auto& [kind, seconds] : seconds_per_kind(fixed)) {
+      auto it = std::find_if(l.fixed_cost.begin(), l.fixed_cost.end(), [&](const auto& x) { return x.kind == kind; });
+      if (it == l.fixed_cost.end())
+        fixed.fail(fmt::format("an error for {}, which has no fixed cost above", kind_name(kind)));
+      it->error_s = seconds;
+    }
+  }
+  l.quality = quality(f);
+  return l;
+}
+
 }  // namespace
 
 Calibration parse_calibration(std::string_view text, std::string_view file_name) {
@@ -100,7 +162,7 @@ Calibration parse_calibration(std::string_view text, std::string_view file_name)
   cal.file = std::string(file_name);
   const Json root = workloads::parse_json(text, cal.file);
   const Cursor top(root, "", cal.file);
-  top.only_keys({"meshsim_calibration", "hardware", "hbm", "matmul", "links", "collectives"});
+  top.only_keys({"meshsim_calibration", "hardware", "hbm", "matmul", "links", "collectives", "fabric"});
   {
     const Cursor v = top.at("meshsim_calibration");
     if (v.as_int() != kCalibrationVersion)
@@ -113,7 +175,7 @@ Calibration parse_calibration(std::string_view text, std::string_view file_name)
     if (auto sms = h.find("sms")) cal.hardware.sms = static_cast<int>(sms->as_int_in(1, 1 << 16));
     cal.hardware.device = h.at("device").as_string();
     if (cal.hardware.device.empty()) h.at("device").fail("expected the device's name, got an empty string");
-    cal.hardware.gpus = static_cast<int>(h.at("gpus").as_int_in(1, 1 << 20));
+    if (auto g = h.find("gpus")) cal.hardware.gpus = static_cast<int>(g->as_int_in(1, 1 << 20));
     cal.hardware.cuda_runtime = string_or_empty(h, "cuda_runtime");
     cal.hardware.nccl = string_or_empty(h, "nccl");
     cal.hardware.nccl_algo = string_or_empty(h, "nccl_algo");
@@ -182,6 +244,10 @@ Calibration parse_calibration(std::string_view text, std::string_view file_name)
       cal.collectives.push_back(f);
     }
   }
+  if (auto list = top.find("fabric")) {
+    if (!list->raw().is_array()) list->fail("expected an array of fits, got " + list->type_name());
+    for (const Cursor& f : list->elements()) cal.fabric.push_back(level_fit(f, cal));
+  }
   return cal;
 }
 
@@ -211,7 +277,7 @@ std::string format_calibration(const Calibration& c) {
   j["meshsim_calibration"] = kCalibrationVersion;
   Json& h = j["hardware"];
   h["device"] = c.hardware.device;
-  h["gpus"] = c.hardware.gpus;
+  if (c.hardware.gpus > 0) h["gpus"] = c.hardware.gpus;
   if (c.hardware.sms > 0) h["sms"] = c.hardware.sms;
   if (!c.hardware.cuda_runtime.empty()) h["cuda_runtime"] = c.hardware.cuda_runtime;
   if (!c.hardware.nccl.empty()) h["nccl"] = c.hardware.nccl;
@@ -263,6 +329,28 @@ std::string format_calibration(const Calibration& c) {
       list.push_back(e);
     }
   }
+  if (!c.fabric.empty()) {
+    Json& list = j["fabric"] = Json::array();
+    for (const LevelFit& l : c.fabric) {
+      Json e;
+      e["level"] = workloads::level_name(l.level);
+      e["preset"] = l.preset;
+      e["hop_latency_s"] = l.hop_latency_s;
+      if (!l.hop_latency_fitted) e["hop_latency_fitted"] = false;
+      e["efficiency"] = l.efficiency;
+      Json& fixed = e["fixed_cost_s"] = Json::object();
+      Json& err = e["standard_error"];
+      err["hop_latency_s"] = l.hop_latency_error_s;
+      err["efficiency"] = l.efficiency_error;
+      Json& fixed_err = err["fixed_cost_s"] = Json::object();
+      for (const LevelFit::Fixed& f : l.fixed_cost) {
+        fixed[std::string(kind_name(f.kind))] = f.seconds;
+        fixed_err[std::string(kind_name(f.kind))] = f.error_s;
+      }
+      put_quality(e, l.quality);
+      list.push_back(e);
+    }
+  }
   return j.dump(2) + "\n";
 }
 
@@ -291,6 +379,46 @@ std::vector<std::string> apply_calibration(workloads::Workload& w, const Calibra
     if (hw.gpu && f.level == Level::Nic) set_link(hw.nic, f, 0.5);
     if (!hw.gpu && f.level == Level::Ici) set_link(hw.ici, f, 1.0);
   }
+  // A fitted bandwidth is the new peak, at full efficiency.
+  if (!c.links.empty()) {
+    hw.peak = {hw.ici.bandwidth_bytes_per_s, hw.dcn.bandwidth_bytes_per_s, hw.nvlink.bandwidth_bytes_per_s,
+               hw.nic.bandwidth_bytes_per_s, hw.spine.bandwidth_bytes_per_s};
+    for (const LinkFit& f : c.links)
+      if (auto l = workloads::parse_level(level_name(f.level))) hw.link_efficiency[static_cast<std::size_t>(*l)] = 1.0;
+  }
+  using workloads::FabricLevel;
+  for (const LevelFit& f : c.fabric) {
+    const bool applies = hw.gpu ? f.level == FabricLevel::Nvlink || f.level == FabricLevel::Nic
+                                : f.level == FabricLevel::Ici || f.level == FabricLevel::Dcn;
+    if (!applies) continue;
+    const Tick latency = tick_from_seconds(f.hop_latency_s);
+    switch (f.level) {
+      case FabricLevel::Ici:
+        hw.ici.latency = latency;
+        break;
+      case FabricLevel::Dcn:
+        hw.dcn.latency = latency;
+        break;
+      case FabricLevel::Nvlink:
+        hw.nvlink.latency = latency;
+        break;
+      case FabricLevel::Nic:
+        hw.nic.latency = latency;
+        hw.spine.latency = latency;
+        break;
+    }
+    const auto index = static_cast<std::size_t>(f.level);
+    hw.link_efficiency[index] = f.efficiency;
+    std::vector<std::string> fixed;
+    for (const LevelFit::Fixed& k : f.fixed_cost) {
+      hw.fixed_cost[index][static_cast<std::size_t>(k.kind)] = tick_from_seconds(k.seconds);
+      fixed.push_back(fmt::format("{} {:.4g} s", kind_name(k.kind), k.seconds));
+    }
+    changes.push_back(fmt::format("{} links: {:.4g} s per hop, {:.4g} of peak bandwidth (fitted on {}); fixed cost {}",
+                                  workloads::level_name(f.level), f.hop_latency_s, f.efficiency, f.preset,
+                                  fixed.empty() ? std::string("none") : fmt::format("{}", fmt::join(fixed, ", "))));
+  }
+  workloads::apply_link_efficiency(hw);
   return changes;
 }
 

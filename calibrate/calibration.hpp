@@ -1,7 +1,7 @@
 #pragma once
 // A calibration: the model parameters fitted from measurements on real hardware
 // (meshsim calibrate), read back by `meshsim run --calibration`. The file format
-// is documented in docs/CALIBRATION.md. Parsing follows the workload rules: every
+// is documented in docs/HARDWARE.md and docs/CALIBRATION.md. Parsing follows the workload rules: every
 // error is an InputError "FILE:/json/pointer: message", unknown keys are errors.
 #include <cstdint>
 #include <optional>
@@ -25,8 +25,8 @@ struct FitQuality {
 
 // Where the measurements came from.
 struct HardwareInfo {
-  std::string device;        // e.g. "NVIDIA H200"
-  int gpus = 0;              // visible GPUs used
+  std::string device;        // e.g. "NVIDIA H200", or the preset the measurements were made on
+  int gpus = 0;              // visible GPUs used (0: not GPUs, or not known)
   int sms = 0;               // streaming multiprocessors per GPU (0: not known)
   std::string cuda_runtime;  // e.g. "12.4"
   std::string nccl;          // e.g. "2.21.5"; empty: no collectives measured
@@ -82,6 +82,25 @@ struct CollectiveFit {
   FitQuality quality;
 };
 
+// The terms of one fabric level fitted to measurements of collectives by
+// simulating them (meshsim calibrate --from, calibrate/fit_fabric.hpp): the hop
+// latency of each of the level's links, the fraction of their peak bandwidth
+// they achieve, and a fixed cost per collective kind (each with its standard
+// error). `run` sets them on the workload's hardware (workloads::Hardware).
+struct LevelFit {
+  workloads::FabricLevel level = workloads::FabricLevel::Ici;
+  std::string preset;  // the hardware whose peak the efficiency is a fraction of
+  double hop_latency_s = 0, hop_latency_error_s = 0;
+  bool hop_latency_fitted = true;  // false: the preset's, kept (the points could not separate it)
+  double efficiency = 1, efficiency_error = 0;
+  struct Fixed {
+    OpKind kind = OpKind::AllReduce;
+    double seconds = 0, error_s = 0;
+  };
+  std::vector<Fixed> fixed_cost;  // the kinds measured, in OpKind order
+  FitQuality quality;
+};
+
 struct Calibration {
   std::string file;
   HardwareInfo hardware;
@@ -89,6 +108,7 @@ struct Calibration {
   std::vector<MatmulFit> matmul;
   std::vector<LinkFit> links;
   std::vector<CollectiveFit> collectives;
+  std::vector<LevelFit> fabric;
 
   const MatmulFit* matmul_for(std::string_view dtype) const;
   const LinkFit* link_for(Level level) const;
@@ -106,7 +126,9 @@ std::string format_calibration(const Calibration& c);
 // HBM bandwidth, matmul fits (per dtype), and the link levels of its fabric
 // (nvlink and nic for GPU workloads, ici for TPU ones): a step of `a` seconds is
 // two link latencies of a/2 (up and down a switch, NIC to NIC), as in
-// docs/MODEL.md. Returns what it changed, one line each.
+// docs/MODEL.md; and the fabric levels that apply (ici and dcn for TPU workloads,
+// nvlink and nic for GPU ones): hop latency, link efficiency (bandwidth = the
+// preset's peak x efficiency) and fixed costs. Returns what it changed, one line each.
 std::vector<std::string> apply_calibration(workloads::Workload& w, const Calibration& c);
 
 }  // namespace meshsim::calibrate

@@ -354,4 +354,32 @@ const GpuChoice& GpuChoices::operator()(const workloads::Op& op) {
   return memo_.emplace(std::move(key), c).first->second;
 }
 
+workloads::FabricLevel comm_level(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus) {
+  using workloads::FabricLevel;
+  if (w.hardware.gpu) {
+    const auto per_node = static_cast<topology::ChipId>(w.hardware.gpus_per_node);
+    if (op.kind == OpKind::Send) {
+      for (const auto& [src, dst] : workloads::send_pairs(op))
+        if (src / per_node != dst / per_node) return FabricLevel::Nic;
+      return FabricLevel::Nvlink;
+    }
+    for (int a : op.hw_axes)
+      if (a > 0 && torus.axis(a).size > 1) return FabricLevel::Nic;
+    return FabricLevel::Nvlink;
+  }
+  if (op.kind == OpKind::Send) {
+    for (const auto& [src, dst] : workloads::send_pairs(op))
+      if (torus.between_slices(src, dst)) return FabricLevel::Dcn;
+    return FabricLevel::Ici;
+  }
+  for (int a : op.hw_axes)
+    if (torus.switched(a)) return FabricLevel::Dcn;
+  return FabricLevel::Ici;
+}
+
+Tick comm_fixed_cost(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus) {
+  if (is_local(op.kind)) return kZeroTick;
+  return w.hardware.fixed_cost_of(comm_level(op, w, torus), op.kind);
+}
+
 }  // namespace meshsim::driver

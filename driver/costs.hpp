@@ -49,6 +49,15 @@ struct NcclModelInput {
 double nccl_model_s(collectives::gpu::Algorithm algorithm, const NcclModelInput& in, std::uint64_t bytes);
 int nodes_of(const topology::Fabric& fabric, std::span<const topology::ChipId> group);  // distinct nodes
 
+// The fabric level a communication op reaches, its outermost: on a TPU, dcn for a
+// collective over the slice axis or a send between slices, else ici; on a GPU
+// fabric, nic for a collective over more than one node or a send between nodes,
+// else nvlink.
+workloads::FabricLevel comm_level(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus);
+// The fixed cost the op pays on every chip before its first transfer (the
+// hardware's fixed_cost of its level and kind; zero for local ops and by default).
+Tick comm_fixed_cost(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus);
+
 // A torus collective's multi-axis schedule: the one the op names, else balanced.
 collectives::Schedule torus_schedule(const workloads::Op& op);
 

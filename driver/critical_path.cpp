@@ -54,6 +54,10 @@ std::vector<CriticalPath> critical_paths(const sim::Program& p, const std::vecto
         ++cp.computes;
         cp.compute += t[at].end - t[at].start;
         steps.push_back(fmt::format("{} {:.3f} us", resource_names[task.resource], (t[at].end - t[at].start).microseconds()));
+      } else if (task.amount > 0) {
+        const Tick delay = Tick::from_ps(static_cast<std::int64_t>(task.amount));
+        cp.fixed += delay;
+        steps.push_back(fmt::format("fixed cost {:.3f} us", delay.microseconds()));
       }
       // What let it start: the task ahead of it on its resource, when it waited
       // for that one (its wire time explains the wait), or else its last

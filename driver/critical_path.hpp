@@ -33,6 +33,7 @@ struct CriticalPath {
   Tick latency;                // hop latencies (arrival - end)
   Tick queued;                 // waiting behind other ops' tasks on a resource (contention)
   Tick compute;                // compute tasks
+  Tick fixed;                  // fixed costs of the ops (delayed joins: a collective's launch)
   std::vector<std::string> steps;  // the first steps, from the op's start
 };
 

@@ -282,7 +282,9 @@ Expanded expand(const workloads::Workload& w, const topology::Torus& torus) {
     out.op_ports.push_back(layout);
     std::fill(entry.begin(), entry.end(), sim::kNoTask);
     std::fill(exit.begin(), exit.end(), sim::kNoTask);
-    for (std::uint32_t k = 0; k < n; ++k) entry[layout.chip_at(k)] = b.join(id);
+    // A communication op's fixed cost (launch, synchronisation) delays every chip's entry.
+    const Tick fixed = comm_fixed_cost(op, w, torus);
+    for (std::uint32_t k = 0; k < n; ++k) entry[layout.chip_at(k)] = b.join(id, fixed);
     for (std::uint32_t k = 0; k < n; ++k) exit[layout.chip_at(k)] = b.join(id);
     for (std::uint32_t k = 0; k < n; ++k) {
       const std::uint32_t c = layout.chip_at(k);

@@ -184,8 +184,9 @@ std::string format_table(const workloads::Workload& w, const RunResult& r) {
     for (std::size_t i = 0; i < r.ops.size(); ++i) {
       const CriticalPath& c = r.critical_paths[i];
       out += fmt::format("  {}: {} hops, {} computes; on the wire {} us, hop latency {} us, behind other ops {} us, "
-                         "compute {} us\n",
-                         r.ops[i].name, c.hops, c.computes, us(c.wire), us(c.latency), us(c.queued), us(c.compute));
+                         "compute {} us{}\n",
+                         r.ops[i].name, c.hops, c.computes, us(c.wire), us(c.latency), us(c.queued), us(c.compute),
+                         c.fixed > kZeroTick ? fmt::format(", fixed cost {} us", us(c.fixed)) : std::string());
       if (!c.steps.empty()) out += fmt::format("    {}\n", fmt::join(c.steps, " -> "));
     }
   }

@@ -285,13 +285,16 @@ std::vector<OpResult> op_results(const workloads::Workload& w, const topology::T
       } else {
         lb = bound_of();
       }
-      o.bound_s = lb.time_s();
+      // The fixed cost precedes every chip's first transfer: it adds to the closed
+      // form's latency term and to the bound.
+      const double fixed_s = comm_fixed_cost(op, w, torus).seconds();
+      o.bound_s = lb.time_s() + fixed_s;
       o.bound_term = lb.binding();
       if (gpu && op.kind != OpKind::Send) o.algorithm = collectives::gpu::algorithm_name((*gpu)(op).algorithm);
       if (!gpu) o.algorithm = op.algorithm;  // a torus schedule, when the op names one
-      o.latency_s = f.latency_s;
+      o.latency_s = f.latency_s + fixed_s;
       o.bandwidth_s = f.bandwidth_s;
-      o.closed_s = f.time_s();
+      o.closed_s = f.time_s() + fixed_s;
       o.bound = f.latency_bound() ? "latency" : "bandwidth";
     }
     if (!is_local(op.kind) && o.time() > kZeroTick) {
@@ -340,8 +343,12 @@ RunResult simulate_simgrid(const workloads::Workload& w, const topology::Torus& 
     o.end = max(o.end, run.tasks[t].done);
   }
   for (std::size_t i = 0; i < w.ops.size(); ++i)
-    for (std::uint32_t c = 0; c < ex.op_ports[i].count(); ++c)
-      all_ready[i] = max(all_ready[i], run.tasks[ex.op_ports[i].entry_begin + c].done);
+    for (std::uint32_t c = 0; c < ex.op_ports[i].count(); ++c) {
+      // Ready when its dependencies were done: before the entry's delay (the op's fixed cost).
+      const sim::TaskId entry = ex.op_ports[i].entry_begin + c;
+      const Tick delay = Tick::from_ps(static_cast<std::int64_t>(ex.program.task(entry).amount));
+      all_ready[i] = max(all_ready[i], run.tasks[entry].done - delay);
+    }
   RunResult r;
   r.engine = "simgrid";
   r.makespan = run.makespan;
@@ -456,7 +463,9 @@ RunResult run_native(const workloads::Workload& w, const topology::Torus& torus,
     void on_task(sim::TaskId, const sim::Task&, const sim::TaskTiming&) override {}
     void on_join(sim::TaskId id, const sim::Task& task, Tick at) override {
       const sim::OpId op = task.op();
-      if (ex.op_ports[op].is_entry(reduced ? reduced->full_id[id] : id)) all_ready[op] = max(all_ready[op], at);
+      // Ready when its dependencies were done: before the entry's delay (the op's fixed cost).
+      if (ex.op_ports[op].is_entry(reduced ? reduced->full_id[id] : id))
+        all_ready[op] = max(all_ready[op], at - Tick::from_ps(static_cast<std::int64_t>(task.amount)));
     }
   } entries(ex, reduced ? &*reduced : nullptr);
 

@@ -119,7 +119,8 @@ void Executor::activate(TaskId id, Tick now) {
 void Executor::complete_join(TaskId id) {
   pending_[id] = kStarted;
   ++completed_;
-  const Tick at = tasks_[id].ready_at;  // the last predecessor's arrival
+  // The last predecessor's arrival, plus the join's delay.
+  const Tick at = tasks_[id].ready_at + Tick::from_ps(static_cast<std::int64_t>(program_.task(id).amount));
   OpTiming& op = op_timings_[program_.task(id).op()];
   op.begin = min(op.begin, at);
   op.end = max(op.end, at);

@@ -84,6 +84,7 @@ FlowGraph::FlowGraph(const Program& p) : num_tasks_(p.num_tasks()), num_ops_(p.n
     Node& node = nodes_[t];
     node.op = task.op();
     if (task.kind() == TaskKind::Compute) node.kind = Kind::Compute, node.amount = task.amount, node.resource = task.resource;
+    if (task.kind() == TaskKind::Join) node.amount = task.amount;  // its delay
   }
 
   std::vector<std::uint64_t> edges;  // before << 32 | after

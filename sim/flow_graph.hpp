@@ -35,7 +35,7 @@ class FlowGraph {
  public:
   enum class Kind : std::uint8_t { Flow, Compute, Join };
   struct Node {
-    std::uint64_t amount = 0;    // Flow: bytes. Compute: duration in ps. Join: 0.
+    std::uint64_t amount = 0;    // Flow: bytes. Compute: duration in ps. Join: delay in ps (0 for a transfer's).
     std::uint32_t resource = 0;  // Flow: offset of its route in route_links. Compute: compute unit.
     std::uint32_t hops = 0;      // Flow: links in its route
     OpId op = 0;

@@ -33,7 +33,10 @@ TaskId ProgramBuilder::compute(std::uint32_t unit, Tick duration, OpId op) {
   return add(static_cast<std::uint64_t>(duration.ps()), unit, op, TaskKind::Compute, 0);
 }
 
-TaskId ProgramBuilder::join(OpId op) { return add(0, 0, op, TaskKind::Join, 0); }
+TaskId ProgramBuilder::join(OpId op, Tick delay) {
+  MESHSIM_ASSERT(delay >= kZeroTick, "negative join delay");
+  return add(static_cast<std::uint64_t>(delay.ps()), 0, op, TaskKind::Join, 0);
+}
 
 void ProgramBuilder::depend(TaskId before, TaskId after, EdgeKind kind) {
   MESHSIM_ASSERT(before < tasks_.size() && after < tasks_.size(), "edge to an unknown task");

@@ -3,7 +3,8 @@
 // engine here, SimGrid and the hardware replay later). A task is
 //  - a Transfer: `bytes` over one link direction (a resource),
 //  - a Compute: a fixed duration on one compute unit (a resource),
-//  - a Join: zero time, no resource; it completes when its predecessors do.
+//  - a Join: no resource; it completes when its predecessors do, or a fixed
+//    delay after that (a collective's fixed cost before a chip's first transfer).
 // Edges say when a task may start:
 //  - Full: after the predecessor has completely arrived;
 //  - Stream (transfer -> transfer only): the successor forwards data the predecessor
@@ -30,7 +31,7 @@ enum class TaskKind : std::uint8_t { Transfer, Compute, Join };
 enum class EdgeKind : std::uint8_t { Full, Stream };
 
 struct Task {
-  std::uint64_t amount = 0;     // Transfer: bytes. Compute: duration in ps. Join: 0.
+  std::uint64_t amount = 0;     // Transfer: bytes. Compute: duration in ps. Join: delay in ps.
   std::uint32_t resource = 0;   // Transfer: link id. Compute: compute unit id. Join: unused.
   std::uint32_t op_kind = 0;    // op << 2 | kind (16 bytes a task: programs reach millions)
   OpId op() const { return op_kind >> 2; }
@@ -71,7 +72,8 @@ class ProgramBuilder {
   OpId add_op() { return num_ops_++; }
   TaskId transfer(std::uint32_t link, std::uint64_t bytes, OpId op, std::uint16_t step = 0);
   TaskId compute(std::uint32_t unit, Tick duration, OpId op);
-  TaskId join(OpId op);
+  // A join that completes `delay` after its last predecessor arrived (no resource).
+  TaskId join(OpId op, Tick delay = kZeroTick);
   // `after` may not start before `before` (see EdgeKind).
   void depend(TaskId before, TaskId after, EdgeKind kind = EdgeKind::Full);
   std::size_t num_tasks() const { return tasks_.size(); }

@@ -196,7 +196,7 @@ std::optional<Reduced> reduce(const Program& p, std::span<const Resource> resour
         id = b.compute(task.resource, Tick::from_ps(static_cast<std::int64_t>(task.amount)), task.op());
         break;
       case TaskKind::Join:
-        id = b.join(task.op());
+        id = b.join(task.op(), Tick::from_ps(static_cast<std::int64_t>(task.amount)));
         break;
     }
     new_id[t] = id;

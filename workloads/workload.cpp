@@ -101,6 +101,39 @@ topology::Fabric Workload::make_fabric() const {
   return topology::Fabric(spec);
 }
 
+std::string_view level_name(FabricLevel level) {
+  switch (level) {
+    case FabricLevel::Ici:
+      return "ici";
+    case FabricLevel::Dcn:
+      return "dcn";
+    case FabricLevel::Nvlink:
+      return "nvlink";
+    case FabricLevel::Nic:
+      return "nic";
+  }
+  return "?";
+}
+
+std::optional<FabricLevel> parse_level(std::string_view name) {
+  for (FabricLevel l : {FabricLevel::Ici, FabricLevel::Dcn, FabricLevel::Nvlink, FabricLevel::Nic})
+    if (level_name(l) == name) return l;
+  return std::nullopt;
+}
+
+void apply_link_efficiency(Hardware& hw) {
+  const auto scaled = [](std::uint64_t peak, double efficiency) {
+    if (peak == 0) return peak;
+    return std::max<std::uint64_t>(1, static_cast<std::uint64_t>(std::llround(static_cast<double>(peak) * efficiency)));
+  };
+  const auto& e = hw.link_efficiency;
+  hw.ici.bandwidth_bytes_per_s = scaled(hw.peak.ici, e[static_cast<std::size_t>(FabricLevel::Ici)]);
+  hw.dcn.bandwidth_bytes_per_s = scaled(hw.peak.dcn, e[static_cast<std::size_t>(FabricLevel::Dcn)]);
+  hw.nvlink.bandwidth_bytes_per_s = scaled(hw.peak.nvlink, e[static_cast<std::size_t>(FabricLevel::Nvlink)]);
+  hw.nic.bandwidth_bytes_per_s = scaled(hw.peak.nic, e[static_cast<std::size_t>(FabricLevel::Nic)]);
+  hw.spine.bandwidth_bytes_per_s = scaled(hw.peak.spine, e[static_cast<std::size_t>(FabricLevel::Nic)]);
+}
+
 std::string gpu_axis_name(const Workload& w, int axis) {
   if (axis == 0) return "gpu";
   return w.node_grid ? fmt::format("node{}", axis - 1) : std::string("node");
@@ -124,6 +157,55 @@ void set_link(topology::LinkSpec& link, const Cursor& c, const char* bandwidth_k
   }
 }
 
+void set_peaks(Hardware& hw) {
+  hw.peak = {hw.ici.bandwidth_bytes_per_s, hw.dcn.bandwidth_bytes_per_s, hw.nvlink.bandwidth_bytes_per_s,
+             hw.nic.bandwidth_bytes_per_s, hw.spine.bandwidth_bytes_per_s};
+}
+
+// The levels a hardware has: a TPU's ICI and DCN, a GPU's NVLink and NIC.
+std::array<FabricLevel, 2> levels_of(const Hardware& hw) {
+  return hw.gpu ? std::array{FabricLevel::Nvlink, FabricLevel::Nic} : std::array{FabricLevel::Ici, FabricLevel::Dcn};
+}
+
+// <level>_efficiency and collective_fixed_cost_s (docs/WORKLOAD.md); then the
+// peaks are the links as given, and the links carry peak x efficiency.
+void parse_calibration_terms(Hardware& hw, const Cursor& c) {
+  for (FabricLevel level : levels_of(hw))
+    if (auto v = c.find(fmt::format("{}_efficiency", level_name(level))))
+      hw.link_efficiency[static_cast<std::size_t>(level)] = v->as_positive_double(1.0);
+  if (auto v = c.find("collective_fixed_cost_s")) {
+    v->expect_object();
+    for (const auto& [name, cost] : v->members()) {
+      const std::optional<FabricLevel> level = parse_level(name);
+      const auto allowed = levels_of(hw);
+      if (!level || std::find(allowed.begin(), allowed.end(), *level) == allowed.end())
+        cost.fail(fmt::format("unknown level '{}' for {} hardware (known: {}, {})", name, hw.gpu ? "GPU" : "TPU",
+                              level_name(allowed[0]), level_name(allowed[1])));
+      const auto seconds = [](const Cursor& x) {
+        if (x.raw().is_number() && x.raw().get<double>() == 0.0) return kZeroTick;
+        return tick_from_seconds(x.as_positive_double(1.0));
+      };
+      auto& per_kind = hw.fixed_cost[static_cast<std::size_t>(*level)];
+      if (cost.raw().is_number()) {
+        per_kind.fill(seconds(cost));
+        continue;
+      }
+      if (!cost.raw().is_object())
+        cost.fail("expected seconds, or an object of seconds per kind (all_gather, reduce_scatter, all_reduce, "
+                  "all_to_all, send), got " + cost.type_name());
+      for (const auto& [kind_text, kind_cost] : cost.members()) {
+        const std::optional<OpKind> kind = parse_kind(kind_text);
+        if (!kind || is_local(*kind))
+          kind_cost.fail(fmt::format("unknown kind '{}' (known: all_gather, reduce_scatter, all_reduce, all_to_all, "
+                                     "send)", kind_text));
+        per_kind[static_cast<std::size_t>(*kind)] = seconds(kind_cost);
+      }
+    }
+  }
+  set_peaks(hw);
+  apply_link_efficiency(hw);
+}
+
 Hardware preset_hardware(const std::string& name, const Cursor& where) {
   Hardware hw;
   if (const topology::Preset* p = topology::find_preset(name)) {
@@ -132,6 +214,7 @@ Hardware preset_hardware(const std::string& name, const Cursor& where) {
     hw.ici = p->ici;
     hw.dcn = p->dcn;
     hw.forward_chunk_bytes = p->forward_chunk_bytes;
+    set_peaks(hw);
     return hw;
   }
   if (const topology::GpuPreset* g = topology::find_gpu_preset(name)) {
@@ -143,6 +226,7 @@ Hardware preset_hardware(const std::string& name, const Cursor& where) {
     hw.nvlink = g->nvlink;
     hw.nic = g->nic;
     hw.spine = g->spine;
+    set_peaks(hw);
     return hw;
   }
   where.fail(fmt::format("unknown preset '{}' (known: {}, {})", name, topology::preset_names(),
@@ -159,12 +243,14 @@ Hardware parse_hardware(const Cursor& c) {
                  "nic_bandwidth_one_way_bytes_per_s", "nic_hop_latency_s", "spine_bandwidth_one_way_bytes_per_s",
                  "spines", "leaf_nodes", "pod_nodes", "leaf_oversubscription", "spine_oversubscription",
                  "forward_chunk_bytes", "bf16_flops_per_s", "int8_ops_per_s", "fp8_flops_per_s",
-                 "fp32_flops_per_s", "hbm_bytes", "hbm_bandwidth_bytes_per_s", "matmul_efficiency"});
+                 "fp32_flops_per_s", "hbm_bytes", "hbm_bandwidth_bytes_per_s", "matmul_efficiency",
+                 "nvlink_efficiency", "nic_efficiency", "collective_fixed_cost_s"});
   else
     c.only_keys({"preset", "ici_bandwidth_one_way_bytes_per_s", "hop_latency_s", "dcn_bandwidth_one_way_bytes_per_s",
                  "dcn_hop_latency_s", "forward_chunk_bytes",
                  "bf16_flops_per_s", "int8_ops_per_s", "fp8_flops_per_s", "fp32_flops_per_s", "hbm_bytes",
-                 "hbm_bandwidth_bytes_per_s", "matmul_efficiency"});
+                 "hbm_bandwidth_bytes_per_s", "matmul_efficiency", "ici_efficiency", "dcn_efficiency",
+                 "collective_fixed_cost_s"});
   set_link(hw.ici, c, "ici_bandwidth_one_way_bytes_per_s", "hop_latency_s");
   set_link(hw.dcn, c, "dcn_bandwidth_one_way_bytes_per_s", "dcn_hop_latency_s");
   set_link(hw.nvlink, c, "nvlink_bandwidth_one_way_bytes_per_s", "nvlink_hop_latency_s");
@@ -203,6 +289,7 @@ Hardware parse_hardware(const Cursor& c) {
   if (auto v = c.find("matmul_efficiency")) hw.matmul_efficiency = v->as_positive_double(1.0);
   if (auto v = c.find("hbm_bytes")) hw.chip.hbm_bytes = v->as_positive_u64();
   if (auto v = c.find("hbm_bandwidth_bytes_per_s")) hw.chip.hbm_bandwidth_bytes_per_s = v->as_positive_double(1e16);
+  parse_calibration_terms(hw, c);
   return hw;
 }
 

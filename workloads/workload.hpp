@@ -1,8 +1,10 @@
 #pragma once
 // A workload, parsed and validated: every name resolved, every size checked. The
 // format is documented in docs/WORKLOAD.md. Nothing beyond this point sees JSON.
+#include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,6 +25,16 @@ struct CalibratedMatmul {
   double launch_s = 0, flops_per_s = 0, wave_flops_per_s = 0, hbm_bytes_per_s = 0;
   int sms = 0;  // 0: no wave term
 };
+
+// The levels of a fabric that the calibration terms apply to (docs/CALIBRATION.md):
+// a TPU's ICI links and data-center network links, a GPU node's NVLink and the
+// network beyond it (NICs and the switches' cables).
+enum class FabricLevel : std::uint8_t { Ici, Dcn, Nvlink, Nic };
+inline constexpr int kFabricLevels = 4;
+std::string_view level_name(FabricLevel level);
+std::optional<FabricLevel> parse_level(std::string_view name);
+// The op kinds a fixed cost applies to: the collectives and send, in OpKind order.
+inline constexpr int kCommKinds = 5;
 
 struct Hardware {
   std::string preset;
@@ -45,7 +57,25 @@ struct Hardware {
   // one pod's spines (0: all), and each tier's down / up bandwidth (>= 1).
   int leaf_nodes = 0, pod_nodes = 0;
   double leaf_oversubscription = 1, spine_oversubscription = 1;
+
+  // Calibration terms (docs/CALIBRATION.md); the defaults change nothing.
+  // Each level's links deliver `link_efficiency` of their peak bandwidth: the
+  // link specs above hold the achieved rate (apply_link_efficiency), `peak` the
+  // datasheet's (or the workload's) one-way bandwidth per link.
+  std::array<double, kFabricLevels> link_efficiency{1.0, 1.0, 1.0, 1.0};
+  struct Peaks {
+    std::uint64_t ici = 0, dcn = 0, nvlink = 0, nic = 0, spine = 0;
+  } peak;
+  // A fixed cost per collective (and send) on a level, by kind: launch and
+  // synchronisation, paid on every chip before its first transfer.
+  std::array<std::array<Tick, kCommKinds>, kFabricLevels> fixed_cost{};
+  Tick fixed_cost_of(FabricLevel level, OpKind kind) const {
+    return is_local(kind) ? kZeroTick : fixed_cost[static_cast<std::size_t>(level)][static_cast<std::size_t>(kind)];
+  }
 };
+
+// Sets the link specs' bandwidths to peak x efficiency (rounded; at least 1 B/s).
+void apply_link_efficiency(Hardware& hw);
 
 struct MeshAxis {
   std::string name;

@@ -228,6 +228,8 @@ class Controller {
       if (n.kind == FlowGraph::Kind::Flow) {
         static int payload = 0;  // SimGrid sends a pointer; the bytes are simulated
         mailbox_[flow_dst_[id - g_.num_tasks()]]->put(&payload, n.amount);
+      } else if (n.kind == FlowGraph::Kind::Join) {
+        s4u::this_actor::sleep_for(Tick::from_ps(static_cast<std::int64_t>(n.amount)).seconds());
       } else {
         s4u::ExecPtr e = s4u::Exec::init();
         e->set_flops_amount(static_cast<double>(n.amount));
@@ -289,8 +291,11 @@ class Controller {
     timing_[id].start = min(timing_[id].start, now);
     const FlowGraph::Node& n = g_.node(id);
     switch (n.kind) {
-      case FlowGraph::Kind::Join:  // zero time, no resource
-        finish(id, now);
+      case FlowGraph::Kind::Join:  // no resource: at once, or after its delay (a worker sleeps it)
+        if (n.amount == 0)
+          finish(id, now);
+        else
+          dispatch(id, 0);
         return;
       case FlowGraph::Kind::Flow:
         // A transfer started when the first flow over it did.

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +12,9 @@
 
 #include "base/error.hpp"
 #include "calibrate/calibration.hpp"
+#include "calibrate/fit.hpp"
+#include "calibrate/fit_fabric.hpp"
+#include "calibrate/measured.hpp"
 #include "kernels/cuda/device.hpp"
 #include "kernels/cuda/watchdog.hpp"
 #include "replay/hardware.hpp"
@@ -49,6 +54,8 @@ struct Options {
   int gpus = 8;
   kernels::cuda::Repeat repeat;
   std::vector<std::string> dtypes = {"bf16", "fp32"};
+  std::vector<std::string> from;  // calibrate --from: measured points, no GPU
+  int nodes = 0;
 };
 
 // The GPUs to use, or an Error saying plainly why there are none.
@@ -200,6 +207,53 @@ int run_calibrate(const Options& o) {
   return 0;
 }
 
+// calibrate --from: fits the fabric terms to measurements made elsewhere.
+int run_calibrate_from(const Options& o) {
+  std::vector<calibrate::MeasuredPoint> points;
+  const calibrate::NcclTestsContext context{o.hardware, o.nodes};
+  for (const std::string& path : o.from) {
+    std::vector<calibrate::MeasuredPoint> more = calibrate::load_points(path, context);
+    points.insert(points.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+  }
+  const calibrate::FabricFit fit = calibrate::fit_fabric(points);
+  std::string out = fmt::format("fitted {} points by simulating them ({} simulations, {} Gauss-Newton steps)\n",
+                                points.size(), fit.simulations, fit.iterations);
+  for (const calibrate::LevelFit& l : fit.levels) {
+    out += fmt::format("  {} on {}: hop latency {:.4g} s ± {:.2g}{}, link efficiency {:.4f} ± {:.2g}; "
+                       "rms residual {:.2f} %, max {:.2f} % over {} points\n",
+                       workloads::level_name(l.level), l.preset, l.hop_latency_s, l.hop_latency_error_s,
+                       l.hop_latency_fitted ? "" : " (the preset's, kept)", l.efficiency, l.efficiency_error,
+                       100 * l.quality.rms_relative_residual, 100 * l.quality.max_relative_residual, l.quality.points);
+    for (const calibrate::LevelFit::Fixed& f : l.fixed_cost)
+      out += fmt::format("    fixed cost of {}: {:.4g} s ± {:.2g}\n", kind_name(f.kind), f.seconds, f.error_s);
+  }
+  for (const std::string& n : fit.notes) out += "note: " + n + "\n";
+  // The points that fit worst, after the fit.
+  std::vector<std::size_t> order(points.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  const auto error = [&](std::size_t i) {
+    return calibrate::error_percent(fit.points[i].after_s, fit.points[i].measured_s);
+  };
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return std::abs(error(a)) > std::abs(error(b)); });
+  out += "worst points (measured, simulated before and after, error after):\n";
+  for (std::size_t k = 0; k < order.size() && k < 5; ++k) {
+    const std::size_t i = order[k];
+    const calibrate::MeasuredPoint& p = points[i];
+    out += fmt::format("  {}: {} {} B on {} {} over {}: {:.4g} s, {:.4g} s, {:.4g} s, {:+.2f} %\n", p.where(),
+                       kind_name(p.kind), p.bytes, p.hardware, p.topology, p.axes, p.time_s, fit.points[i].before_s,
+                       fit.points[i].after_s, error(i));
+  }
+  calibrate::Calibration cal;
+  cal.file = o.out;
+  cal.hardware.device = points.front().hardware;
+  cal.fabric = fit.levels;
+  write_output(o.out, calibrate::format_calibration(cal));
+  out += fmt::format("wrote {}\n", o.out);
+  std::fputs(out.c_str(), stdout);
+  return 0;
+}
+
 int run_compare(const Options& o) {
   const replay::Measurements m = replay::load_measurements(o.measurements);
   std::optional<calibrate::Calibration> cal;
@@ -247,6 +301,16 @@ std::function<std::optional<int>()> add_hardware_commands(CLI::App& app) {
       ->delimiter(',')
       ->check(CLI::IsMember({"bf16", "fp16", "fp32", "int8", "fp8"}));
   o->calibrate->add_flag("--quick", o->quick, "A smaller GEMM grid");
+  o->calibrate->add_option("--from", o->from,
+                           "Fit the fabric terms (hop latency, link efficiency, fixed cost per collective) to "
+                           "measurements made elsewhere, by simulating them; no GPU needed: points (CSV or JSON) or "
+                           "nccl-tests logs (docs/CALIBRATION.md)")
+      ->option_text("FILE ...");
+  o->calibrate->add_option("--hardware", o->hardware, "With --from: the GPU preset nccl-tests logs ran on")
+      ->option_text("PRESET");
+  o->calibrate->add_option("--nodes", o->nodes,
+                           "With --from: the nodes nccl-tests logs ran on (default: the hosts their rank lines name)")
+      ->check(CLI::Range(1, 32768));
   add_repeat(o->calibrate, *o);
 
   o->compare = app.add_subcommand(
@@ -272,6 +336,14 @@ std::function<std::optional<int>()> add_hardware_commands(CLI::App& app) {
     }
     if (o->calibrate->parsed()) {
       check_outputs("calibrate", {}, {{"--out", o->out}, {"--measurements", o->measurements}});
+      if (!o->from.empty()) {
+        if (!o->measurements.empty() || o->quick || o->calibrate->count("--dtypes") > 0)
+          throw Error("calibrate: --from fits measurements made elsewhere; --measurements, --dtypes and --quick "
+                      "are for measuring the visible GPUs");
+        return run_calibrate_from(*o);
+      }
+      if (!o->hardware.empty() || o->nodes > 0)
+        throw Error("calibrate: --hardware and --nodes describe the system of --from's nccl-tests logs");
       return run_calibrate(*o);
     }
     if (o->compare->parsed()) return run_compare(*o);

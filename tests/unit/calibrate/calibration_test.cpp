@@ -1,6 +1,7 @@
 // The calibration file: round trip, validation messages, applying it to a workload.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <string>
 
 #include "base/error.hpp"
@@ -60,7 +61,7 @@ TEST_CASE("calibration: errors name the file and the JSON pointer", "[calibrate]
         "cal.json:/meshsim_calibration: unsupported calibration version 2 (this meshsim reads version 1)");
   CHECK(error_of(R"({"meshsim_calibration": 1, "hardware": {"device": "x", "gpus": 1}, "hmb": {}})") ==
         "cal.json:/hmb: unknown key 'hmb' (expected one of: meshsim_calibration, hardware, hbm, matmul, links, "
-        "collectives)");
+        "collectives, fabric)");
   CHECK(error_of(R"({"meshsim_calibration": 1, "hardware": {"device": "x", "gpus": 1},
                      "matmul": [{"dtype": "bf17", "launch_s": 0, "flops_per_s": 1e12, "hbm_bytes_per_s": 1e12,
                                  "points": 3, "rms_relative_residual": 0, "max_relative_residual": 0}]})") ==
@@ -83,4 +84,35 @@ TEST_CASE("calibration: applied to a GPU workload's links, HBM and matmuls", "[c
   CHECK(w.hardware.chip.hbm_bandwidth_bytes_per_s == 4.2e12);
   REQUIRE(w.hardware.calibrated_matmuls.size() == 1);
   CHECK(w.hardware.calibrated_matmuls[0].flops_per_s == 7e14);
+}
+
+TEST_CASE("calibration: fabric levels parse, write back and apply to the workload's hardware", "[calibration]") {
+  const std::string text = R"({"meshsim_calibration": 1, "hardware": {"device": "tpu-v5e"},
+    "fabric": [{"level": "ici", "preset": "tpu-v5e", "hop_latency_s": 1.5e-6, "efficiency": 0.9,
+                "fixed_cost_s": {"all_gather": 4e-6}, "standard_error": {"hop_latency_s": 1e-8, "efficiency": 0.001,
+                "fixed_cost_s": {"all_gather": 1e-7}}, "points": 10, "rms_relative_residual": 0.01,
+                "max_relative_residual": 0.02}]})";
+  const Calibration c = parse_calibration(text, "cal.json");
+  REQUIRE(c.fabric.size() == 1);
+  CHECK(c.fabric[0].fixed_cost.size() == 1);
+  CHECK(c.fabric[0].fixed_cost[0].error_s == 1e-7);
+  const Calibration again = parse_calibration(format_calibration(c), "again.json");
+  CHECK(format_calibration(again) == format_calibration(c));
+  workloads::Workload w = workloads::parse_workload(
+      R"({"hardware": "tpu-v5e", "mesh": {"x": 4}, "ops": [{"kind": "all_gather", "bytes": 1024, "axes": ["x"]}]})",
+      "w.json");
+  const std::uint64_t peak = w.hardware.ici.bandwidth_bytes_per_s;
+  apply_calibration(w, c);
+  CHECK(w.hardware.ici.bandwidth_bytes_per_s == static_cast<std::uint64_t>(std::llround(0.9 * static_cast<double>(peak))));
+  CHECK(w.hardware.ici.latency == tick_from_seconds(1.5e-6));
+  CHECK(w.hardware.fixed_cost_of(workloads::FabricLevel::Ici, OpKind::AllGather) == tick_from_seconds(4e-6));
+  CHECK(w.hardware.fixed_cost_of(workloads::FabricLevel::Ici, OpKind::AllReduce) == kZeroTick);
+  // A level both in "links" and in "fabric" is refused.
+  CHECK_THROWS_WITH(parse_calibration(R"({"meshsim_calibration": 1, "hardware": {"device": "x"},
+      "links": [{"level": "ici", "step_latency_s": 1e-6, "bandwidth_bytes_per_s": 1e10, "points": 3,
+                 "rms_relative_residual": 0, "max_relative_residual": 0}],
+      "fabric": [{"level": "ici", "preset": "tpu-v5e", "hop_latency_s": 1e-6, "efficiency": 1, "fixed_cost_s": {},
+                  "points": 3, "rms_relative_residual": 0, "max_relative_residual": 0}]})",
+                                      "cal.json"),
+                    "cal.json:/fabric/0/level: level ici is given both in \"links\" and here: keep one");
 }

@@ -1,0 +1,210 @@
+// Fitting fabric terms to measured collectives by simulating them: synthetic
+// measurements made by meshsim itself with known terms are fitted back.
+#include <fmt/format.h>
+
+#include <catch2/catch.hpp>
+#include <cmath>
+
+#include "base/error.hpp"
+#include "calibrate/fit_fabric.hpp"
+#include "calibrate/measured.hpp"
+
+using namespace meshsim;
+using namespace meshsim::calibrate;
+
+namespace {
+
+// The ground truth: ICI links at 92 % of peak, 1.3 us per hop, fixed costs per kind.
+LevelFit truth() {
+  LevelFit t;
+  t.level = workloads::FabricLevel::Ici;
+  t.preset = "tpu-v5e";
+  t.hop_latency_s = 1.3e-6;
+  t.efficiency = 0.92;
+  t.fixed_cost = {{OpKind::AllGather, 5e-6, 0}, {OpKind::AllReduce, 8e-6, 0}};
+  return t;
+}
+
+MeasuredPoint point(OpKind kind, const char* shape, const char* axes, std::uint64_t bytes) {
+  MeasuredPoint p;
+  p.kind = kind;
+  p.hardware = "tpu-v5e";
+  p.topology = shape;
+  p.axes = axes;
+  p.bytes = bytes;
+  p.file = "synthetic";
+  p.pointer = fmt::format("{} {} {} {}", kind_name(kind), shape, axes, bytes);
+  return p;
+}
+
+// Sizes 2^lo .. 2^hi (every `step`-th), on the given (shape, axes), both kinds,
+// timed by the truth, with a deterministic relative noise of +-`noise`.
+std::vector<MeasuredPoint> measure(const std::vector<std::pair<const char*, const char*>>& systems, int lo, int hi,
+                                   int step, double noise) {
+  std::vector<MeasuredPoint> out;
+  const LevelFit t = truth();
+  int k = 0;
+  for (OpKind kind : {OpKind::AllGather, OpKind::AllReduce})
+    for (const auto& [shape, axes] : systems)
+      for (int e = lo; e <= hi; e += step) {
+        MeasuredPoint p = point(kind, shape, axes, std::uint64_t{1} << e);
+        const double jitter = noise * std::sin(1.7 * ++k);  // in [-noise, noise], no pattern in size
+        p.time_s = simulate_point(p, std::span(&t, 1)) * (1 + jitter);
+        out.push_back(p);
+      }
+  return out;
+}
+
+void require_recovered(const FabricFit& fit, double tolerance) {
+  REQUIRE(fit.levels.size() == 1);
+  const LevelFit& f = fit.levels[0];
+  const LevelFit t = truth();
+  CHECK(f.hop_latency_fitted);
+  CHECK(f.hop_latency_s == Approx(t.hop_latency_s).epsilon(tolerance));
+  CHECK(f.efficiency == Approx(t.efficiency).epsilon(tolerance));
+  REQUIRE(f.fixed_cost.size() == 2);
+  for (std::size_t i = 0; i < 2; ++i) {
+    CHECK(f.fixed_cost[i].kind == t.fixed_cost[i].kind);
+    CHECK(f.fixed_cost[i].seconds == Approx(t.fixed_cost[i].seconds).epsilon(tolerance));
+  }
+}
+
+const std::vector<std::pair<const char*, const char*>> kOneSlice = {{"8x16", "y"}, {"8x16", "x"}, {"8x16", "x+y"}};
+
+}  // namespace
+
+TEST_CASE("fit_fabric: synthetic measurements with noise are fitted back within 2 %", "[fit_fabric]") {
+  const std::vector<MeasuredPoint> points = measure(kOneSlice, 12, 28, 2, 0.005);
+  const FabricFit fit = fit_fabric(points);
+  require_recovered(fit, 0.02);
+  // Residuals of the order of the noise; standard errors reported.
+  CHECK(fit.levels[0].quality.points == points.size());
+  CHECK(fit.levels[0].quality.max_relative_residual < 0.01);
+  CHECK(fit.levels[0].efficiency_error > 0);
+  CHECK(fit.levels[0].hop_latency_error_s > 0);
+}
+
+TEST_CASE("fit_fabric: without noise the terms come back to rounding", "[fit_fabric]") {
+  const FabricFit fit = fit_fabric(measure(kOneSlice, 12, 28, 4, 0.0));
+  require_recovered(fit, 0.002);
+}
+
+TEST_CASE("fit_fabric: fitted on the even sizes, the odd sizes are predicted within 1 %", "[fit_fabric]") {
+  const FabricFit fit = fit_fabric(measure(kOneSlice, 12, 28, 2, 0.0));
+  for (const MeasuredPoint& odd : measure(kOneSlice, 13, 27, 2, 0.0))
+    CHECK(simulate_point(odd, fit.levels) == Approx(odd.time_s).epsilon(0.01));
+}
+
+TEST_CASE("fit_fabric: fitted on one slice shape, other shapes are predicted within 2 %", "[fit_fabric]") {
+  const FabricFit fit = fit_fabric(measure(kOneSlice, 12, 28, 2, 0.005));
+  for (const MeasuredPoint& other : measure({{"16x16", "x+y"}, {"4x4", "x"}, {"4x8", "y"}}, 12, 28, 4, 0.0))
+    CHECK(simulate_point(other, fit.levels) == Approx(other.time_s).epsilon(0.02));
+}
+
+// Only all-gathers over one ring: the fixed cost adds the same to every point,
+// the hop latency does not (how much of it the transfers hide depends on size).
+std::vector<MeasuredPoint> all_gathers_over_y(int lo, int hi, int step) {
+  std::vector<MeasuredPoint> p = measure({{"8x16", "y"}}, lo, hi, step, 0.0);
+  std::erase_if(p, [](const MeasuredPoint& x) { return x.kind != OpKind::AllGather; });
+  return p;
+}
+
+TEST_CASE("fit_fabric: one kind over one ring still separates hop latency from its fixed cost", "[fit_fabric]") {
+  const FabricFit fit = fit_fabric(all_gathers_over_y(12, 28, 2));
+  REQUIRE(fit.levels.size() == 1);
+  CHECK(fit.levels[0].hop_latency_fitted);
+  CHECK(fit.levels[0].hop_latency_s == Approx(1.3e-6).epsilon(0.02));
+  CHECK(fit.levels[0].efficiency == Approx(0.92).epsilon(0.02));
+  REQUIRE(fit.levels[0].fixed_cost.size() == 1);
+  CHECK(fit.levels[0].fixed_cost[0].seconds == Approx(5e-6).epsilon(0.02));
+  for (const MeasuredPoint& p : all_gathers_over_y(13, 27, 4))
+    CHECK(simulate_point(p, fit.levels) == Approx(p.time_s).epsilon(0.01));
+}
+
+TEST_CASE("fit_fabric: points that cannot determine the terms are refused with one line", "[fit_fabric]") {
+  // Only large messages: no latency information.
+  CHECK_THROWS_WITH(fit_fabric(measure(kOneSlice, 27, 30, 1, 0.0)),
+                    Catch::StartsWith("the points cannot determine the ici hop latency: 1 us of it changes no measured "
+                                      "time by more than"));
+  // Only small messages: no bandwidth information.
+  CHECK_THROWS_WITH(fit_fabric(measure(kOneSlice, 6, 8, 1, 0.0)),
+                    Catch::StartsWith("the points cannot determine the ici link efficiency"));
+  // Too few points for the terms.
+  std::vector<MeasuredPoint> few = measure({{"8x16", "y"}, {"8x16", "x"}}, 14, 26, 12, 0.0);
+  few.resize(3);
+  CHECK_THROWS_WITH(fit_fabric(few), Catch::Contains("points cannot determine"));
+  // Links faster than their peak: the preset or the size convention is wrong.
+  std::vector<MeasuredPoint> fast = measure(kOneSlice, 12, 28, 2, 0.0);
+  for (MeasuredPoint& p : fast) p.time_s *= 0.5;
+  CHECK_THROWS_WITH(fit_fabric(fast), Catch::Contains("above the tpu-v5e peak"));
+  // Two presets at once.
+  std::vector<MeasuredPoint> mixed = measure(kOneSlice, 12, 28, 4, 0.0);
+  mixed.back().hardware = "tpu-v4";
+  mixed.back().topology = "4x4x4";
+  CHECK_THROWS_AS(fit_fabric(mixed), InputError);
+}
+
+TEST_CASE("measured points: CSV and JSON", "[measured]") {
+  const std::string csv =
+      "# kind, system, size, median\n"
+      "kind,hardware,topology,axes,bytes,time_s,spread_s\n"
+      "all_gather,tpu-v5e,8x16,y,1048576,2.1e-05,1e-7\n"
+      "\n"
+      "all_reduce,h100-dgx,2,all,4096,3.0e-05,0\n";
+  const std::vector<MeasuredPoint> p = parse_points_csv(csv, "m.csv");
+  REQUIRE(p.size() == 2);
+  CHECK(p[0].kind == OpKind::AllGather);
+  CHECK(p[0].where() == "m.csv:3");
+  CHECK(p[0].spread_s == 1e-7);
+  CHECK(p[1].where() == "m.csv:5");
+  CHECK(point_workload(p[1]).ops.front().hw_axes.size() == 2);
+  const std::vector<MeasuredPoint> j = parse_points_json(
+      R"({"points": [{"kind": "all_to_all", "hardware": "tpu-v4", "topology": "4x4x4", "axes": "x+y+z",
+                      "bytes": 65536, "time_s": 1e-5}]})",
+      "m.json");
+  REQUIRE(j.size() == 1);
+  CHECK(j[0].where() == "m.json:/points/0");
+  CHECK(point_workload(j[0]).ops.front().hw_axes.size() == 3);
+}
+
+TEST_CASE("measured points: each malformed input is one error line at its place", "[measured]") {
+  const auto csv_error = [](const std::string& body) {
+    try {
+      std::string text = "kind,hardware,topology,axes,bytes,time_s\n";
+      text.append(body);
+      parse_points_csv(text, "m.csv");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(csv_error("broadcast,tpu-v5e,8x16,y,1024,1e-5\n") ==
+        "m.csv:2: unknown collective 'broadcast' (expected all_gather, reduce_scatter, all_reduce or all_to_all)");
+  CHECK(csv_error("all_gather,tpu-v5e,8x16,y,1.5,1e-5\n") == "m.csv:2: bytes '1.5' is not a whole number");
+  CHECK(csv_error("all_gather,tpu-v5e,8x16,y,1024,fast\n") == "m.csv:2: time_s 'fast' is not a number");
+  CHECK(csv_error("all_gather,tpu-v5e,8x16,y,1024,-1e-5\n") ==
+        "m.csv:2: measured time -1e-05 s is not a positive time (at most 1e4 s)");
+  CHECK(csv_error("all_gather,tpu-v5e,8x16,y,1024\n") == "m.csv:2: 5 cells, the header has 6 columns");
+  CHECK(csv_error("") == "m.csv:2: no points (a header line, then one point per line)");
+  CHECK_THROWS_WITH(parse_points_csv("kind,hardware,topology,axes,bytes\n", "m.csv"),
+                    "m.csv:1: the header has no column 'time_s'");
+  CHECK_THROWS_WITH(parse_points_csv("kind,hardware,topology,axes,bytes,time_s,when\n", "m.csv"),
+                    Catch::StartsWith("m.csv:1: unknown column 'when'"));
+  const auto system_error = [](const char* hardware, const char* topology, const char* axes) {
+    MeasuredPoint p = point(OpKind::AllGather, topology, axes, 1024);
+    p.hardware = std::string_view(hardware);
+    p.pointer = "7";
+    try {
+      point_workload(p);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(system_error("tpu-v5e", "8x16", "z") == "synthetic:7: axis 'z' is not an axis of the 8x16 slice (x, y)");
+  CHECK(system_error("tpu-v5e", "8xa", "x") == "synthetic:7: topology '8xa' is not a TPU slice shape like 8x16 or 4x4x4");
+  CHECK_THAT(system_error("tpu-v5e", "8x8x8", "x"), Catch::StartsWith("synthetic:7: the point's system: "));
+  CHECK_THAT(system_error("tpu-v9", "8x8", "x"), Catch::StartsWith("synthetic:7: unknown preset 'tpu-v9'"));
+  CHECK(system_error("h100-dgx", "1", "node") ==
+        "synthetic:7: axes 'node' on one node: a collective across nodes needs two or more");
+}
