@@ -145,7 +145,8 @@ LevelFit level_fit(const Cursor& f, const Calibration& cal) {
     l.efficiency_error = eff.raw().get<double>();
     const Cursor fixed = e->at("fixed_cost_s");
     for (const auto& [kind, seconds] : seconds_per_kind(fixed)) {
-      auto it = std::find_if(l.fixed_cost.begin(), l.fixed_cost.end(), [&](const auto& x) { return x.kind == kind; });
+      const OpKind k = kind;
+      auto it = std::find_if(l.fixed_cost.begin(), l.fixed_cost.end(), [k](const auto& x) { return x.kind == k; });
       if (it == l.fixed_cost.end())
         fixed.fail(fmt::format("an error for {}, which has no fixed cost above", kind_name(kind)));
       it->error_s = seconds;
