@@ -369,25 +369,22 @@ std::vector<std::string> apply_calibration(workloads::Workload& w, const Calibra
                                   "+ bytes / {:.4g} B/s",
                                   m.dtype, m.launch_s, m.flops_per_s, m.wave_flops_per_s, m.sms, m.hbm_bytes_per_s));
   }
-  auto set_link = [&](topology::LinkSpec& spec, const LinkFit& f, double latency_share) {
+  // A fitted bandwidth is the level's new peak, at full efficiency.
+  auto set_link = [&](topology::LinkSpec& spec, std::uint64_t& peak, workloads::FabricLevel level, const LinkFit& f,
+                      double latency_share) {
     spec.bandwidth_bytes_per_s = static_cast<std::uint64_t>(std::llround(f.bandwidth_bytes_per_s));
+    peak = spec.bandwidth_bytes_per_s;
+    hw.link_efficiency[static_cast<std::size_t>(level)] = 1.0;
     spec.latency = tick_from_seconds(f.step_latency_s * latency_share);
     changes.push_back(fmt::format("{} links: {:.4g} B/s, {:.4g} s per step", level_name(f.level),
                                   f.bandwidth_bytes_per_s, f.step_latency_s));
   };
-  for (const LinkFit& f : c.links) {
-    if (hw.gpu && f.level == Level::Nvlink) set_link(hw.nvlink, f, 0.5);
-    if (hw.gpu && f.level == Level::Nic) set_link(hw.nic, f, 0.5);
-    if (!hw.gpu && f.level == Level::Ici) set_link(hw.ici, f, 1.0);
-  }
-  // A fitted bandwidth is the new peak, at full efficiency.
-  if (!c.links.empty()) {
-    hw.peak = {hw.ici.bandwidth_bytes_per_s, hw.dcn.bandwidth_bytes_per_s, hw.nvlink.bandwidth_bytes_per_s,
-               hw.nic.bandwidth_bytes_per_s, hw.spine.bandwidth_bytes_per_s};
-    for (const LinkFit& f : c.links)
-      if (auto l = workloads::parse_level(level_name(f.level))) hw.link_efficiency[static_cast<std::size_t>(*l)] = 1.0;
-  }
   using workloads::FabricLevel;
+  for (const LinkFit& f : c.links) {
+    if (hw.gpu && f.level == Level::Nvlink) set_link(hw.nvlink, hw.peak.nvlink, FabricLevel::Nvlink, f, 0.5);
+    if (hw.gpu && f.level == Level::Nic) set_link(hw.nic, hw.peak.nic, FabricLevel::Nic, f, 0.5);
+    if (!hw.gpu && f.level == Level::Ici) set_link(hw.ici, hw.peak.ici, FabricLevel::Ici, f, 1.0);
+  }
   for (const LevelFit& f : c.fabric) {
     const bool applies = hw.gpu ? f.level == FabricLevel::Nvlink || f.level == FabricLevel::Nic
                                 : f.level == FabricLevel::Ici || f.level == FabricLevel::Dcn;

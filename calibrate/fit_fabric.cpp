@@ -122,8 +122,10 @@ class Fitter {
     const workloads::Hardware& hw = points_.front().workload.hardware;
     for (std::size_t j = 0; j < terms_.size(); ++j) {
       const Term& t = terms_[j];
-      if (t.what == Term::What::HopLatency)
-        x_(static_cast<Eigen::Index>(j)) = latency_of(const_cast<workloads::Hardware&>(hw), t.level).seconds();
+      if (t.what == Term::What::HopLatency) {
+        workloads::Hardware start = hw;  // the preset's latency is where the fit starts
+        x_(static_cast<Eigen::Index>(j)) = latency_of(start, t.level).seconds();
+      }
       if (t.what == Term::What::Slowness) x_(static_cast<Eigen::Index>(j)) = 1.0;
     }
     free_.assign(terms_.size(), true);

@@ -115,6 +115,24 @@ std::string reduction_note(const RunResult& r) {
                      r.simulated_transfers, r.transfers, r.reduced_classes);
 }
 
+// The calibration terms that differ from the defaults (docs/CALIBRATION.md), or nothing.
+std::string calibration_line(const workloads::Hardware& hw) {
+  using workloads::FabricLevel;
+  std::vector<std::string> parts;
+  const std::vector<FabricLevel> levels = hw.gpu ? std::vector{FabricLevel::Nvlink, FabricLevel::Nic}
+                                                 : std::vector{FabricLevel::Ici, FabricLevel::Dcn};
+  for (FabricLevel l : levels) {
+    const auto i = static_cast<std::size_t>(l);
+    if (hw.link_efficiency[i] != 1.0)
+      parts.push_back(fmt::format("{} links at {:.4g} % of peak", workloads::level_name(l), 100 * hw.link_efficiency[i]));
+    for (OpKind k : {OpKind::AllGather, OpKind::ReduceScatter, OpKind::AllReduce, OpKind::AllToAll, OpKind::Send})
+      if (hw.fixed_cost_of(l, k) > kZeroTick)
+        parts.push_back(fmt::format("{} {} fixed cost {} us", workloads::level_name(l), kind_name(k),
+                                    us(hw.fixed_cost_of(l, k))));
+  }
+  return parts.empty() ? std::string() : fmt::format("terms     {}\n", fmt::join(parts, ", "));
+}
+
 std::string format_table(const workloads::Workload& w, const RunResult& r) {
   const auto& ici = w.hardware.ici;
   std::string out;
@@ -128,6 +146,7 @@ std::string format_table(const workloads::Workload& w, const RunResult& r) {
     out += fmt::format("hardware  {}: ICI {:g} GB/s one-way per link (W = {:g} GB/s bidirectional), {} us per hop\n",
                        w.hardware.preset, static_cast<double>(ici.bandwidth_bytes_per_s) / 1e9,
                        2 * static_cast<double>(ici.bandwidth_bytes_per_s) / 1e9, us(ici.latency));
+  out += calibration_line(w.hardware);
   out += "topology  " + topology_line(w) + "\n";
   if (r.engine == "simgrid")
     out += "engine    SimGrid 3.32 CM02: the same transfers as flows, max-min sharing (docs/CROSSCHECK.md)\n";
@@ -220,6 +239,21 @@ Json run_json(const workloads::Workload& w, const RunResult& r) {
                    {"int8_ops_per_s", w.hardware.chip.int8_ops_per_s},
                    {"hbm_bytes", w.hardware.chip.hbm_bytes},
                    {"hbm_bandwidth_bytes_per_s", w.hardware.chip.hbm_bandwidth_bytes_per_s}};
+  {
+    // Calibration terms, where they differ from the defaults (docs/CALIBRATION.md).
+    using workloads::FabricLevel;
+    Json efficiency = Json::object(), fixed = Json::object();
+    for (FabricLevel l : {FabricLevel::Ici, FabricLevel::Dcn, FabricLevel::Nvlink, FabricLevel::Nic}) {
+      const auto i = static_cast<std::size_t>(l);
+      const std::string name(workloads::level_name(l));
+      if (w.hardware.link_efficiency[i] != 1.0) efficiency[name] = w.hardware.link_efficiency[i];
+      for (OpKind k : {OpKind::AllGather, OpKind::ReduceScatter, OpKind::AllReduce, OpKind::AllToAll, OpKind::Send})
+        if (w.hardware.fixed_cost_of(l, k) > kZeroTick)
+          fixed[name][std::string(kind_name(k))] = w.hardware.fixed_cost_of(l, k).ps();
+    }
+    if (!efficiency.empty()) j["hardware"]["link_efficiency"] = efficiency;
+    if (!fixed.empty()) j["hardware"]["collective_fixed_cost_ps"] = fixed;
+  }
   Json shape = Json::array(), wrap = Json::array();
   for (const auto& a : t.axes()) {
     if (a.switched) continue;

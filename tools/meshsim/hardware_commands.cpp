@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -9,6 +11,7 @@
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <sstream>
 
 #include "base/error.hpp"
 #include "calibrate/calibration.hpp"
@@ -215,7 +218,14 @@ int run_calibrate_from(const Options& o) {
     std::vector<calibrate::MeasuredPoint> more = calibrate::load_points(path, context);
     points.insert(points.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
   }
-  const calibrate::FabricFit fit = calibrate::fit_fabric(points);
+  calibrate::FabricFit fit;
+  try {
+    fit = calibrate::fit_fabric(points);
+  } catch (const InputError&) {
+    throw;
+  } catch (const Error& e) {
+    throw Error(std::string("calibrate: ") + e.what());  // what the points cannot determine
+  }
   std::string out = fmt::format("fitted {} points by simulating them ({} simulations, {} Gauss-Newton steps)\n",
                                 points.size(), fit.simulations, fit.iterations);
   for (const calibrate::LevelFit& l : fit.levels) {
@@ -254,7 +264,58 @@ int run_calibrate_from(const Options& o) {
   return 0;
 }
 
+// True for meshsim's own measurement files (replay --out, calibrate --measurements)
+// and any other JSON but a file of points: their parser names what is wrong.
+bool is_measurements_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": cannot open file");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  const std::size_t first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos || text[first] != '{') return false;  // CSV or an nccl-tests log
+  const nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  return !(doc.is_object() && doc.contains("points") && !doc.contains("meshsim_measurements"));
+}
+
+// compare on points or nccl-tests logs: each point measured, simulated on the
+// preset and with the calibration, and the errors.
+std::string compare_points(const std::vector<calibrate::MeasuredPoint>& points,
+                           const calibrate::Calibration* cal) {
+  std::string out = fmt::format("{:<24} {:<14} {:>12}  {:<22} {:>13} {:>12} {:>9}", "point", "kind", "bytes", "system",
+                                "measured (us)", "before (us)", "error");
+  if (cal) out += fmt::format(" {:>12} {:>9}", "after (us)", "error");
+  out += "\n";
+  std::vector<double> before_errors, after_errors;
+  for (const calibrate::MeasuredPoint& p : points) {
+    const double before = calibrate::simulate_point(p, {});
+    before_errors.push_back(calibrate::error_percent(before, p.time_s));
+    out += fmt::format("{:<24} {:<14} {:>12}  {:<22} {:>13.3f} {:>12.3f} {:>+8.1f}%", p.where(), kind_name(p.kind),
+                       p.bytes, fmt::format("{} {} {}", p.hardware, p.topology, p.axes), p.time_s * 1e6, before * 1e6,
+                       before_errors.back());
+    if (cal) {
+      const double after = calibrate::simulate_point(p, cal->fabric);
+      after_errors.push_back(calibrate::error_percent(after, p.time_s));
+      out += fmt::format(" {:>12.3f} {:>+8.1f}%", after * 1e6, after_errors.back());
+    }
+    out += "\n";
+  }
+  out += fmt::format("median |error| over {} points: {:.1f} % before", points.size(),
+                     calibrate::median_abs(before_errors));
+  if (cal) out += fmt::format(", {:.1f} % after calibration", calibrate::median_abs(after_errors));
+  return out + "\n";
+}
+
 int run_compare(const Options& o) {
+  if (!is_measurements_file(o.measurements)) {
+    const std::vector<calibrate::MeasuredPoint> points =
+        calibrate::load_points(o.measurements, {o.hardware, o.nodes});
+    std::optional<calibrate::Calibration> cal;
+    if (!o.calibration.empty()) cal = calibrate::load_calibration(o.calibration);
+    std::fputs(compare_points(points, cal ? &*cal : nullptr).c_str(), stdout);
+    return 0;
+  }
+  if (o.nodes > 0) throw Error("compare: --nodes describes the system of an nccl-tests log");
   const replay::Measurements m = replay::load_measurements(o.measurements);
   std::optional<calibrate::Calibration> cal;
   if (!o.calibration.empty()) cal = calibrate::load_calibration(o.calibration);
@@ -316,11 +377,16 @@ std::function<std::optional<int>()> add_hardware_commands(CLI::App& app) {
   o->compare = app.add_subcommand(
       "compare", "Compare measurements (from replay --out or calibrate --measurements) with the simulator before "
                  "and after calibration: per op or point, errors in percent and their median");
-  o->compare->add_option("MEASURED", o->measurements, "Measurements JSON file")->required();
+  o->compare->add_option("MEASURED", o->measurements,
+                         "Measurements: a JSON file of replay --out or calibrate --measurements, or points (CSV, JSON) "
+                         "or an nccl-tests log as calibrate --from reads them (docs/CALIBRATION.md)")
+      ->required();
+  o->compare->add_option("--nodes", o->nodes, "The nodes an nccl-tests log ran on (default: its hosts)")
+      ->check(CLI::Range(1, 32768));
   o->compare->add_option("--calibration", o->calibration, "The calibration for the 'after' column")
       ->option_text("FILE");
   o->compare->add_option("--hardware", o->hardware, "GPU preset of the 'before' model of a suite (default: by "
-                                                    "device name)")
+                                                    "device name), or the preset an nccl-tests log ran on")
       ->option_text("PRESET");
 
   return [o]() -> std::optional<int> {

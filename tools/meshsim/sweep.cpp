@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "base/error.hpp"
+#include "calibrate/measured.hpp"
 
 extern char** environ;
 
@@ -89,6 +90,13 @@ double ps_value(const Json& op, const char* key) { return op.contains(key) ? op.
 
 }  // namespace
 
+// The point's preset as tables and plots show it: "tpu-v5e", "tpu-v5e calibrated".
+std::string preset_label(const PointResult& r) {
+  std::string s = r.run.at("hardware").at("preset").get<std::string>();
+  if (r.point.calibrated) s += " calibrated";
+  return s;
+}
+
 std::string SweepPoint::label() const {
   std::string s;
   auto add = [&](const std::string& part) {
@@ -99,6 +107,7 @@ std::string SweepPoint::label() const {
   if (!mesh.empty()) add("mesh=" + shape_string(mesh));
   if (!algorithm.empty()) add("algorithm=" + algorithm);
   if (bytes) add("bytes=" + std::to_string(*bytes));
+  if (calibrated) add("calibrated");
   return s.empty() ? "as written" : s;
 }
 
@@ -227,14 +236,19 @@ Sweep::Sweep(SweepSpec spec) : spec_(std::move(spec)) {
   for (std::uint64_t b : spec_.bytes) bytes.emplace_back(b);
   if (bytes.empty()) bytes.emplace_back();
   const double count = static_cast<double>(presets.size()) * static_cast<double>(meshes.size()) *
-                       static_cast<double>(algorithms.size()) * static_cast<double>(bytes.size());
+                       static_cast<double>(algorithms.size()) * static_cast<double>(bytes.size()) *
+                       (spec_.calibration.empty() ? 1.0 : 2.0);
   if (count > static_cast<double>(kMaxPoints))
     throw Error(fmt::format("sweep: {:.0f} points; meshsim sweeps at most {} at once", count, kMaxPoints));
+  if (!spec_.calibration.empty())
+    calibration_ = std::make_shared<const calibrate::Calibration>(calibrate::load_calibration(spec_.calibration));
+  const std::vector<bool> calibrated = calibration_ ? std::vector<bool>{false, true} : std::vector<bool>{false};
   for (const std::string& p : presets)
     for (const std::vector<int>& m : meshes)
       for (const std::string& a : algorithms)
-        for (const std::optional<std::uint64_t>& b : bytes)
-          points_.push_back(SweepPoint{points_.size(), p, m, a, b});
+        for (const bool c : calibrated)
+          for (const std::optional<std::uint64_t>& b : bytes)
+            points_.push_back(SweepPoint{points_.size(), p, m, a, b, c});
 }
 
 std::string Sweep::workload_text(const SweepPoint& p) const {
@@ -277,7 +291,9 @@ std::string Sweep::workload_text(const SweepPoint& p) const {
 
 workloads::Workload Sweep::workload(const SweepPoint& p) const {
   try {
-    return workloads::parse_workload(workload_text(p), file_);
+    workloads::Workload w = workloads::parse_workload(workload_text(p), file_);
+    if (p.calibrated) calibrate::apply_calibration(w, *calibration_);
+    return w;
   } catch (const InputError& e) {
     throw Error(fmt::format("{} (sweep point {}: {})", e.what(), p.index, p.label()));
   }
@@ -289,7 +305,7 @@ std::string format_sweep_table(const Sweep& s, const std::vector<PointResult>& r
     for (const Json& op : r.run.at("ops")) gpu = gpu || op.contains("algorithm");
   std::size_t name_width = 10, preset_width = 8;
   for (const PointResult& r : results) {
-    preset_width = std::max(preset_width, r.run.at("hardware").at("preset").get<std::string>().size());
+    preset_width = std::max(preset_width, preset_label(r).size());
     for (const Json& op : r.run.at("ops")) name_width = std::max(name_width, op.at("name").get<std::string>().size());
   }
   std::string out = fmt::format("# meshsim sweep: {} ({} point{})\n",
@@ -311,7 +327,7 @@ std::string format_sweep_table(const Sweep& s, const std::vector<PointResult>& r
       out += fmt::format(
           "  {:>5}  {:<{}} {:<9} {:<{}} {:<14} {:>14} {:>13.3f} {:>12} {:>12} {:>13.3f} {:>7}  {:<9} {:>13} {:>7}{}\n",
           r.point.index,
-          r.run.at("hardware").at("preset").get<std::string>(), preset_width, mesh_of(r.run),
+          preset_label(r), preset_width, mesh_of(r.run),
           op.at("name").get<std::string>(), name_width, op.at("kind").get<std::string>(),
           op.at("kind") == "matmul" ? std::string("-") : std::to_string(op.at("bytes").get<std::uint64_t>()),
           ps_value(op, "time_ps") * 1e-6,
@@ -341,7 +357,11 @@ std::string format_sweep_csv(const std::vector<PointResult>& results) {
   std::string out =
       "point,preset,mesh,op,kind,axes,bytes,time_ps,closed_form_ps,latency_term_ps,bandwidth_term_ps,ratio,bound,"
       "algorithm,algbw_bytes_per_s,busbw_bytes_per_s,transfers,link_bytes,start_ps,end_ps,lower_bound_ps,"
-      "lower_bound_term\n";
+      "lower_bound_term";
+  // With a calibration, a last column says which points used it.
+  bool calibrated = false;
+  for (const PointResult& r : results) calibrated = calibrated || r.point.calibrated;
+  out += calibrated ? ",calibrated\n" : "\n";
   for (const PointResult& r : results) {
     for (const Json& op : r.run.at("ops")) {
       auto get = [&](const char* key) { return op.contains(key) ? cell(op.at(key)) : std::string(); };
@@ -352,6 +372,7 @@ std::string format_sweep_csv(const std::vector<PointResult>& results) {
                          get("algorithm"), get("algbw_bytes_per_s"), get("busbw_bytes_per_s"), get("transfers"),
                          get("link_bytes"), get("start_ps"), get("end_ps"), get("lower_bound_ps"),
                          get("lower_bound_term"));
+      if (calibrated) out.insert(out.size() - 1, r.point.calibrated ? ",true" : ",false");
     }
   }
   return out;
@@ -370,6 +391,7 @@ std::string format_sweep_json(const Sweep& s, const std::vector<PointResult>& re
     p["mesh"] = r.point.mesh.empty() ? Json(nullptr) : Json(r.point.mesh);
     p["algorithm"] = r.point.algorithm.empty() ? Json(nullptr) : Json(r.point.algorithm);
     p["bytes"] = r.point.bytes ? Json(*r.point.bytes) : Json(nullptr);
+    if (r.point.calibrated) p["calibrated"] = true;
     p["run"] = r.run;
     points.push_back(std::move(p));
   }
@@ -377,9 +399,36 @@ std::string format_sweep_json(const Sweep& s, const std::vector<PointResult>& re
   return j.dump(2) + "\n";
 }
 
-std::vector<Measured> read_measured(const std::string& path) {
+std::vector<Measured> read_measured(const std::string& path, const std::string& hardware,
+                                    const std::function<bool(const calibrate::MeasuredPoint&)>& keep) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(path + ": cannot open file");
+  {
+    // A file of points or an nccl-tests log (docs/CALIBRATION.md): its times.
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    const std::string text = ss.str();
+    // The first line that is neither blank nor a comment.
+    std::string head;
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);)
+      if (line.find_first_not_of(" \t\r") != std::string::npos && line[line.find_first_not_of(" \t\r")] != '#') {
+        head = line;
+        break;
+      }
+    const bool points = (!head.empty() && head.find('{') == head.find_first_not_of(" \t")) ||
+                        text.find("# nThread") != std::string::npos || text.find("#wrong") != std::string::npos ||
+                        head.find("time_s") != std::string::npos;
+    if (points) {
+      std::vector<Measured> out;
+      for (const calibrate::MeasuredPoint& p : calibrate::load_points(path, {hardware, 0}))
+        if (!keep || keep(p)) out.push_back({p.bytes, p.time_s * 1e6});
+      if (out.empty()) throw Error(path + ": no measured point of this sweep's collective and system");
+      return out;
+    }
+    in.clear();
+    in.seekg(0);
+  }
   std::vector<Measured> out;
   std::string line;
   int number = 0;
@@ -479,7 +528,7 @@ void plot_sweep(const std::string& prefix, const std::vector<PointResult>& resul
   for (const PointResult& r : results) {
     for (const Json& op : r.run.at("ops")) {
       if (op.at("kind") == "matmul" || !op.contains("busbw_bytes_per_s")) continue;
-      std::string title = r.run.at("hardware").at("preset").get<std::string>() + " " + mesh_of(r.run) + " " +
+      std::string title = preset_label(r) + " " + mesh_of(r.run) + " " +
                           op.at("name").get<std::string>();
       if (!r.point.algorithm.empty()) title += " " + r.point.algorithm;
       auto [it, added] = index.emplace(title, series.size());

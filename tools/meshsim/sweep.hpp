@@ -5,12 +5,15 @@
 // file), simulated, and reported by the same report code (format_json).
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "calibrate/calibration.hpp"
+#include "calibrate/measured.hpp"
 #include "workloads/workload.hpp"
 
 namespace meshsim::cli {
@@ -23,6 +26,7 @@ struct SweepSpec {
   std::vector<std::vector<int>> meshes;
   std::vector<std::string> presets;
   std::vector<std::string> algorithms;  // "auto": the fastest by closed form (no "algorithm" key)
+  std::string calibration;  // a calibration file: every point also simulated with it
 };
 
 struct SweepPoint {
@@ -31,6 +35,7 @@ struct SweepPoint {
   std::vector<int> mesh;            // empty: as written
   std::string algorithm;            // "": as written
   std::optional<std::uint64_t> bytes;
+  bool calibrated = false;          // simulated with the sweep's calibration
   std::string label() const;        // "preset=tpu-v5e mesh=4x4 bytes=1024"
 };
 
@@ -47,7 +52,8 @@ class Sweep {
   explicit Sweep(SweepSpec spec);
   const std::vector<SweepPoint>& points() const { return points_; }
   const SweepSpec& spec() const { return spec_; }
-  // The point's workload, parsed and validated; an InputError names the point.
+  // The point's workload, parsed and validated (and calibrated for a calibrated
+  // point); an InputError names the point.
   workloads::Workload workload(const SweepPoint& p) const;
   // The point's workload as JSON text (what `meshsim run` would read for it).
   std::string workload_text(const SweepPoint& p) const;
@@ -57,6 +63,7 @@ class Sweep {
   std::string file_;  // for errors: the workload path, or "sweep" for a collective from flags
   nlohmann::ordered_json base_;
   std::vector<SweepPoint> points_;
+  std::shared_ptr<const calibrate::Calibration> calibration_;
 };
 
 // "1024", "64K", "1M", "1G" (K = 2^10, as nccl-tests) as bytes; nullopt when malformed.
@@ -68,16 +75,21 @@ std::vector<int> parse_mesh_shape(const std::string& text);
 
 // Reports of the gathered results (every rank's, in point order).
 std::string format_sweep_table(const Sweep& s, const std::vector<PointResult>& results);
+std::string preset_label(const PointResult& r);  // "tpu-v5e", "tpu-v5e calibrated"
 std::string format_sweep_csv(const std::vector<PointResult>& results);
 std::string format_sweep_json(const Sweep& s, const std::vector<PointResult>& results);
 
 // Measured points to plot beside the simulation: "bytes,time_us" per line (a
-// header line is allowed, "#" starts a comment).
+// header line is allowed, "#" starts a comment), or any file `calibrate --from`
+// reads (docs/CALIBRATION.md: points CSV or JSON, nccl-tests logs, on
+// `hardware` for logs).
 struct Measured {
   std::uint64_t bytes = 0;
   double time_us = 0;
 };
-std::vector<Measured> read_measured(const std::string& path);
+// `keep` selects the points of such a file that belong to the plotted curve.
+std::vector<Measured> read_measured(const std::string& path, const std::string& hardware = "",
+                                    const std::function<bool(const calibrate::MeasuredPoint&)>& keep = {});
 
 // Writes PREFIX.dat and PREFIX.gp and runs gnuplot to draw PREFIX.png and
 // PREFIX.svg: time and bus bandwidth against bytes on log axes, the simulated

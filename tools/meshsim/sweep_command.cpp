@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +17,7 @@
 #include "tools/meshsim/parallel.hpp"
 #include "tools/meshsim/progress.hpp"
 #include "tools/meshsim/sweep.hpp"
+#include "topology/preset.hpp"
 
 namespace meshsim::cli {
 
@@ -24,7 +26,7 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 struct SweepOptions {
-  std::string workload, op, bytes, csv, json, plot, measured, workloads_dir;
+  std::string workload, op, bytes, csv, json, plot, measured, workloads_dir, calibration;
   std::vector<std::string> axes, meshes, presets, algorithms;
   bool quiet = false;
 };
@@ -38,6 +40,7 @@ SweepSpec spec_of(const SweepOptions& o) {
   for (const std::string& m : o.meshes) s.meshes.push_back(parse_mesh_shape(m));
   s.presets = o.presets;
   s.algorithms = o.algorithms;
+  s.calibration = o.calibration;
   return s;
 }
 
@@ -99,7 +102,26 @@ int run_sweep(const SweepOptions& o) {
     if (o.csv == "-" && o.json == "-") throw Error("--json: only one of --csv and --json can go to stdout ('-')");
     checked.emplace(spec_of(o));
     for (const SweepPoint& p : checked->points()) (void)checked->workload(p);
-    if (!o.measured.empty()) measured = read_measured(o.measured);
+    if (!o.measured.empty()) {
+      // With --op on one preset and mesh, the points of that collective on that system
+      // (a TPU mesh axis per hardware axis: X, Y, Z are x, y, z).
+      std::function<bool(const calibrate::MeasuredPoint&)> keep;
+      if (!o.op.empty() && o.presets.size() == 1 && o.meshes.size() == 1) {
+        const std::vector<int> mesh = parse_mesh_shape(o.meshes.front());
+        std::vector<std::string> axes = o.axes;
+        if (axes.empty())
+          for (std::size_t i = 0; i < mesh.size(); ++i) axes.push_back(std::string(1, "XYZ"[i]));
+        std::string shape, joined;
+        for (std::size_t i = 0; i < mesh.size(); ++i) shape += (i ? "x" : "") + std::to_string(mesh[i]);
+        for (std::size_t i = 0; i < axes.size(); ++i)
+          joined += (i ? "+" : "") + std::string(1, static_cast<char>(std::tolower(axes[i].front())));
+        const bool tpu = topology::find_preset(o.presets.front()) != nullptr;
+        keep = [op = o.op, tpu, shape, joined](const calibrate::MeasuredPoint& p) {
+          return kind_name(p.kind) == op && (!tpu || (p.topology == shape && p.axes == joined));
+        };
+      }
+      measured = read_measured(o.measured, o.presets.empty() ? std::string() : o.presets.front(), keep);
+    }
   } catch (const Error& e) {
     early = e.what();
   } catch (const std::bad_alloc&) {
@@ -205,7 +227,13 @@ Subcommand add_sweep_command(CLI::App& app) {
                     "Draw PREFIX.png and PREFIX.svg with gnuplot (time and bus bandwidth against bytes beside the "
                     "closed forms, knee marked); PREFIX.dat and PREFIX.gp are kept to redraw")
       ->option_text("PREFIX");
-  sweep->add_option("--measured", o->measured, "With --plot: measured points to draw too, lines 'bytes,time_us'")
+  sweep->add_option("--measured", o->measured,
+                    "With --plot: measured points to draw too: lines 'bytes,time_us', or points (CSV, JSON) or an "
+                    "nccl-tests log as calibrate --from reads them (docs/CALIBRATION.md; a log runs on --preset)")
+      ->option_text("FILE");
+  sweep->add_option("--calibration", o->calibration,
+                    "Simulate every point twice, with the presets and with this calibration (meshsim calibrate): "
+                    "the table, CSV, JSON and plot show both")
       ->option_text("FILE");
   sweep->add_option("--workloads", o->workloads_dir,
                     "Also write each point's workload to DIR/point_N.json (`meshsim run` on it gives the point's rows)")

@@ -116,3 +116,21 @@ TEST_CASE("calibration: fabric levels parse, write back and apply to the workloa
                                       "cal.json"),
                     "cal.json:/fabric/0/level: level ici is given both in \"links\" and here: keep one");
 }
+
+TEST_CASE("calibration: a fitted link bandwidth is its level's new peak; other levels keep their efficiency",
+          "[calibration]") {
+  const Calibration c = parse_calibration(R"({"meshsim_calibration": 1, "hardware": {"device": "x", "gpus": 8},
+      "links": [{"level": "nic", "step_latency_s": 1e-5, "bandwidth_bytes_per_s": 4e10, "points": 3,
+                 "rms_relative_residual": 0, "max_relative_residual": 0}]})",
+                                          "cal.json");
+  workloads::Workload w = workloads::parse_workload(
+      R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 0.9, "nic_efficiency": 0.5}, "mesh": {"X": 8},
+          "ops": [{"kind": "all_gather", "bytes": 1024, "axes": ["X"]}]})",
+      "w.json");
+  const std::uint64_t nvlink = w.hardware.nvlink.bandwidth_bytes_per_s;
+  CHECK(nvlink == static_cast<std::uint64_t>(std::llround(0.9 * static_cast<double>(w.hardware.peak.nvlink))));
+  apply_calibration(w, c);
+  CHECK(w.hardware.nvlink.bandwidth_bytes_per_s == nvlink);  // untouched: not 0.9 x 0.9
+  CHECK(w.hardware.nic.bandwidth_bytes_per_s == 40'000'000'000);  // the fitted rate, at full efficiency
+  CHECK(w.hardware.link_efficiency[static_cast<std::size_t>(workloads::FabricLevel::Nic)] == 1.0);
+}
