@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -546,13 +547,17 @@ calibrate::Calibration fit_suite(const Measurements& m, std::vector<std::string>
 
 // ------------------------------------------------------------------ compare
 
-namespace {
-
-std::string preset_for(const std::string& device) {
-  for (const char* chip : {"H100", "H200", "B200"})
-    if (device.find(chip) != std::string::npos) return fmt::format("{}-dgx", std::string(chip) == "H100" ? "h100" : std::string(chip) == "H200" ? "h200" : "b200");
+std::string preset_for_device(const std::string& device) {
+  for (const char* chip : {"A100", "H100", "H200", "B200"})
+    if (device.find(chip) != std::string::npos) {
+      std::string name(chip);
+      for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      return name + "-dgx";
+    }
   return "";
 }
+
+namespace {
 
 double peak_of(const topology::ChipSpec& chip, const std::string& dtype) {
   if (dtype == "bf16" || dtype == "fp16") return chip.bf16_flops_per_s;
@@ -641,7 +646,7 @@ std::string format_comparison(const Measurements& m, const calibrate::Calibratio
     for (const std::string& s : m.skipped) out += "skipped: " + s + "\n";
     return out;
   }
-  const std::string name = preset.empty() ? preset_for(m.hardware.device) : preset;
+  const std::string name = preset.empty() ? preset_for_device(m.hardware.device) : preset;
   const topology::GpuPreset* p = topology::find_gpu_preset(name);
   if (!p)
     throw Error(fmt::format("no GPU preset for '{}' to compare with; give --hardware ({})", m.hardware.device,

@@ -109,6 +109,9 @@ Measurements run_suite(const kernels::cuda::Probe& probe, const kernels::cuda::R
 // A fit the points cannot determine is left out and named in `not_fitted`.
 calibrate::Calibration fit_suite(const Measurements& m, std::vector<std::string>& not_fitted);
 
+// The GPU preset of a measured device ("NVIDIA H100 80GB HBM3" -> "h100-dgx"), or "".
+std::string preset_for_device(const std::string& device);
+
 // The comparison table: per op (replay) or per point (suite), measured,
 // simulated before and after calibration, errors in percent, median absolute
 // errors. `preset` names the hardware the "before" model uses for a suite

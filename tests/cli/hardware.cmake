@@ -140,6 +140,21 @@ if(DEFINED FAKE_GPU AND NOT "${FAKE_GPU}" STREQUAL "")
   if(bw LESS 1.3e11 OR bw GREATER 1.7e11)
     report("fake GPU x4: fitted NVLink bandwidth ${bw} B/s, expected about the fake's 150e9")
   endif()
+  # calibrate --from on meshsim's own files: a suite of a whole node (8 fake H200s)
+  # gives the fabric terms and its GEMM fit; a suite of 4 GPUs, or a replay, is refused.
+  set(ENV{MESHSIM_FAKE_GPUS} 8)
+  expect_output("measured collectives: " calibrate --quick --dtypes bf16 --out ${WORK_DIR}/cal8g.json
+                --measurements ${WORK_DIR}/suite8.json)
+  set(ENV{MESHSIM_FAKE_GPUS} 4)
+  expect_output("nvlink on h200-dgx: hop latency " calibrate --from ${WORK_DIR}/suite8.json --out ${WORK_DIR}/from8.json)
+  file(READ ${WORK_DIR}/from8.json from8)
+  if(NOT from8 MATCHES "\"fabric\"" OR NOT from8 MATCHES "\"dtype\": \"bf16\"")
+    report("calibrate --from a suite: expected the fabric levels and the bf16 GEMM fit in from8.json:\n${from8}")
+  endif()
+  expect_error("meshsim: error: ${WORK_DIR}/suite4.json:/collectives/0: 4 ranks; meshsim models whole nodes of 8 GPUs (h200-dgx): measure with all of them"
+               calibrate --from ${WORK_DIR}/suite4.json --out ${WORK_DIR}/from4.json)
+  expect_error("meshsim: error: ${WORK_DIR}/m4.json: a replay's measurements are op times of a workload: compare them with meshsim compare; calibrate --from reads suites (calibrate --measurements)"
+               calibrate --from ${WORK_DIR}/m4.json --out ${WORK_DIR}/from4.json)
   # An op larger than the device's memory is skipped with the reason; the rest runs.
   set(ENV{MESHSIM_FAKE_MEMORY_MB} 16)
   expect_output("skipped: op 0 mm.matmul: everything: cannot allocate" replay examples/matmul_case3_v5e.json)

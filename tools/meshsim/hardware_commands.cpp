@@ -24,6 +24,7 @@
 #include "replay/plan.hpp"
 #include "tools/meshsim/commands.hpp"
 #include "tools/meshsim/parallel.hpp"
+#include "topology/gpu_preset.hpp"
 
 namespace meshsim::tool {
 
@@ -211,13 +212,72 @@ int run_calibrate(const Options& o) {
 }
 
 // calibrate --from: fits the fabric terms to measurements made elsewhere.
+// True for meshsim's own measurement files (replay --out, calibrate --measurements)
+// and any other JSON but a file of points: their parser names what is wrong.
+bool is_measurements_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": cannot open file");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  const std::size_t first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos || text[first] != '{') return false;  // CSV or an nccl-tests log
+  const nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  return !(doc.is_object() && doc.contains("points") && !doc.contains("meshsim_measurements"));
+}
+
+// The collectives of a suite (calibrate --measurements) as points: one node's GPUs.
+std::vector<calibrate::MeasuredPoint> suite_points(const replay::Measurements& m, const std::string& hardware) {
+  const std::string preset = hardware.empty() ? replay::preset_for_device(m.hardware.device) : hardware;
+  if (preset.empty())
+    throw Error(fmt::format("{}: no GPU preset for the device '{}': name it with --hardware", m.file, m.hardware.device));
+  std::vector<calibrate::MeasuredPoint> out;
+  for (std::size_t i = 0; i < m.collectives.size(); ++i) {
+    const replay::CollectiveMeasurement& c = m.collectives[i];
+    calibrate::MeasuredPoint p;
+    p.kind = c.kind;
+    p.hardware = preset;
+    p.topology = "1";
+    p.axes = "all";
+    p.bytes = c.bytes;
+    p.time_s = c.time.median_s;
+    p.spread_s = c.time.max_s - c.time.min_s;
+    p.file = m.file;
+    p.pointer = fmt::format("/collectives/{}", i);
+    const topology::GpuPreset* g = topology::find_gpu_preset(preset);
+    if (g && c.ranks != g->gpus_per_node)
+      throw InputError(m.file, p.pointer,
+                       fmt::format("{} ranks; meshsim models whole nodes of {} GPUs ({}): measure with all of them",
+                                   c.ranks, g->gpus_per_node, g->name));
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
 int run_calibrate_from(const Options& o) {
   std::vector<calibrate::MeasuredPoint> points;
   const calibrate::NcclTestsContext context{o.hardware, o.nodes};
+  // meshsim's own suites also bring GEMM and HBM points: fitted as calibrate fits them.
+  calibrate::Calibration local;
+  std::vector<std::string> not_fitted;
   for (const std::string& path : o.from) {
-    std::vector<calibrate::MeasuredPoint> more = calibrate::load_points(path, context);
+    std::vector<calibrate::MeasuredPoint> more;
+    if (is_measurements_file(path)) {
+      const replay::Measurements m = replay::load_measurements(path);
+      if (!m.suite)
+        throw Error(path + ": a replay's measurements are op times of a workload: compare them with meshsim compare; "
+                           "calibrate --from reads suites (calibrate --measurements)");
+      more = suite_points(m, o.hardware);
+      const calibrate::Calibration fitted = replay::fit_suite(m, not_fitted);
+      local.matmul.insert(local.matmul.end(), fitted.matmul.begin(), fitted.matmul.end());
+      if (fitted.hbm) local.hbm = fitted.hbm;
+      local.hardware = fitted.hardware;
+    } else {
+      more = calibrate::load_points(path, context);
+    }
     points.insert(points.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
   }
+  if (points.empty()) throw Error("calibrate: the files hold no collective to fit the fabric to");
   calibrate::FabricFit fit;
   try {
     fit = calibrate::fit_fabric(points);
@@ -254,28 +314,15 @@ int run_calibrate_from(const Options& o) {
                        kind_name(p.kind), p.bytes, p.hardware, p.topology, p.axes, p.time_s, fit.points[i].before_s,
                        fit.points[i].after_s, error(i));
   }
-  calibrate::Calibration cal;
+  for (const std::string& n : not_fitted) out += "not fitted: " + n + "\n";
+  calibrate::Calibration cal = local;
   cal.file = o.out;
-  cal.hardware.device = points.front().hardware;
+  if (cal.hardware.device.empty()) cal.hardware.device = points.front().hardware;
   cal.fabric = fit.levels;
   write_output(o.out, calibrate::format_calibration(cal));
   out += fmt::format("wrote {}\n", o.out);
   std::fputs(out.c_str(), stdout);
   return 0;
-}
-
-// True for meshsim's own measurement files (replay --out, calibrate --measurements)
-// and any other JSON but a file of points: their parser names what is wrong.
-bool is_measurements_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot open file");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
-  const std::size_t first = text.find_first_not_of(" \t\r\n");
-  if (first == std::string::npos || text[first] != '{') return false;  // CSV or an nccl-tests log
-  const nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  return !(doc.is_object() && doc.contains("points") && !doc.contains("meshsim_measurements"));
 }
 
 // compare on points or nccl-tests logs: each point measured, simulated on the
