@@ -5,11 +5,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "base/error.hpp"
+#include "base/text_file.hpp"
 #include "workloads/json_cursor.hpp"
 
 namespace meshsim::calibrate {
@@ -253,14 +252,7 @@ Calibration parse_calibration(std::string_view text, std::string_view file_name)
 }
 
 Calibration load_calibration(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw Error(path + ": is a directory, not a calibration file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot open file");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw Error(path + ": cannot read file");
-  return parse_calibration(ss.str(), path);
+  return parse_calibration(read_text_file(path, "calibration file"), path);
 }
 
 namespace {

@@ -5,12 +5,11 @@
 
 #include <charconv>
 #include <cmath>
-#include <filesystem>
 #include <fstream>
 #include <map>
-#include <sstream>
 
 #include "base/error.hpp"
+#include "base/text_file.hpp"
 #include "calibrate/nccl_tests.hpp"
 #include "topology/gpu_preset.hpp"
 #include "topology/preset.hpp"
@@ -257,14 +256,7 @@ std::vector<MeasuredPoint> points_from_nccl_tests(std::string_view text, const s
 }
 
 std::vector<MeasuredPoint> load_points(const std::string& path, const NcclTestsContext& context) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw Error(path + ": is a directory, not a file of measurements");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot open file");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw Error(path + ": cannot read file");
-  const std::string text = ss.str();
+  const std::string text = read_text_file(path, "file of measurements");
   const std::string_view body = trim(text);
   if (!body.empty() && body.front() == '{') return parse_points_json(text, path);
   if (text.find("# nThread") != std::string::npos || text.find("#wrong") != std::string::npos ||

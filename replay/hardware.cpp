@@ -5,11 +5,10 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "base/error.hpp"
+#include "base/text_file.hpp"
 #include "calibrate/fit.hpp"
 #include "driver/simulate.hpp"
 #include "topology/gpu_preset.hpp"
@@ -254,14 +253,7 @@ Measurements parse_measurements(std::string_view text, std::string_view file_nam
 }
 
 Measurements load_measurements(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw Error(path + ": is a directory, not a measurements file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot open file");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw Error(path + ": cannot read file");
-  return parse_measurements(ss.str(), path);
+  return parse_measurements(read_text_file(path, "measurements file"), path);
 }
 
 // ------------------------------------------------------------------ replay

@@ -4,12 +4,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <fstream>
 #include <map>
-#include <sstream>
 
 #include "base/error.hpp"
+#include "base/text_file.hpp"
 #include "workloads/json_cursor.hpp"
 #include "workloads/lowering.hpp"
 #include "workloads/training_detail.hpp"
@@ -656,15 +655,6 @@ Workload parse_workload(std::string_view text, const std::string& file) {
   return w;
 }
 
-Workload load_workload(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw Error(path + ": is a directory, not a workload file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot open file");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw Error(path + ": cannot read file");
-  return parse_workload(ss.str(), path);
-}
+Workload load_workload(const std::string& path) { return parse_workload(read_text_file(path, "workload file"), path); }
 
 }  // namespace meshsim::workloads

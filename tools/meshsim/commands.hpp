@@ -18,6 +18,8 @@ struct Subcommand {
 // meshsim sweep: a workload (or a collective given by flags) over ranges of bytes,
 // mesh shapes, presets and algorithms; table, CSV, JSON and plots (sweep_command.cpp).
 Subcommand add_sweep_command(CLI::App& app);
+// meshsim search: the best sharding plan of a training step on a system (search_command.cpp).
+Subcommand add_search_command(CLI::App& app);
 // meshsim validate: parse and lower a workload without simulating it (validate_command.cpp).
 Subcommand add_validate_command(CLI::App& app);
 

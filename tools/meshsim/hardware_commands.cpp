@@ -7,13 +7,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <optional>
-#include <sstream>
 
 #include "base/error.hpp"
+#include "base/text_file.hpp"
 #include "calibrate/calibration.hpp"
 #include "calibrate/fit.hpp"
 #include "calibrate/fit_fabric.hpp"
@@ -215,11 +214,7 @@ int run_calibrate(const Options& o) {
 // True for meshsim's own measurement files (replay --out, calibrate --measurements)
 // and any other JSON but a file of points: their parser names what is wrong.
 bool is_measurements_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot open file");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
+  const std::string text = read_text_file(path, "file of measurements");
   const std::size_t first = text.find_first_not_of(" \t\r\n");
   if (first == std::string::npos || text[first] != '{') return false;  // CSV or an nccl-tests log
   const nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);

@@ -155,6 +155,7 @@ int main(int argc, char** argv) {
 
   const meshsim::cli::Subcommand sweep = meshsim::cli::add_sweep_command(app);
   const meshsim::cli::Subcommand validate = meshsim::cli::add_validate_command(app);
+  const meshsim::cli::Subcommand search = meshsim::cli::add_search_command(app);
 
   try {
     app.parse(argc, argv);
@@ -172,6 +173,7 @@ int main(int argc, char** argv) {
 
   if (sweep.parsed()) return sweep.run();
   if (validate.parsed()) return validate.run();
+  if (search.parsed()) return search.run();
   try {
     if (const std::optional<int> rc = hardware_command()) return *rc;
     if (explain->parsed()) {
