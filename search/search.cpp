@@ -92,7 +92,11 @@ SearchSpec parse_spec(std::string_view text, const std::string& file) {
       spec.hw_names.emplace_back("dcn");
       spec.hw_sizes.push_back(static_cast<int>(slices->as_int_in(1, 4096)));
     }
-  }  // else: the workload parser names the unknown preset at the first plan
+  } else {
+    (hw.raw().is_string() ? hw : hw.at("preset"))
+        .fail(fmt::format("unknown preset '{}' (known: {}, {})", preset, topology::preset_names(),
+                          topology::gpu_preset_names()));
+  }
   if (auto s = top.find("search")) {
     s->only_keys({"strategies", "microbatch", "recompute"});
     if (auto v = s->find("strategies"))

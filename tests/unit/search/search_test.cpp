@@ -92,6 +92,9 @@ TEST_CASE("search: bad specs are one error line each", "[search]") {
   CHECK(error_of(R"({"hardware": "tpu-v5e", "topology": {"shape": [4, 4]},
                      "training": {"model": "llama3-8b", "global_batch": 16}, "search": {"beam": 3}})") ==
         "s.json:/search/beam: unknown key 'beam' (expected one of: strategies, microbatch, recompute)");
+  CHECK_THAT(error_of(R"({"hardware": "tpu-v9", "topology": {"shape": [4, 4]},
+                          "training": {"model": "llama3-8b", "global_batch": 16}})"),
+             Catch::StartsWith("s.json:/hardware: unknown preset 'tpu-v9'"));
   // A model that fits in no plan: llama3-70b on 4 chips of 16 GB.
   CHECK_THAT(error_of(R"({"hardware": "tpu-v5e", "topology": {"shape": [2, 2]},
                           "training": {"model": "llama3-70b", "global_batch": 4}})"),
