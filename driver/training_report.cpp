@@ -55,6 +55,7 @@ TrainingResult training_result(const workloads::Workload& w, const RunResult& r)
   out.chips = w.make_torus().num_chips();
   // Per stage and role, the ops' intervals (a send belongs to both its stages).
   constexpr std::size_t kRoles = static_cast<std::size_t>(Role::Context) + 1;
+  static_assert(kRoles == std::tuple_size_v<decltype(StageBreakdown::in_flight)>);
   std::vector<std::array<std::vector<Interval>, kRoles>> spans(t.pp);
   for (std::size_t i = 0; i < w.ops.size(); ++i) {
     // From when all its chips could start it (a send's receivers enter it at once) to its last byte.
@@ -74,6 +75,8 @@ TrainingResult training_result(const workloads::Workload& w, const RunResult& r)
     b.stage = static_cast<int>(s);
     std::vector<Interval> covered = merged(by[static_cast<std::size_t>(Role::Compute)]);
     b.compute = length(covered);
+    for (std::size_t role = 0; role < kRoles; ++role)
+      b.in_flight[role] = length(merged(by[role]));
     const auto take = [&](Role role) {
       const std::vector<Interval> with = united(covered, merged(by[static_cast<std::size_t>(role)]));
       const Tick added = length(with) - length(covered);

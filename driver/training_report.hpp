@@ -3,6 +3,7 @@
 // stage's time went, model and hardware FLOPs with MFU and HFU, memory per chip.
 // Everything timed comes from the simulated ops; the FLOPs and bytes are the
 // closed forms of workloads/training.hpp.
+#include <array>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,9 @@ namespace meshsim::driver {
 struct StageBreakdown {
   int stage = 0;
   Tick compute, tensor, expert, context, fsdp, data, pipeline, optimizer, idle;
+  // Per role (workloads::Role as an index): how long its ops were in flight at
+  // all, hidden or not (their merged intervals).
+  std::array<Tick, 9> in_flight{};
 };
 
 struct TrainingResult {

@@ -3,17 +3,21 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <fstream>
+#include <cmath>
 #include <map>
 #include <optional>
+#include <tuple>
 
 #include "base/error.hpp"
 #include "base/text_file.hpp"
+#include "driver/bounds.hpp"
 #include "driver/costs.hpp"
 #include "driver/simulate.hpp"
 #include "driver/training_report.hpp"
+#include "topology/fabric.hpp"
 #include "topology/gpu_preset.hpp"
 #include "topology/preset.hpp"
+#include "workloads/training_detail.hpp"
 #include "workloads/workload.hpp"
 
 namespace meshsim::search {
@@ -21,12 +25,37 @@ namespace meshsim::search {
 using workloads::Cursor;
 using workloads::Json;
 
+const char* strategy_name(int s) {
+  static constexpr const char* kNames[] = {"tensor", "expert", "context", "fsdp", "data", "pipeline"};
+  return s >= 0 && s < kStrategies ? kNames[s] : "?";
+}
+
 namespace {
 
-const std::vector<std::string> kStrategies = {"data", "fsdp", "tensor", "pipeline"};
+constexpr std::uint64_t kLongSequence = 32768;
+
+struct SwitchInfo {
+  const char* key;                     // in "search"
+  const char* overlap_key;             // in training.overlap, or null
+  std::vector<bool> defaults;
+  std::vector<const char*> strategies;  // it applies to plans with any of these
+  const char* on_label;                 // in the options when on (or null)
+  const char* off_label;                // when off (or null)
+};
+
+const std::array<SwitchInfo, kSwitches> kSwitchInfo = {{
+    {"sharded_optimizer", nullptr, {false, true}, {"data"}, "zero-1", nullptr},
+    {"overlap_tensor", "tensor", {false, true}, {"tensor"}, "tp overlap", nullptr},
+    {"sequence_parallel", nullptr, {true}, {"tensor"}, nullptr, "no sp"},
+    {"overlap_fsdp_prefetch", "fsdp_prefetch", {true}, {"fsdp"}, nullptr, "no prefetch"},
+    {"overlap_gradient_reduction", "gradient_reduction", {true}, {"data", "fsdp", "expert", "context"}, nullptr,
+     "late gradients"},
+}};
+
+const std::vector<std::string> kKnownStrategies = {"data", "fsdp", "tensor", "pipeline", "expert", "context"};
 
 std::string strategy_letter(const std::string& s) {
-  return s == "data" ? "D" : s == "fsdp" ? "F" : s == "tensor" ? "T" : "P";
+  return s == "data" ? "D" : s == "fsdp" ? "F" : s == "tensor" ? "T" : s == "pipeline" ? "P" : s == "expert" ? "E" : "C";
 }
 
 std::string preset_of(const Cursor& hw) {
@@ -47,7 +76,66 @@ std::vector<T> list_of(const Cursor& c, Read read) {
   return out;
 }
 
+bool has(const std::vector<std::string>& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); }
+
+std::string shape_text(const std::vector<int>& s) {
+  std::string t;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (i > 0) t += 'x';
+    t += std::to_string(s[i]);
+  }
+  return t;
+}
+
+// The slices of `chips` chips a TPU generation offers: shapes of its axes
+// (every order, so that every run of axes can be tried), each axis 1, 2 or 4
+// (inside one 4x4x4 cube) or every axis a multiple of 4 (whole cubes) on v4 and
+// v5p; each axis a power of two up to 16 on v5e and v6e. Shapes that differ
+// only by axes of size 1 are listed once.
+std::vector<std::vector<int>> slice_shapes(const topology::Preset& p, std::uint64_t chips) {
+  std::vector<std::vector<int>> out;
+  std::vector<std::vector<int>> seen;  // the sizes > 1 of each
+  const std::size_t dims = static_cast<std::size_t>(p.max_axes);
+  std::vector<int> s(dims, 1);
+  const auto allowed = [&] {
+    if (p.wrap_rule == topology::WrapRule::AxisOf16)
+      return std::all_of(s.begin(), s.end(), [](int v) { return v <= 16 && (v & (v - 1)) == 0; });
+    return std::all_of(s.begin(), s.end(), [](int v) { return v == 1 || v == 2 || v == 4; }) ||
+           std::all_of(s.begin(), s.end(), [](int v) { return v % 4 == 0; });
+  };
+  const auto walk = [&](auto& self, std::size_t i, std::uint64_t left) -> void {
+    if (i + 1 == dims) {
+      if (left > 4096) return;
+      s[i] = static_cast<int>(left);
+      if (!allowed()) return;
+      std::vector<int> big;
+      for (int v : s)
+        if (v > 1) big.push_back(v);
+      if (std::find(seen.begin(), seen.end(), big) != seen.end()) return;
+      seen.push_back(big);
+      out.push_back(s);
+      return;
+    }
+    for (std::uint64_t d = 1; d <= left && d <= 4096; ++d)
+      if (left % d == 0) {
+        s[i] = static_cast<int>(d);
+        self(self, i + 1, left / d);
+      }
+  };
+  walk(walk, 0, chips);
+  return out;
+}
+
+std::vector<bool> bools_of(const Cursor& c) {
+  return list_of<bool>(c, [](const Cursor& e) {
+    if (!e.raw().is_boolean()) e.fail("expected true or false, got " + e.type_name());
+    return e.raw().get<bool>();
+  });
+}
+
 }  // namespace
+
+const char* switch_key(int s) { return s >= 0 && s < kSwitches ? kSwitchInfo[static_cast<std::size_t>(s)].key : "?"; }
 
 SearchSpec parse_spec(std::string_view text, const std::string& file) {
   SearchSpec spec;
@@ -60,63 +148,121 @@ SearchSpec parse_spec(std::string_view text, const std::string& file) {
   const Cursor training = top.at("training");
   training.expect_object();
   if (auto p = training.find("parallelism")) p->fail("the search chooses the parallelism: remove \"parallelism\"");
+  const workloads::ModelSpec model = workloads::detail::parse_model(training.at("model"));
+  spec.moe = model.experts > 0;
+  spec.ffn = model.ffn;
+  spec.seq_len = model.seq_len;
   spec.base = root;
   spec.base.erase("search");
+  const std::optional<Cursor> s = top.find("search");
+  if (s)
+    s->only_keys({"strategies", "microbatch", "recompute", "schedule", "virtual_stages", "sharded_optimizer",
+                  "overlap_tensor", "sequence_parallel", "overlap_fsdp_prefetch", "overlap_gradient_reduction",
+                  "shapes", "chips"});
+  const auto key = [&](const char* k) { return s ? s->find(k) : std::nullopt; };
 
   const Cursor hw = top.at("hardware");
   const std::string preset = preset_of(hw);
   const auto topo = top.find("topology");
   if (const topology::GpuPreset* g = topology::find_gpu_preset(preset)) {
-    if (!topo) top.fail("give the cluster's size: \"topology\": {\"nodes\": N}");
-    topo->only_keys({"nodes"});
-    const Cursor nodes = topo->at("nodes");
-    const auto n = static_cast<int>(nodes.as_int_in(1, 32768));
-    spec.hw_names = {"gpu", "node"};
-    spec.hw_sizes = {g->gpus_per_node, n};
-    spec.node_grids.push_back({n});
+    spec.gpu = true;
+    spec.gpus_per_node = g->gpus_per_node;
+    if (auto shapes = key("shapes")) shapes->fail("a GPU cluster is sized by its nodes: give \"chips\" or topology.nodes");
+    int n = 0;
+    if (topo) topo->only_keys({"nodes"});
+    if (auto chips = key("chips")) {
+      if (topo && topo->find("nodes"))
+        chips->fail("topology.nodes already sizes the cluster; give one of \"chips\" and topology.nodes");
+      const auto c = static_cast<std::uint64_t>(chips->as_int_in(1, std::int64_t{1} << 20));
+      if (c % static_cast<std::uint64_t>(g->gpus_per_node) != 0)
+        chips->fail(fmt::format("{} GPUs are not whole {} nodes of {} GPUs", c, preset, g->gpus_per_node));
+      n = static_cast<int>(c / static_cast<std::uint64_t>(g->gpus_per_node));
+      if (n > 32768) chips->fail("more than 32768 nodes");
+    } else {
+      if (!topo) top.fail("give the cluster's size: \"topology\": {\"nodes\": N} (or \"search\": {\"chips\": N})");
+      n = static_cast<int>(topo->at("nodes").as_int_in(1, 32768));
+    }
+    spec.layouts.push_back({n});
     for (int a = 2; a * 2 <= n; ++a)
-      if (n % a == 0) spec.node_grids.push_back({a, n / a});
-  } else if (topology::find_preset(preset)) {
-    if (!topo) top.fail("give the slice's shape: \"topology\": {\"shape\": [...]}");
-    topo->only_keys({"shape", "wraparound", "twisted", "slices"});
-    const Cursor shape = topo->at("shape");
-    if (!shape.raw().is_array() || shape.raw().empty() || shape.raw().size() > 3)
-      shape.fail("expected an array of 1 to 3 sizes");
-    static constexpr const char* kNames[] = {"x", "y", "z"};
-    std::size_t i = 0;
-    for (const Cursor& s : shape.elements()) {
-      spec.hw_names.emplace_back(kNames[i++]);
-      spec.hw_sizes.push_back(static_cast<int>(s.as_int_in(1, 4096)));
+      if (n % a == 0) spec.layouts.push_back({a, n / a});
+  } else if (const topology::Preset* p = topology::find_preset(preset)) {
+    if (topo) topo->only_keys({"shape", "wraparound", "twisted", "slices"});
+    const auto shape = topo ? topo->find("shape") : std::nullopt;
+    const auto read_shape = [&](const Cursor& c) {
+      if (!c.raw().is_array() || c.raw().empty() || c.raw().size() > static_cast<std::size_t>(p->max_axes))
+        c.fail(fmt::format("expected an array of 1 to {} sizes", p->max_axes));
+      std::vector<int> out;
+      for (const Cursor& e : c.elements()) out.push_back(static_cast<int>(e.as_int_in(1, 4096)));
+      return out;
+    };
+    const auto shapes = key("shapes");
+    const auto chips = key("chips");
+    if (shapes && chips) chips->fail("\"shapes\" already lists the slices; give one of \"shapes\" and \"chips\"");
+    for (const auto& k : {shapes, chips}) {
+      if (!k) continue;
+      if (shape) k->fail("topology.shape already fixes the slice; give one of them");
+      if (auto w = topo ? topo->find("wraparound") : std::nullopt)
+        w->fail("a wraparound per axis fits one shape: with search.shapes or search.chips each shape gets its "
+                "preset's");
     }
-    if (auto slices = topo->find("slices")) {
-      spec.hw_names.emplace_back("dcn");
-      spec.hw_sizes.push_back(static_cast<int>(slices->as_int_in(1, 4096)));
+    if (shapes) {
+      spec.shape_given = false;
+      spec.layouts = list_of<std::vector<int>>(*shapes, read_shape);
+    } else if (chips) {
+      spec.shape_given = false;
+      const auto c = static_cast<std::uint64_t>(chips->as_int_in(1, std::int64_t{1} << 20));
+      spec.layouts = slice_shapes(*p, c);
+      if (spec.layouts.empty())
+        chips->fail(fmt::format("no {} slice has {} chips ({})", preset, c,
+                                p->wrap_rule == topology::WrapRule::AxisOf16
+                                    ? "a slice is a power of two up to 16 chips along each axis"
+                                    : "a slice is 1, 2 or 4 chips along each axis, or whole 4x4x4 cubes"));
+    } else {
+      if (!shape)
+        top.fail("give the slice's shape: \"topology\": {\"shape\": [...]} (or \"search\": {\"shapes\": [...]} or "
+                 "{\"chips\": N})");
+      spec.layouts.push_back(read_shape(*shape));
     }
+    if (auto slices = topo ? topo->find("slices") : std::nullopt)
+      spec.slices = static_cast<int>(slices->as_int_in(1, 4096));
   } else {
     (hw.raw().is_string() ? hw : hw.at("preset"))
         .fail(fmt::format("unknown preset '{}' (known: {}, {})", preset, topology::preset_names(),
                           topology::gpu_preset_names()));
   }
-  if (auto s = top.find("search")) {
-    s->only_keys({"strategies", "microbatch", "recompute"});
-    if (auto v = s->find("strategies"))
-      spec.strategies = list_of<std::string>(*v, [](const Cursor& e) {
-        const std::string name = e.as_string();
-        if (std::find(kStrategies.begin(), kStrategies.end(), name) == kStrategies.end())
-          e.fail(fmt::format("unknown strategy '{}' (known: data, fsdp, tensor, pipeline)", name));
-        return name;
-      });
-    if (auto v = s->find("microbatch"))
-      spec.microbatches =
-          list_of<std::uint64_t>(*v, [](const Cursor& e) { return static_cast<std::uint64_t>(e.as_int_in(1, 1 << 20)); });
-    if (auto v = s->find("recompute"))
-      spec.recompute = list_of<std::string>(*v, [](const Cursor& e) {
-        const std::string name = e.as_string();
-        if (name != "none" && name != "selective" && name != "full")
-          e.fail(fmt::format("unknown recompute policy '{}' (known: none, selective, full)", name));
-        return name;
-      });
-  }
+
+  // The strategies.
+  // Context parallelism by default only for long sequences (32k tokens or more,
+  // long-context training); at shorter ones its plans lower to many more ops
+  // (more microbatches per replica) for little gain. "strategies" can name it.
+  spec.strategies = {"data", "fsdp", "tensor", "pipeline"};
+  if (spec.moe) spec.strategies.emplace_back("expert");
+  if (spec.seq_len >= kLongSequence) spec.strategies.emplace_back("context");
+  if (auto v = key("strategies"))
+    spec.strategies = list_of<std::string>(*v, [&](const Cursor& e) {
+      const std::string name = e.as_string();
+      if (!has(kKnownStrategies, name))
+        e.fail(fmt::format("unknown strategy '{}' (known: data, fsdp, tensor, pipeline, expert, context)", name));
+      if (name == "expert" && !spec.moe) e.fail("the model has no experts");
+      return name;
+    });
+  // A list in "search" or one value in "training", never both.
+  const auto one_place = [&](const char* k, const char* training_key) {
+    auto v = key(k);
+    if (v && training.find(training_key))
+      v->fail(fmt::format("training.{} already fixes it; give one of them", training_key));
+    return v;
+  };
+  if (auto v = one_place("microbatch", "microbatch"))
+    spec.microbatches =
+        list_of<std::uint64_t>(*v, [](const Cursor& e) { return static_cast<std::uint64_t>(e.as_int_in(1, 1 << 20)); });
+  if (auto v = one_place("recompute", "recompute"))
+    spec.recompute = list_of<std::string>(*v, [](const Cursor& e) {
+      const std::string name = e.as_string();
+      if (name != "none" && name != "selective" && name != "full")
+        e.fail(fmt::format("unknown recompute policy '{}' (known: none, selective, full)", name));
+      return name;
+    });
   const Json& t = spec.base.at("training");
   if (spec.microbatches.empty())
     spec.microbatches = {t.contains("microbatch") && t.at("microbatch").is_number_unsigned()
@@ -125,6 +271,48 @@ SearchSpec parse_spec(std::string_view text, const std::string& file) {
   if (spec.recompute.empty())
     spec.recompute = {t.contains("recompute") && t.at("recompute").is_string() ? t.at("recompute").get<std::string>()
                                                                               : "none"};
+  const bool pipelines = has(spec.strategies, "pipeline");
+  spec.schedules = {"1f1b", "interleaved"};
+  if (auto v = key("schedule")) {
+    if (!pipelines) v->fail("no plan has a pipeline: \"pipeline\" is not among the strategies");
+    spec.schedules = list_of<std::string>(*v, [](const Cursor& e) {
+      const std::string name = e.as_string();
+      if (name != "gpipe" && name != "1f1b" && name != "interleaved")
+        e.fail(fmt::format("unknown schedule '{}' (known: gpipe, 1f1b, interleaved)", name));
+      return name;
+    });
+  }
+  spec.virtual_stages = {2};
+  if (auto v = key("virtual_stages")) {
+    if (!has(spec.schedules, "interleaved"))
+      v->fail("virtual stages need the interleaved schedule, which \"schedule\" leaves out");
+    if (!pipelines) v->fail("no plan has a pipeline: \"pipeline\" is not among the strategies");
+    spec.virtual_stages =
+        list_of<std::uint64_t>(*v, [](const Cursor& e) { return static_cast<std::uint64_t>(e.as_int_in(2, 1024)); });
+  }
+  // The switches: a list in "search", or the spec's one value in training.overlap, never both.
+  const auto spec_overlap = training.find("overlap");
+  for (int i = 0; i < kSwitches; ++i) {
+    const SwitchInfo& w = kSwitchInfo[static_cast<std::size_t>(i)];
+    std::vector<bool>& values = spec.switches[static_cast<std::size_t>(i)];
+    values = w.defaults;
+    const auto given = w.overlap_key && spec_overlap && spec_overlap->raw().is_object()
+                           ? spec_overlap->find(w.overlap_key)
+                           : std::nullopt;
+    if (given && given->raw().is_boolean()) values = {given->raw().get<bool>()};
+    if (auto v = key(w.key)) {
+      if (given) v->fail(fmt::format("training.overlap.{} already fixes it; give one of them", w.overlap_key));
+      values = bools_of(*v);
+      if (std::none_of(w.strategies.begin(), w.strategies.end(), [&](const char* n) { return has(spec.strategies, n); }))
+        v->fail(fmt::format("it applies to plans with {} parallelism, and \"{}\" is not among the strategies",
+                            w.strategies.front(), w.strategies.front()));
+    }
+    if (given) spec.base["training"]["overlap"].erase(w.overlap_key);
+  }
+  const auto& sp = spec.switches[kSequenceParallel];
+  if (spec.switches[kOverlapTensor] == std::vector<bool>{true} && sp == std::vector<bool>{false})
+    (key("overlap_tensor") ? *key("overlap_tensor") : *key("sequence_parallel"))
+        .fail("collective matmuls need sequence parallelism, which \"sequence_parallel\" turns off");
   return spec;
 }
 
@@ -132,47 +320,118 @@ SearchSpec load_spec(const std::string& path) { return parse_spec(read_text_file
 
 Json plan_workload(const SearchSpec& spec, const Plan& plan) {
   Json w = spec.base;
-  if (!plan.node_grid.empty())
-    w["topology"]["nodes"] = plan.node_grid.size() == 1 ? Json(plan.node_grid[0]) : Json(plan.node_grid);
+  if (spec.gpu)
+    w["topology"]["nodes"] = plan.layout.size() == 1 ? Json(plan.layout[0]) : Json(plan.layout);
+  else
+    w["topology"]["shape"] = plan.layout;
   Json mesh = Json::object();
   for (const auto& [name, size] : plan.mesh) mesh[name] = size;
   w["mesh"] = mesh;
   Json& t = w["training"];
   t["microbatch"] = plan.microbatch;
   t["recompute"] = plan.recompute;
-  t["parallelism"] = plan.parallelism;
+  Json par = plan.parallelism;
+  if (plan.pp > 1) {
+    par["schedule"] = plan.schedule;
+    if (plan.virtual_stages > 1) par["virtual_stages"] = plan.virtual_stages;
+  }
+  if (plan.on[kShardedOptimizer]) par["sharded_optimizer"] = true;
+  if (plan.tp > 1) par["sequence_parallel"] = plan.on[kSequenceParallel];
+  t["parallelism"] = par;
+  if (plan.tp > 1) t["overlap"]["tensor"] = plan.on[kOverlapTensor];
+  if (plan.fsdp > 1) t["overlap"]["fsdp_prefetch"] = plan.on[kFsdpPrefetch];
+  if (plan.dp * plan.fsdp * plan.ep * plan.cp > 1) t["overlap"]["gradient_reduction"] = plan.on[kGradientOverlap];
   return w;
 }
 
 namespace {
 
-// Every plan: hardware axes grouped into consecutive runs, a strategy per run
-// (adjacent runs differ: the same strategy over both is the merged run), at most
-// one pipeline run; then microbatch and recompute.
+struct Layout {
+  std::vector<std::string> names;  // the hardware axes of size > 1
+  std::vector<int> sizes;
+};
+
+Layout layout_axes(const SearchSpec& spec, const std::vector<int>& layout) {
+  std::vector<std::string> names;
+  std::vector<int> sizes;
+  if (spec.gpu) {
+    names = {"gpu"};
+    sizes = {spec.gpus_per_node};
+    for (std::size_t i = 0; i < layout.size(); ++i) {
+      names.push_back(layout.size() == 1 ? "node" : fmt::format("node{}", i));
+      sizes.push_back(layout[i]);
+    }
+  } else {
+    static constexpr const char* kNames[] = {"x", "y", "z"};
+    for (std::size_t i = 0; i < layout.size(); ++i) names.emplace_back(kNames[i]), sizes.push_back(layout[i]);
+    if (spec.slices > 0) names.emplace_back("dcn"), sizes.push_back(spec.slices);
+  }
+  Layout out;
+  for (std::size_t i = 0; i < names.size(); ++i)
+    if (sizes[i] > 1) out.names.push_back(names[i]), out.sizes.push_back(sizes[i]);
+  return out;
+}
+
+// The per-plan choices (microbatch, recompute, schedule, optimizer sharding,
+// collective matmuls) of one mesh assignment; a choice that does not apply to
+// it (a schedule without a pipeline) is not varied.
+void add_variants(const SearchSpec& spec, const Plan& base, std::vector<Plan>& plans) {
+  std::vector<std::pair<std::string, std::uint64_t>> schedules{{"", 1}};
+  if (base.pp > 1) {
+    schedules.clear();
+    for (const std::string& s : spec.schedules) {
+      if (s != "interleaved") {
+        schedules.emplace_back(s, 1);
+        continue;
+      }
+      for (std::uint64_t v : spec.virtual_stages) schedules.emplace_back(s, v);
+    }
+  }
+  // Each switch's values on this plan: its list where it applies, else its
+  // first default (which then does not matter).
+  std::array<std::vector<bool>, kSwitches> values;
+  const bool applies[kSwitches] = {base.dp > 1, base.tp > 1, base.tp > 1, base.fsdp > 1,
+                                   base.dp * base.fsdp * base.ep * base.cp > 1};
+  std::size_t combos = 1;
+  for (std::size_t i = 0; i < kSwitches; ++i) {
+    values[i] = applies[i] ? spec.switches[i] : std::vector<bool>{kSwitchInfo[i].defaults.front()};
+    combos *= values[i].size();
+  }
+  for (std::uint64_t mb : spec.microbatches)
+    for (const std::string& rc : spec.recompute)
+      for (const auto& [schedule, v] : schedules)
+        for (std::size_t c = 0; c < combos; ++c) {
+          Plan p = base;
+          for (std::size_t i = 0, rest = c; i < kSwitches; rest /= values[i].size(), ++i)
+            p.on[i] = values[i][rest % values[i].size()];
+          if (p.on[kOverlapTensor] && !p.on[kSequenceParallel]) continue;  // collective matmuls need SP
+          p.index = plans.size();
+          p.microbatch = mb;
+          p.recompute = rc;
+          p.schedule = schedule;
+          p.virtual_stages = v;
+          std::vector<std::string> opts;
+          if (!schedule.empty()) opts.push_back(v > 1 ? fmt::format("{} v{}", schedule, v) : schedule);
+          for (std::size_t i = 0; i < kSwitches; ++i) {
+            const char* label = p.on[i] ? kSwitchInfo[i].on_label : kSwitchInfo[i].off_label;
+            if (applies[i] && label) opts.emplace_back(label);
+          }
+          p.options = opts.empty() ? "-" : fmt::format("{}", fmt::join(opts, ", "));
+          p.label = fmt::format("{}, microbatch {}, recompute {}{}", p.axes, mb, rc, opts.empty() ? "" : ", " + p.options);
+          plans.push_back(std::move(p));
+        }
+}
+
+// Every plan: per layout, the hardware axes grouped into consecutive runs, a
+// strategy per run (adjacent runs differ: the same strategy over both is the
+// merged run), at most one pipeline run; then the variants.
 std::vector<Plan> enumerate(const SearchSpec& spec) {
   std::vector<Plan> plans;
-  std::vector<std::vector<int>> grids = spec.node_grids;
-  if (grids.empty()) grids.push_back({});
-  for (const std::vector<int>& grid : grids) {
-    std::vector<std::string> names;
-    std::vector<int> sizes;
-    if (grid.empty()) {
-      names = spec.hw_names;
-      sizes = spec.hw_sizes;
-    } else {
-      names = {"gpu"};
-      sizes = {spec.hw_sizes[0]};
-      for (std::size_t i = 0; i < grid.size(); ++i) {
-        names.push_back(grid.size() == 1 ? "node" : fmt::format("node{}", i));
-        sizes.push_back(grid[i]);
-      }
-    }
-    std::vector<std::string> axis_names;  // hardware axes of size > 1
-    std::vector<int> axis_sizes;
-    for (std::size_t i = 0; i < names.size(); ++i)
-      if (sizes[i] > 1) axis_names.push_back(names[i]), axis_sizes.push_back(sizes[i]);
-    const std::size_t k = axis_sizes.size();
+  for (const std::vector<int>& layout : spec.layouts) {
+    const Layout hw = layout_axes(spec, layout);
+    const std::size_t k = hw.sizes.size();
     if (k == 0) continue;
+    const std::size_t ns = spec.strategies.size();
     for (unsigned cuts = 0; cuts < (1u << (k - 1)); ++cuts) {
       std::vector<std::pair<std::size_t, std::size_t>> runs;  // [begin, end) of hardware axes
       std::size_t begin = 0;
@@ -181,16 +440,15 @@ std::vector<Plan> enumerate(const SearchSpec& spec) {
       runs.emplace_back(begin, k);
       const std::size_t g = runs.size();
       std::size_t combos = 1;
-      for (std::size_t i = 0; i < g; ++i) combos *= spec.strategies.size();
+      for (std::size_t i = 0; i < g; ++i) combos *= ns;
       for (std::size_t c = 0; c < combos; ++c) {
         std::vector<std::string> chosen;
-        for (std::size_t i = 0, rest = c; i < g; ++i, rest /= spec.strategies.size())
-          chosen.push_back(spec.strategies[rest % spec.strategies.size()]);
+        for (std::size_t i = 0, rest = c; i < g; ++i, rest /= ns) chosen.push_back(spec.strategies[rest % ns]);
         bool ok = std::count(chosen.begin(), chosen.end(), "pipeline") <= 1;
         for (std::size_t i = 0; i + 1 < g && ok; ++i) ok = chosen[i] != chosen[i + 1];
         if (!ok) continue;
         Plan base;
-        base.node_grid = grid;
+        base.layout = layout;
         std::map<std::string, int> used;
         Json par = Json::object();
         std::vector<std::string> axes_text;
@@ -202,8 +460,10 @@ std::vector<Plan> enumerate(const SearchSpec& spec) {
           int size = 1;
           std::string over;
           for (std::size_t a = runs[i].first; a < runs[i].second; ++a) {
-            size *= axis_sizes[a];
-            over += axis_names[a].size() == 1 ? axis_names[a] : (over.empty() ? "" : ",") + axis_names[a];
+            size *= hw.sizes[a];
+            over += hw.names[a].size() == 1 ? hw.names[a] : (over.empty() ? "" : ",") + hw.names[a];
+            if (s == "fsdp" || s == "data") ++base.fsdp_axes;
+            if (s == "tensor") ++base.tp_axes;
           }
           base.mesh.emplace_back(name, size);
           degree[s] = std::max<std::uint64_t>(degree[s], 1) * static_cast<std::uint64_t>(size);
@@ -213,34 +473,28 @@ std::vector<Plan> enumerate(const SearchSpec& spec) {
           else
             par[s].push_back(name);
         }
-        if (par.contains("tensor")) par["sequence_parallel"] = true;
         base.parallelism = par;
-        base.dp = std::max<std::uint64_t>(degree["data"], 1);
-        base.fsdp = std::max<std::uint64_t>(degree["fsdp"], 1);
-        base.tp = std::max<std::uint64_t>(degree["tensor"], 1);
-        base.pp = std::max<std::uint64_t>(degree["pipeline"], 1);
+        const auto deg = [&](const char* s) { return std::max<std::uint64_t>(degree[s], 1); };
+        base.dp = deg("data"), base.fsdp = deg("fsdp"), base.tp = deg("tensor"), base.pp = deg("pipeline");
+        base.ep = deg("expert"), base.cp = deg("context");
         base.axes = fmt::format("{}", fmt::join(axes_text, " "));
-        if (grid.size() > 1) base.axes += fmt::format(" (nodes {}x{})", grid[0], grid[1]);
-        for (std::uint64_t mb : spec.microbatches)
-          for (const std::string& rc : spec.recompute) {
-            Plan p = base;
-            p.index = plans.size();
-            p.microbatch = mb;
-            p.recompute = rc;
-            p.label = fmt::format("dp {} fsdp {} tp {} pp {}, microbatch {}, recompute {}, {}", p.dp, p.fsdp, p.tp,
-                                  p.pp, mb, rc, p.axes);
-            plans.push_back(std::move(p));
-          }
+        if (spec.gpu && layout.size() > 1) base.axes += fmt::format(" (nodes {})", shape_text(layout));
+        if (!spec.gpu && spec.layouts.size() > 1) base.axes += fmt::format(" [{}]", shape_text(layout));
+        add_variants(spec, base, plans);
       }
     }
   }
   return plans;
 }
 
+Tick floor_tick(double seconds) {
+  // A hair below, so that rounding in the sums never lifts a bound above the step.
+  return Tick::from_ps(static_cast<std::int64_t>(std::floor(seconds * 1e12 * (1 - 1e-9))));
+}
+
 // The busiest chip's local kernels at the roofline, back to back: its compute
 // unit runs one at a time, so the simulated step cannot be shorter.
-Tick compute_bound(const workloads::Workload& w) {
-  const std::uint32_t chips = w.make_torus().num_chips();
+Tick compute_bound(const workloads::Workload& w, std::uint32_t chips) {
   std::vector<Tick> busy(chips);
   Tick all;
   for (const workloads::Op& op : w.ops) {
@@ -256,25 +510,103 @@ Tick compute_bound(const workloads::Workload& w) {
   return all + most;
 }
 
-workloads::Workload parse_plan(const SearchSpec& spec, const Plan& plan, bool allow_oom) {
+// Communication at the collectives' lower bounds (driver/bounds.hpp), under
+// perfect overlap. Ops of one kind over the same axes and chips (a step's
+// per-layer gathers) need the same links in the same direction, so their
+// ingress bounds add up, and so do their cut bounds; each op also takes at
+// least its own bound plus its fixed cost. The largest of these.
+Tick comm_bound(const workloads::Workload& w, const topology::Torus& torus) {
+  std::optional<topology::Fabric> fabric;
+  if (w.hardware.gpu) fabric.emplace(w.make_fabric());
+  using Key = std::tuple<int, std::vector<int>, std::uint64_t, const std::vector<topology::ChipId>*>;
+  std::map<Key, driver::LowerBound> cache;
+  using Class = std::tuple<int, std::vector<int>, std::vector<topology::ChipId>,
+                           std::vector<std::pair<topology::ChipId, topology::ChipId>>>;
+  std::map<Class, std::pair<double, double>> sums;  // ingress, cut
+  double most = 0;
+  for (const workloads::Op& op : w.ops) {
+    if (is_local(op.kind)) continue;
+    driver::LowerBound lb;
+    if (op.kind == OpKind::Send) {
+      lb = driver::lower_bound(op, w, torus, fabric ? &*fabric : nullptr);
+    } else {
+      const Key key{static_cast<int>(op.kind), op.hw_axes, op.bytes, op.chips.get()};
+      auto it = cache.find(key);
+      if (it == cache.end()) it = cache.emplace(key, driver::lower_bound(op, w, torus, fabric ? &*fabric : nullptr)).first;
+      lb = it->second;
+    }
+    most = std::max(most, lb.time_s() + driver::comm_fixed_cost(op, w, torus).seconds());
+    Class c{static_cast<int>(op.kind), op.hw_axes, op.chips ? *op.chips : std::vector<topology::ChipId>{},
+            op.kind == OpKind::Send ? workloads::send_pairs(op) : decltype(op.pairs){}};
+    auto& [in, cut] = sums[std::move(c)];
+    in += lb.ingress_s;
+    cut += lb.cut_s;
+  }
+  for (const auto& [c, s] : sums) most = std::max({most, s.first, s.second});
+  return floor_tick(most);
+}
+
+workloads::Workload parse_plan(const SearchSpec& spec, const Plan& plan) {
   Json doc = plan_workload(spec, plan);
-  if (allow_oom) doc["training"]["allow_oom"] = true;
+  doc["training"]["allow_oom"] = true;
   return workloads::parse_workload(doc.dump(), spec.file);
 }
 
-void simulate_plan(const SearchSpec& spec, PlanResult& r) {
-  const workloads::Workload w = parse_plan(spec, r.plan, true);
-  const driver::RunResult run = driver::simulate(w);
-  const driver::TrainingResult t = driver::training_result(w, run);
+int role_strategy(workloads::Role r) {
+  switch (r) {
+    case workloads::Role::Tensor: return kTensor;
+    case workloads::Role::Expert: return kExpert;
+    case workloads::Role::Context: return kContext;
+    case workloads::Role::Fsdp: return kFsdp;
+    case workloads::Role::Data: return kData;
+    case workloads::Role::Pipeline: return kPipeline;
+    default: return -1;
+  }
+}
+
+// One plan's simulation, as text (what a rank sends back under mpirun).
+std::string simulate_text(const SearchSpec& spec, const Plan& plan) {
+  try {
+    const workloads::Workload w = parse_plan(spec, plan);
+    const driver::RunResult run = driver::simulate(w);
+    const driver::TrainingResult t = driver::training_result(w, run);
+    std::array<std::int64_t, kStrategies> exposed{}, in_flight{};
+    std::int64_t compute = 0, optimizer = 0, idle = 0;
+    for (const driver::StageBreakdown& s : t.stages) {
+      const std::array<Tick, kStrategies> e{s.tensor, s.expert, s.context, s.fsdp, s.data, s.pipeline};
+      for (int i = 0; i < kStrategies; ++i) exposed[static_cast<std::size_t>(i)] =
+          std::max(exposed[static_cast<std::size_t>(i)], e[static_cast<std::size_t>(i)].ps());
+      for (std::size_t role = 0; role < s.in_flight.size(); ++role) {
+        const int k = role_strategy(static_cast<workloads::Role>(role));
+        if (k >= 0)
+          in_flight[static_cast<std::size_t>(k)] = std::max(in_flight[static_cast<std::size_t>(k)], s.in_flight[role].ps());
+      }
+      compute = std::max(compute, s.compute.ps());
+      optimizer = std::max(optimizer, s.optimizer.ps());
+      idle = std::max(idle, s.idle.ps());
+    }
+    return Json{{"step", t.step.ps()}, {"mfu", t.mfu},           {"compute", compute},    {"optimizer", optimizer},
+                {"idle", idle},        {"exposed", exposed},      {"in_flight", in_flight}}
+        .dump();
+  } catch (const Error& e) {
+    return Json{{"error", fmt::format("{} (plan: {})", e.what(), plan.label)}}.dump();
+  } catch (const std::bad_alloc&) {
+    return Json{{"error", fmt::format("out of memory (plan: {})", plan.label)}}.dump();
+  }
+}
+
+void read_outcome(const std::string& text, PlanResult& r) {
+  const Json j = Json::parse(text);
+  if (j.contains("error")) throw Error(j.at("error").get<std::string>());
   r.simulated = true;
-  r.step = t.step;
-  r.mfu = t.mfu;
-  for (const driver::StageBreakdown& s : t.stages) {
-    r.tensor = max(r.tensor, s.tensor);
-    r.fsdp = max(r.fsdp, s.fsdp);
-    r.data = max(r.data, s.data);
-    r.pipeline = max(r.pipeline, s.pipeline);
-    r.idle = max(r.idle, s.idle);
+  r.step = Tick::from_ps(j.at("step").get<std::int64_t>());
+  r.mfu = j.at("mfu").get<double>();
+  r.compute = Tick::from_ps(j.at("compute").get<std::int64_t>());
+  r.optimizer = Tick::from_ps(j.at("optimizer").get<std::int64_t>());
+  r.idle = Tick::from_ps(j.at("idle").get<std::int64_t>());
+  for (std::size_t i = 0; i < kStrategies; ++i) {
+    r.comm[i].exposed = Tick::from_ps(j.at("exposed").at(i).get<std::int64_t>());
+    r.comm[i].in_flight = Tick::from_ps(j.at("in_flight").at(i).get<std::int64_t>());
   }
 }
 
@@ -289,24 +621,45 @@ SearchResult run_search(const SearchSpec& spec, const SearchOptions& options) {
     r.plan = std::move(plan);
     std::optional<workloads::Workload> w;
     try {
-      w = parse_plan(spec, r.plan, true);
+      w = parse_plan(spec, r.plan);
     } catch (const InputError& e) {
       ++out.invalid;
       if (out.invalid_reasons.size() < 5) out.invalid_reasons.push_back(fmt::format("{}: {}", r.plan.label, e.message()));
       continue;
     }
-    const workloads::StepFormulas& f = w->training->formulas;
+    const workloads::Training& t = *w->training;
+    const workloads::StepFormulas& f = t.formulas;
     r.peak_bytes = f.peak_bytes;
     out.hbm_bytes = f.hbm_bytes;
+    out.peak_flops_per_s = f.peak_flops_per_s;
+    out.global_batch = t.global_batch;
+    const std::uint64_t link = w->hardware.peak.ici > 0 ? w->hardware.peak.ici : w->hardware.ici.bandwidth_bytes_per_s;
+    out.link_bytes_per_s = w->hardware.gpu ? 0 : 2.0 * static_cast<double>(link);
     if (f.peak_bytes > f.hbm_bytes) {
       ++out.pruned_memory;
       if (out.smallest_peak_bytes == 0 || f.peak_bytes < out.smallest_peak_bytes) out.smallest_peak_bytes = f.peak_bytes;
       continue;
     }
-    r.bound = compute_bound(*w);
+    const topology::Torus torus = w->make_torus();
+    out.chips = torus.num_chips();
+    try {
+      driver::check_limits(*w, driver::estimate_run(*w, torus), options.limits);
+    } catch (const InputError& e) {
+      ++out.too_large;
+      if (out.too_large_reasons.size() < 3)
+        out.too_large_reasons.push_back(fmt::format("{}: {}", r.plan.label, e.message()));
+      continue;
+    }
+    r.compute_bound = compute_bound(*w, torus.num_chips());
+    r.comm_bound = comm_bound(*w, torus);
+    r.bound = max(r.compute_bound, r.comm_bound);
     fits.push_back(std::move(r));
   }
   if (out.enumerated == 0) throw InputError(spec.file, "/topology", "the system has no hardware axis to shard over");
+  if (fits.empty() && out.too_large > 0)
+    throw InputError(spec.file, "/training",
+                     fmt::format("every plan that fits in memory is too large to simulate; the first: {}",
+                                 out.too_large_reasons.front()));
   if (fits.empty() && out.pruned_memory == 0)
     throw InputError(spec.file, "/training",
                      fmt::format("none of the {} plans is valid on this system; the first: {}", out.enumerated,
@@ -317,20 +670,46 @@ SearchResult run_search(const SearchSpec& spec, const SearchOptions& options) {
                                  "({} plans too large, {} invalid)",
                                  static_cast<double>(out.smallest_peak_bytes) / 1e9,
                                  static_cast<double>(out.hbm_bytes) / 1e9, out.pruned_memory, out.invalid));
-  // Best bound first; a plan whose bound is above the top-th best step so far cannot enter the top.
+  // Best bound first. A plan whose bound is above the top-th best step so far
+  // cannot enter the top; with `pareto`, nor may a simulated plan with no more
+  // memory be faster than its bound (else it might be on the front).
   std::stable_sort(fits.begin(), fits.end(), [](const PlanResult& a, const PlanResult& b) { return a.bound < b.bound; });
   const std::size_t top = std::max<std::size_t>(options.top, 1);
   std::vector<Tick> best;  // sorted simulated steps
-  for (PlanResult& r : fits) {
-    if (!options.exhaustive && best.size() >= top && r.bound > best[top - 1]) {
-      ++out.pruned_bound;
-      out.pruned.push_back(std::move(r));
-      continue;
+  const auto prunable = [&](const PlanResult& r) {
+    if (options.exhaustive || best.size() < top || r.bound <= best[top - 1]) return false;
+    if (!options.pareto) return true;
+    return std::any_of(out.ranked.begin(), out.ranked.end(), [&](const PlanResult& q) {
+      return q.step < r.bound && q.peak_bytes <= r.peak_bytes;
+    });
+  };
+  const std::size_t batch = std::max<std::size_t>(options.batch, 1);
+  for (std::size_t next = 0; next < fits.size();) {
+    std::vector<std::size_t> round;
+    for (; next < fits.size() && round.size() < batch; ++next) {
+      if (prunable(fits[next])) {
+        ++out.pruned_bound;
+        out.pruned.push_back(std::move(fits[next]));
+        continue;
+      }
+      round.push_back(next);
     }
-    simulate_plan(spec, r);
-    ++out.simulated;
-    best.insert(std::upper_bound(best.begin(), best.end(), r.step), r.step);
-    out.ranked.push_back(std::move(r));
+    if (round.empty()) break;
+    const auto run = [&](std::size_t i) { return simulate_text(spec, fits[round[i]].plan); };
+    std::vector<std::string> texts;
+    if (options.map) {
+      texts = options.map(round.size(), run);
+    } else {
+      for (std::size_t i = 0; i < round.size(); ++i) texts.push_back(run(i));
+    }
+    if (texts.size() != round.size()) throw Error("search: a batch of plans came back incomplete");
+    for (std::size_t i = 0; i < round.size(); ++i) {
+      PlanResult& r = fits[round[i]];
+      read_outcome(texts[i], r);
+      ++out.simulated;
+      best.insert(std::upper_bound(best.begin(), best.end(), r.step), r.step);
+      out.ranked.push_back(std::move(r));
+    }
   }
   std::stable_sort(out.ranked.begin(), out.ranked.end(), [](const PlanResult& a, const PlanResult& b) {
     return a.step != b.step ? a.step < b.step : a.plan.index < b.plan.index;
@@ -338,63 +717,238 @@ SearchResult run_search(const SearchSpec& spec, const SearchOptions& options) {
   return out;
 }
 
+std::vector<const PlanResult*> pareto_front(const SearchResult& r) {
+  std::vector<const PlanResult*> by_memory;
+  for (const PlanResult& p : r.ranked) by_memory.push_back(&p);
+  std::stable_sort(by_memory.begin(), by_memory.end(), [](const PlanResult* a, const PlanResult* b) {
+    return a->peak_bytes != b->peak_bytes ? a->peak_bytes < b->peak_bytes : a->step < b->step;
+  });
+  std::vector<const PlanResult*> front;
+  for (const PlanResult* p : by_memory)
+    if (front.empty() || p->step < front.back()->step) front.push_back(p);
+  return front;
+}
+
+namespace {
+
+std::string ms(Tick t) { return fmt::format("{:.3f}", t.seconds() * 1e3); }
+// Differences below this are not worth a sentence (they print as 0.000 ms).
+constexpr Tick kMicrosecond = Tick::from_ps(1'000'000);
+
+struct Rules {
+  double tokens = 0, c_over_w = 0, x_opt = 0;
+};
+
+Rules rules_of(const SearchSpec& spec, const SearchResult& r) {
+  Rules k;
+  k.tokens = static_cast<double>(r.global_batch) * static_cast<double>(spec.seq_len);
+  if (r.link_bytes_per_s > 0) k.c_over_w = r.peak_flops_per_s / r.link_bytes_per_s;
+  if (spec.ffn > 0) k.x_opt = std::sqrt(2 * k.tokens * static_cast<double>(r.chips) / static_cast<double>(spec.ffn));
+  return k;
+}
+
+// The book's X: the chips that split the batch (data and FSDP), all of them
+// but the tensor-parallel ones in its FSDP x TP setting.
+double book_x(const SearchResult& r, const Plan& p) { return static_cast<double>(r.chips) / static_cast<double>(p.tp); }
+
+// The X of the plans that fit in memory (simulated or pruned by the bound)
+// nearest to `x_opt` (by ratio).
+double nearest_x(const SearchResult& r, double x_opt) {
+  double best = 0, gap = 0;
+  for (const auto* list : {&r.ranked, &r.pruned})
+    for (const PlanResult& p : *list) {
+      const double x = book_x(r, p.plan), g = std::abs(std::log(x / x_opt));
+      if (best == 0 || g < gap) best = x, gap = g;
+    }
+  return best;
+}
+
+}  // namespace
+
+std::string format_explanation(const SearchSpec& spec, const SearchResult& r) {
+  std::string out;
+  // The runner-up: the best plan slower than the winner (plans that tie with it
+  // are the same strategies on other axes of equal links, or equivalent choices).
+  std::size_t second = 1;
+  while (second < r.ranked.size() && r.ranked[second].step == r.ranked[0].step) ++second;
+  if (second > 1)
+    out += fmt::format("\nranks 1 to {} tie at {} ms ({})\n", second, ms(r.ranked[0].step),
+                       "the same step: equal links under other axes, or choices that do not matter here");
+  if (second < r.ranked.size()) {
+    const PlanResult& a = r.ranked[0];
+    const PlanResult& b = r.ranked[second];
+    const std::string rb = fmt::format("rank {}", second + 1);
+    const Tick gap = b.step - a.step;
+    out += fmt::format("\nwhy rank 1 beats {}: {} ms against {} ms ({} ms, {:.2f} % faster)\n", rb, ms(a.step),
+                       ms(b.step), ms(gap), 100.0 * gap.seconds() / b.step.seconds());
+    out += fmt::format("  rank 1: {}\n  {}: {}\n", a.plan.label, rb, b.plan.label);
+    out += fmt::format("  {:<22} {:>12} {:>12} {:>12}   (ms, the most over pipeline stages)\n", "", "rank 1", rb,
+                       "difference");
+    const auto row = [&](const std::string& what, Tick x, Tick y) {
+      if (x == kZeroTick && y == kZeroTick) return;
+      const Tick d = x - y;
+      out += fmt::format("  {:<22} {:>12} {:>12} {:>12}\n", what, ms(x), ms(y),
+                         d < kMicrosecond && kZeroTick - d < kMicrosecond ? std::string("0") : ms(d));
+    };
+    row("compute", a.compute, b.compute);
+    row("optimizer", a.optimizer, b.optimizer);
+    for (int s = 0; s < kStrategies; ++s) {
+      const auto i = static_cast<std::size_t>(s);
+      row(fmt::format("{} exposed", strategy_name(s)), a.comm[i].exposed, b.comm[i].exposed);
+      row(fmt::format("{} in flight", strategy_name(s)), a.comm[i].in_flight, b.comm[i].in_flight);
+    }
+    row("bubble (idle)", a.idle, b.idle);
+    out += fmt::format("  {:<22} {:>12.2f} {:>12.2f} {:>12.2f}   (GB per chip)\n", "memory",
+                       static_cast<double>(a.peak_bytes) / 1e9, static_cast<double>(b.peak_bytes) / 1e9,
+                       (static_cast<double>(a.peak_bytes) - static_cast<double>(b.peak_bytes)) / 1e9);
+    // In words: what rank 1 avoids (issues none of) and what it hides better.
+    for (int s = 0; s < kStrategies; ++s) {
+      const auto i = static_cast<std::size_t>(s);
+      const Comm& x = a.comm[i];
+      const Comm& y = b.comm[i];
+      if (y.exposed < x.exposed + kMicrosecond) continue;
+      if (x.in_flight == kZeroTick)
+        out += fmt::format("  rank 1 avoids {} communication: {} has {} ms of it in flight, {} ms exposed\n",
+                           strategy_name(s), rb, ms(y.in_flight), ms(y.exposed));
+      else
+        out += fmt::format("  rank 1 exposes {} ms less {} communication: it hides {} of its {} ms in flight, {} {} "
+                           "of {} ms\n",
+                           ms(y.exposed - x.exposed), strategy_name(s), ms(x.in_flight - x.exposed), ms(x.in_flight),
+                           rb, ms(y.in_flight - y.exposed), ms(y.in_flight));
+    }
+    for (int s = 0; s < kStrategies; ++s) {
+      const auto i = static_cast<std::size_t>(s);
+      const Comm& x = a.comm[i];
+      const Comm& y = b.comm[i];
+      if (x.exposed < y.exposed + kMicrosecond) continue;
+      out += fmt::format("  in exchange rank 1 exposes {} ms more {} communication ({} ms in flight; {} {} ms)\n",
+                         ms(x.exposed - y.exposed), strategy_name(s), ms(x.in_flight), rb, ms(y.in_flight));
+    }
+    if (a.idle + kMicrosecond <= b.idle)
+      out += fmt::format("  rank 1 idles {} ms less (the pipeline bubble)\n", ms(b.idle - a.idle));
+    if (a.compute + kMicrosecond <= b.compute)
+      out += fmt::format("  rank 1 computes {} ms less (recomputation, or smaller and slower kernels in {})\n",
+                         ms(b.compute - a.compute), rb);
+  }
+  const Rules k = rules_of(spec, r);
+  if (k.c_over_w > 0 && !r.ranked.empty()) {
+    const PlanResult& a = r.ranked[0];
+    const double n = static_cast<double>(r.chips);
+    out += fmt::format("\nrules of thumb (the scaling book, training chapter; C = {:.3g} FLOP/s per chip, W = {:.3g} B/s "
+                       "per link both ways):\n",
+                       r.peak_flops_per_s, r.link_bytes_per_s);
+    out += fmt::format("  tokens per step B = {:.0f}, chips N = {:.0f}: {:.0f} tokens per chip; C/W = {:.0f}\n", k.tokens,
+                       n, k.tokens / n, k.c_over_w);
+    out += fmt::format("  data/FSDP over M axes is compute-bound above (C/W)/M tokens per chip: {:.0f} (1 axis), {:.0f} "
+                       "(2), {:.0f} (3): {} here\n",
+                       k.c_over_w, k.c_over_w / 2, k.c_over_w / 3,
+                       k.tokens / n > k.c_over_w ? "compute-bound on any axes"
+                       : k.tokens / n > k.c_over_w / 3 ? "compute-bound over enough axes"
+                                                       : "communication-bound: tensor parallelism must help");
+    out += fmt::format("  tensor parallelism over M axes is compute-bound while tp < M F/(C/W) = {:.1f} M (F = {})\n",
+                       static_cast<double>(spec.ffn) / k.c_over_w, spec.ffn);
+    const double x = book_x(r, a.plan);
+    const double x_opt = std::min(k.x_opt, n);
+    const double ratio = x > x_opt ? x / x_opt : x_opt / x;
+    out += fmt::format("  FSDP x TP optimum X = sqrt(2 B N / F) = {:.1f}{}: the winner's X = N/tp = {:.0f} (tp {}), {}",
+                       k.x_opt, k.x_opt > n ? fmt::format(" (capped at N = {:.0f})", n) : "", x, a.plan.tp,
+                       ratio <= 2 ? "within one power of two of it" : fmt::format("{:.1f}x away from it", ratio));
+    const double near = nearest_x(r, x_opt);
+    out += near == x ? "; no plan that fits has an X nearer to it\n"
+                     : fmt::format("; the nearest X of a plan that fits: {:.0f}\n", near);
+  }
+  return out;
+}
+
 std::string format_search(const SearchSpec& spec, const SearchResult& r, std::size_t top) {
   std::string out = fmt::format("# meshsim search: {}\n", spec.file);
   out += fmt::format("plans     {} enumerated: {} invalid, {} pruned by memory (HBM {:.2f} GB per chip), {} pruned by "
-                     "the bound, {} simulated\n",
+                     "the bound, {} simulated{}\n",
                      r.enumerated, r.invalid, r.pruned_memory, static_cast<double>(r.hbm_bytes) / 1e9, r.pruned_bound,
-                     r.simulated);
-  out += fmt::format("\n{:>4} {:>12} {:>7} {:>10} {:>5} {:>5} {:>4} {:>4} {:>4} {:<10} {:>10} {:>10} {:>10} {:>10} {:>10}  "
-                     "{}\n",
-                     "rank", "step (ms)", "MFU %", "mem (GB)", "dp", "fsdp", "tp", "pp", "mb", "recompute",
-                     "tensor", "fsdp", "data", "pipeline", "bubble", "axes");
-  const auto ms = [](Tick t) { return fmt::format("{:.3f}", t.seconds() * 1e3); };
+                     r.simulated,
+                     r.too_large == 0 ? std::string()
+                                      : fmt::format(", {} too large to simulate (not ranked: the top is exact among "
+                                                    "the others)",
+                                                    r.too_large));
+  out += fmt::format("\n{:>4} {:>12} {:>6} {:>8} {:>4} {:>5} {:>4} {:>4} {:>4} {:>4} {:>4} {:<9} {:<16}", "rank",
+                     "step (ms)", "MFU %", "mem (GB)", "dp", "fsdp", "tp", "pp", "ep", "cp", "mb", "recompute",
+                     "options");
+  for (int s = 0; s < kStrategies; ++s) out += fmt::format(" {:>9}", strategy_name(s));
+  out += fmt::format(" {:>9}  axes\n", "bubble");
   for (std::size_t i = 0; i < r.ranked.size() && i < top; ++i) {
     const PlanResult& p = r.ranked[i];
-    out += fmt::format("{:>4} {:>12} {:>7.1f} {:>10.2f} {:>5} {:>5} {:>4} {:>4} {:>4} {:<10} {:>10} {:>10} {:>10} {:>10} "
-                       "{:>10}  {}\n",
-                       i + 1, ms(p.step), 100 * p.mfu, static_cast<double>(p.peak_bytes) / 1e9, p.plan.dp, p.plan.fsdp,
-                       p.plan.tp, p.plan.pp, p.plan.microbatch, p.plan.recompute, ms(p.tensor), ms(p.fsdp), ms(p.data),
-                       ms(p.pipeline), ms(p.idle), p.plan.axes);
+    out += fmt::format("{:>4} {:>12} {:>6.1f} {:>8.2f} {:>4} {:>5} {:>4} {:>4} {:>4} {:>4} {:>4} {:<9} {:<16}", i + 1,
+                       ms(p.step), 100 * p.mfu, static_cast<double>(p.peak_bytes) / 1e9, p.plan.dp, p.plan.fsdp,
+                       p.plan.tp, p.plan.pp, p.plan.ep, p.plan.cp, p.plan.microbatch, p.plan.recompute, p.plan.options);
+    for (const Comm& c : p.comm) out += fmt::format(" {:>9}", ms(c.exposed));
+    out += fmt::format(" {:>9}  {}\n", ms(p.idle), p.plan.axes);
   }
-  out += "(tensor, fsdp, data, pipeline: exposed communication of each strategy, bubble: idle time; ms, the most over "
-         "pipeline stages)\n";
+  out += "(tensor ... pipeline: the communication of each strategy that no computation hides; bubble: idle time; ms, the "
+         "most over pipeline stages)\n";
   for (const std::string& reason : r.invalid_reasons) out += "invalid: " + reason + "\n";
+  for (const std::string& reason : r.too_large_reasons) out += "too large: " + reason + "\n";
+  out += format_explanation(spec, r);
   return out;
 }
 
 Json search_json(const SearchSpec& spec, const SearchResult& r, std::size_t top) {
   Json j;
   j["format"] = "meshsim-search";
-  j["format_version"] = 1;
+  j["format_version"] = 2;
   j["spec"] = spec.file;
   j["counts"] = {{"enumerated", r.enumerated}, {"invalid", r.invalid},      {"pruned_by_memory", r.pruned_memory},
-                 {"pruned_by_bound", r.pruned_bound}, {"simulated", r.simulated}};
+                 {"pruned_by_bound", r.pruned_bound}, {"simulated", r.simulated}, {"too_large", r.too_large}};
   j["hbm_bytes"] = r.hbm_bytes;
+  const auto plan_json = [&](const PlanResult& p) {
+    Json exposed = Json::object(), in_flight = Json::object();
+    for (int s = 0; s < kStrategies; ++s) {
+      exposed[strategy_name(s)] = p.comm[static_cast<std::size_t>(s)].exposed.ps();
+      in_flight[strategy_name(s)] = p.comm[static_cast<std::size_t>(s)].in_flight.ps();
+    }
+    exposed["bubble"] = p.idle.ps();
+    return Json{{"step_ps", p.step.ps()},
+                {"mfu", p.mfu},
+                {"peak_bytes", p.peak_bytes},
+                {"bound_ps", p.bound.ps()},
+                {"compute_bound_ps", p.compute_bound.ps()},
+                {"comm_bound_ps", p.comm_bound.ps()},
+                {"dp", p.plan.dp},
+                {"fsdp", p.plan.fsdp},
+                {"tp", p.plan.tp},
+                {"pp", p.plan.pp},
+                {"ep", p.plan.ep},
+                {"cp", p.plan.cp},
+                {"microbatch", p.plan.microbatch},
+                {"recompute", p.plan.recompute},
+                {"options", p.plan.options},
+                {"axes", p.plan.axes},
+                {"compute_ps", p.compute.ps()},
+                {"optimizer_ps", p.optimizer.ps()},
+                {"exposed_ps", exposed},
+                {"in_flight_ps", in_flight},
+                {"workload", plan_workload(spec, p.plan)}};
+  };
   Json plans = Json::array();
   for (std::size_t i = 0; i < r.ranked.size() && i < top; ++i) {
-    const PlanResult& p = r.ranked[i];
-    plans.push_back({{"rank", i + 1},
-                     {"step_ps", p.step.ps()},
-                     {"mfu", p.mfu},
-                     {"peak_bytes", p.peak_bytes},
-                     {"bound_ps", p.bound.ps()},
-                     {"dp", p.plan.dp},
-                     {"fsdp", p.plan.fsdp},
-                     {"tp", p.plan.tp},
-                     {"pp", p.plan.pp},
-                     {"microbatch", p.plan.microbatch},
-                     {"recompute", p.plan.recompute},
-                     {"axes", p.plan.axes},
-                     {"exposed_ps",
-                      {{"tensor", p.tensor.ps()},
-                       {"fsdp", p.fsdp.ps()},
-                       {"data", p.data.ps()},
-                       {"pipeline", p.pipeline.ps()},
-                       {"bubble", p.idle.ps()}}},
-                     {"workload", plan_workload(spec, p.plan)}});
+    Json p = plan_json(r.ranked[i]);
+    p["rank"] = i + 1;
+    plans.push_back(std::move(p));
   }
   j["plans"] = plans;
+  Json front = Json::array();
+  for (const PlanResult* p : pareto_front(r)) {
+    const auto rank = static_cast<std::size_t>(p - r.ranked.data()) + 1;
+    front.push_back({{"rank", rank}, {"step_ps", p->step.ps()}, {"peak_bytes", p->peak_bytes}, {"axes", p->plan.axes}});
+  }
+  j["pareto"] = front;
+  const Rules k = rules_of(spec, r);
+  if (k.c_over_w > 0 && !r.ranked.empty())
+    j["rules_of_thumb"] = {{"tokens_per_step", k.tokens},
+                           {"chips", r.chips},
+                           {"c_over_w", k.c_over_w},
+                           {"x_opt", k.x_opt},
+                           {"winner_x", book_x(r, r.ranked.front().plan)},
+                           {"nearest_x", nearest_x(r, std::min(k.x_opt, static_cast<double>(r.chips)))}};
   return j;
 }
 

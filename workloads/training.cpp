@@ -109,6 +109,8 @@ std::string model_preset_names() {
   return s;
 }
 
+}  // namespace
+
 ModelSpec parse_model(const Cursor& c) {
   ModelSpec m;
   m.name = "custom";
@@ -185,6 +187,8 @@ ModelSpec parse_model(const Cursor& c) {
                           m.heads));
   return m;
 }
+
+namespace {
 
 std::vector<int> parse_strategy_axes(const Workload& w, const Cursor& c) {
   std::vector<Cursor> items;

@@ -30,6 +30,21 @@ else()
   endif()
 endif()
 
+# The Pareto plot: PNG and SVG drawn, the data beside them; the explanation in the table.
+execute_process(COMMAND "${MESHSIM}" search tests/search/small_v5e.json --top 3 --plot ${WORK_DIR}/pareto
+                WORKING_DIRECTORY "${SOURCE_DIR}" RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 300)
+if(NOT rc EQUAL 0)
+  report("search --plot: exit ${rc}: ${err}")
+elseif(NOT EXISTS "${WORK_DIR}/pareto.png" OR NOT EXISTS "${WORK_DIR}/pareto.svg" OR NOT EXISTS "${WORK_DIR}/pareto.dat")
+  report("search --plot: no pareto.png, pareto.svg or pareto.dat")
+else()
+  file(READ "${WORK_DIR}/pareto.svg" svg)
+  if(NOT svg MATCHES "Pareto front" OR NOT out MATCHES "\nwhy rank 1 beats rank [0-9]+: "
+     OR NOT out MATCHES "\nrules of thumb \\(the scaling book")
+    report("search --plot: the SVG has no Pareto front, or the table no explanation:\n${out}")
+  endif()
+endif()
+
 file(WRITE "${WORK_DIR}/bad.json" "{\"hardware\": \"tpu-v5e\", \"topology\": {\"shape\": [4, 4]}, \"mesh\": {\"X\": 16},
   \"training\": {\"model\": \"llama3-8b\", \"global_batch\": 16}}\n")
 execute_process(COMMAND "${MESHSIM}" search ${WORK_DIR}/bad.json WORKING_DIRECTORY "${SOURCE_DIR}"

@@ -3,6 +3,8 @@
 // and started by mpirun), every rank of a sweep simulates its share of the
 // points and rank 0 gathers them, and a replay runs one GPU per rank; otherwise
 // there is one process, rank 0 of 1.
+#include <cstddef>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -38,6 +40,20 @@ class Parallel {
   int size_ = 1;
   bool mpi_ = false;
 };
+
+// The engine for running many independent items (a sweep's points, a search's
+// plans): item i runs on rank i % size, `run(i, done, mine)` returning its text
+// (`done` of this rank's `mine` items ran before it: for progress), and every
+// rank gets every item's text, in item order. A collective call; `run` must not
+// throw (an item's failure is part of its text).
+std::vector<std::string> share_items(const Parallel& par, std::size_t count,
+                                     const std::function<std::string(std::size_t item, std::size_t done,
+                                                                     std::size_t mine)>& run);
+
+// Runs `check` (what a rank can get wrong on its own: its files, its flags) and
+// agrees on the outcome: the first rank's failure message by rank, on every
+// rank ("" when every rank passed). A collective call.
+std::string agreed_error(const Parallel& par, const std::function<void()>& check);
 
 // Whether this build can use MPI.
 bool mpi_built();

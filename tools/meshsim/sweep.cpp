@@ -1,9 +1,6 @@
 #include "tools/meshsim/sweep.hpp"
 
 #include <fmt/format.h>
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -17,8 +14,7 @@
 
 #include "base/error.hpp"
 #include "calibrate/measured.hpp"
-
-extern char** environ;
+#include "tools/meshsim/plot.hpp"
 
 namespace meshsim::cli {
 
@@ -464,13 +460,6 @@ std::vector<Measured> read_measured(const std::string& path, const std::string& 
 
 namespace {
 
-// A string for a gnuplot script, in single quotes.
-std::string gp_quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("''") : std::string(1, c);
-  return q + "'";
-}
-
 std::string size_label(double bytes) {
   const char* units[] = {"B", "K", "M", "G", "T"};
   int u = 0;
@@ -485,38 +474,6 @@ struct Series {
   std::string title;
   std::vector<const Json*> ops;  // sorted by bytes
 };
-
-void run_gnuplot(const std::string& script, const std::string& log) {
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  std::string prog = "gnuplot";
-  std::vector<char*> argv{prog.data(), const_cast<char*>(script.c_str()), nullptr};
-  pid_t pid = 0;
-  const int rc = posix_spawnp(&pid, "gnuplot", &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) {
-    std::error_code ec;
-    std::filesystem::remove(log, ec);
-    if (rc == ENOENT)
-      throw Error("--plot: gnuplot is not installed (Debian package gnuplot-nox; scripts/install-deps installs it)");
-    throw Error(std::string("--plot: cannot start gnuplot: ") + std::strerror(rc));
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    std::ifstream in(log);
-    std::string first, line;
-    while (std::getline(in, line))
-      if (!line.empty() && first.empty()) first = line;
-    throw Error(fmt::format("--plot: gnuplot failed on {} ({}); its messages are in {}", script,
-                            first.empty() ? "no message" : first, log));
-  }
-  std::error_code ec;
-  std::filesystem::remove(log, ec);
-}
 
 }  // namespace
 
@@ -657,17 +614,7 @@ void plot_sweep(const std::string& prefix, const std::vector<PointResult>& resul
                         series.size());
   body += plot + "\nunset multiplot\n";
 
-  std::string script = "# meshsim sweep plot: `gnuplot " + prefix + ".gp` redraws " + prefix + ".png and " + prefix +
-                       ".svg from " + prefix + ".dat\n";
-  script += "set terminal pngcairo noenhanced size 1100,1000 font ',10'\nset output " + gp_quote(prefix + ".png") + "\n" + body;
-  script += "set terminal svg noenhanced size 1100,1000 font ',10' dynamic\nset output " + gp_quote(prefix + ".svg") + "\n" + body;
-  script += "set output\n";
-  for (const auto& [path, text] : {std::pair{prefix + ".dat", dat}, std::pair{prefix + ".gp", script}}) {
-    std::ofstream out(path, std::ios::binary);
-    out << text;
-    if (!out) throw Error(path + ": cannot write file");
-  }
-  run_gnuplot(prefix + ".gp", prefix + ".gnuplot.log");
+  write_plot(prefix, "meshsim sweep plot", dat, body, 1100, 1000);
 }
 
 }  // namespace meshsim::cli

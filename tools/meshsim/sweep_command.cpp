@@ -44,34 +44,34 @@ SweepSpec spec_of(const SweepOptions& o) {
   return s;
 }
 
-// One rank's share: the points i with i % size == rank, as JSON text (the run
-// document of each, or the first error).
-std::string simulate_share(const Sweep& sweep, const Parallel& par, Progress& progress) {
-  Json share = Json::array();
-  std::size_t mine = 0, done = 0;
-  for (const SweepPoint& p : sweep.points()) mine += p.index % static_cast<std::size_t>(par.size()) == static_cast<std::size_t>(par.rank());
-  for (const SweepPoint& p : sweep.points()) {
-    if (p.index % static_cast<std::size_t>(par.size()) != static_cast<std::size_t>(par.rank())) continue;
-    progress.set_points(done++, mine);
-    try {
-      const workloads::Workload w = sweep.workload(p);
-      driver::SimulateOptions options;
-      options.progress = progress.hook();
-      const driver::RunResult r = driver::simulate(w, options);
-      share.push_back({{"point", p.index}, {"run", driver::format_json(w, r)}});
-    } catch (const InputError& e) {
-      share.push_back({{"point", p.index}, {"error", fmt::format("{} (sweep point {}: {})", e.what(), p.index, p.label())}});
-      break;
-    } catch (const Error& e) {
-      share.push_back({{"point", p.index}, {"error", std::string(e.what())}});
-      break;
-    } catch (const std::bad_alloc&) {
-      share.push_back({{"point", p.index}, {"error", fmt::format("out of memory (sweep point {}: {})", p.index, p.label())}});
-      break;
-    }
-  }
+// Every point's outcome, on every rank (share_items): {"run": its run document}
+// or {"error": why}; after its first failure a rank skips the rest of its points.
+std::vector<std::string> simulate_points(const Sweep& sweep, const Parallel& par, Progress& progress) {
+  bool failed = false;
+  std::vector<std::string> texts =
+      share_items(par, sweep.points().size(), [&](std::size_t i, std::size_t done, std::size_t mine) {
+        if (failed) return Json{{"skipped", true}}.dump();
+        const SweepPoint& p = sweep.points()[i];
+        progress.set_points(done, mine);
+        std::string error;
+        try {
+          const workloads::Workload w = sweep.workload(p);
+          driver::SimulateOptions options;
+          options.progress = progress.hook();
+          const driver::RunResult r = driver::simulate(w, options);
+          return Json{{"run", driver::format_json(w, r)}}.dump();
+        } catch (const InputError& e) {
+          error = fmt::format("{} (sweep point {}: {})", e.what(), p.index, p.label());
+        } catch (const Error& e) {
+          error = e.what();
+        } catch (const std::bad_alloc&) {
+          error = fmt::format("out of memory (sweep point {}: {})", p.index, p.label());
+        }
+        failed = true;
+        return Json{{"error", error}}.dump();
+      });
   progress.clear();
-  return share.dump();
+  return texts;
 }
 
 int run_sweep(const SweepOptions& o) {
@@ -89,8 +89,7 @@ int run_sweep(const SweepOptions& o) {
   const bool root = par->rank() == 0;
   std::optional<Sweep> checked;
   std::vector<Measured> measured;
-  std::string early;
-  try {
+  const std::string early = agreed_error(*par, [&] {
     if (!o.measured.empty() && o.plot.empty()) throw Error("--measured: needs --plot PREFIX");
     if (!o.workload.empty()) {
       for (const auto& [flag, path] : {std::pair{"--csv", o.csv}, std::pair{"--json", o.json}})
@@ -122,40 +121,27 @@ int run_sweep(const SweepOptions& o) {
       }
       measured = read_measured(o.measured, o.presets.empty() ? std::string() : o.presets.front(), keep);
     }
-  } catch (const Error& e) {
-    early = e.what();
-  } catch (const std::bad_alloc&) {
-    early = "out of memory";
-  } catch (const std::exception& e) {
-    early = std::string("internal error: ") + e.what();
-  }
-  early = par->first_error(early);
+  });
   if (!early.empty()) return root ? fail(early) : 0;
   try {
     const Sweep& sweep = *checked;
 
     const bool to_stdout = o.csv == "-" || o.json == "-";
     Progress progress(o.quiet || !root);
-    const std::string share = simulate_share(sweep, *par, progress);
-    const std::vector<std::string> shares = par->gather(share);
-    // A rank's own failure is in the shares rank 0 gathered: rank 0 prints it and
+    const std::vector<std::string> texts = simulate_points(sweep, *par, progress);
+    // A rank's own failure is in every rank's texts: rank 0 prints the first and
     // fails the job; the others end with 0 (see above).
     if (!root) return 0;
     std::vector<PointResult> results;
     std::string first_error;
     std::size_t error_point = SIZE_MAX;
-    for (const std::string& text : shares) {
-      for (const Json& entry : Json::parse(text)) {
-        const std::size_t i = entry.at("point").get<std::size_t>();
-        if (entry.contains("error")) {
-          if (i < error_point) {
-            error_point = i;
-            first_error = entry.at("error").get<std::string>();
-          }
-          continue;
-        }
-        results.push_back({sweep.points()[i], Json::parse(entry.at("run").get<std::string>())});
+    for (std::size_t i = 0; i < texts.size(); ++i) {
+      const Json entry = Json::parse(texts[i]);
+      if (entry.contains("error") && i < error_point) {
+        error_point = i;
+        first_error = entry.at("error").get<std::string>();
       }
+      if (entry.contains("run")) results.push_back({sweep.points()[i], Json::parse(entry.at("run").get<std::string>())});
     }
     if (error_point != SIZE_MAX) return fail(first_error);
     std::sort(results.begin(), results.end(),
