@@ -4,6 +4,7 @@
 //   meshsim_bench --engines [--repeat N] [CASE.json ...]     (default: the 16x16 and 16x16x16 all-reduces)
 //   meshsim_bench --parse [--repeat N]                       (workloads of 10k, 100k and 1M ops)
 //   meshsim_bench --scale [--repeat N] [CASE.json ...]       (the scale cases, end to end, a process per run)
+//   meshsim_bench --hlo [--repeat N]                         (a synthetic HLO dump of 100k lines, parsed)
 //   meshsim_bench --help
 //
 // For each case: parse, expand into the hop-by-hop program, execute on the event
@@ -24,6 +25,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <sstream>
 #include <cerrno>
 #include <chrono>
 #include <filesystem>
@@ -37,6 +39,7 @@
 #include "driver/simulate.hpp"
 #include "sim/engine.hpp"
 #include "sim/executor.hpp"
+#include "hlo/hlo.hpp"
 #include "workloads/json_cursor.hpp"
 #include "workloads/workload.hpp"
 
@@ -161,6 +164,61 @@ void parse_figures(int repeat) {
   fmt::print("(medians of {}; peak memory {:.1f} MB)\n\n", repeat, peak_rss_mb());
 }
 
+// A synthetic XLA HLO dump of about `lines` lines in the syntax of a real TPU
+// step: fused computations, then an ENTRY of dots, async all-gathers with iota
+// groups, all-reduces with explicit groups and long metadata attributes.
+std::string synthetic_hlo(std::size_t lines) {
+  std::string t = "HloModule jit_step, is_scheduled=true, num_partitions=64\n\n";
+  std::size_t n = 2;
+  for (std::size_t f = 0; n + 6 < lines / 4; ++f, n += 6)
+    t += fmt::format("%fused.{0} (p.{0}: bf16[128,1024]) -> bf16[128,1024] {{\n  %p.{0} = bf16[128,1024]{{1,0}} "
+                     "parameter(0)\n  %m.{0} = bf16[128,1024]{{1,0}} multiply(bf16[128,1024]{{1,0}} %p.{0}, "
+                     "bf16[128,1024]{{1,0}} %p.{0})\n  ROOT %t.{0} = bf16[128,1024]{{1,0}} tanh(%m.{0})\n}}\n\n",
+                     f);
+  t += "ENTRY %main (x: bf16[128,1024], w: bf16[1024,1024]) -> bf16[128,1024] {\n";
+  t += "  %x = bf16[128,1024]{1,0:T(8,128)(2,1)} parameter(0)\n  %w = bf16[16,1024]{1,0} parameter(1)\n";
+  n += 3;
+  for (std::size_t i = 0; n + 1 < lines; ++i, n += 4) {
+    t += fmt::format("  %ags.{0} = (bf16[16,1024]{{1,0}}, bf16[1024,1024]{{1,0}}) all-gather-start(bf16[16,1024]{{1,0}} "
+                     "%w), channel_id={1}, replica_groups=[1,64]<=[4,4,4]T(2,1,0), dimensions={{0}}, "
+                     "use_global_device_ids=true, metadata={{op_name=\"jit(step)/layer{0}/all_gather\" "
+                     "source_file=\"/src/model.py\" source_line={0}}}\n",
+                     i, 2 * i + 1);
+    t += fmt::format("  %agd.{0} = bf16[1024,1024]{{1,0}} all-gather-done(%ags.{0})\n", i);
+    t += fmt::format("  %dot.{0} = bf16[128,1024]{{1,0}} dot(bf16[128,1024]{{1,0}} %x, bf16[1024,1024]{{1,0}} "
+                     "%agd.{0}), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}, metadata={{op_name=\"dot\"}}\n",
+                     i);
+    t += fmt::format("  %ar.{0} = bf16[128,1024]{{1,0}} all-reduce(%dot.{0}), channel_id={1}, "
+                     "replica_groups={{{{0,1,2,3,4,5,6,7}},{{8,9,10,11,12,13,14,15}}}}, use_global_device_ids=true, "
+                     "to_apply=%fused.0\n",
+                     i, 2 * i + 2);
+  }
+  return t + "  ROOT %out = bf16[128,1024]{1,0} copy(%x)\n}\n";
+}
+
+void hlo_figures(int repeat) {
+  const std::string text = synthetic_hlo(100'000);
+  const auto lines = static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n'));
+  std::vector<double> t;
+  std::size_t instructions = 0, groups = 0;
+  for (int r = 0; r < repeat; ++r) {
+    const auto t0 = Clock::now();
+    std::istringstream in(text);
+    const meshsim::hlo::Module m = meshsim::hlo::parse_module(in, "synthetic.hlo");
+    instructions = 0, groups = 0;
+    for (const meshsim::hlo::Computation& c : m.computations)
+      for (const meshsim::hlo::Instruction& i : c.instructions) {
+        ++instructions;
+        if (i.attr("replica_groups")) groups += meshsim::hlo::device_groups(i, m).size();
+      }
+    t.push_back(seconds_since(t0));
+  }
+  fmt::print("hlo             {} lines, {:.1f} MB, {} instructions, {} replica groups resolved\n", lines,
+             static_cast<double>(text.size()) / 1e6, instructions, groups);
+  fmt::print("wall (median of {})  {:.3f} s, {:.2f} us per line; peak memory {:.1f} MB\n\n", repeat, median(t),
+             1e6 * median(t) / static_cast<double>(lines), peak_rss_mb());
+}
+
 // The scale cases of issue 18, end to end as `meshsim run` does them (parse, size
 // check, expand, exact reductions, execute, results), each repetition in a
 // child process of its own, so that its wall time includes faulting its memory
@@ -245,18 +303,20 @@ constexpr const char* kUsage =
     "       meshsim_bench --engines [--repeat N] [CASE.json ...]\n"
     "       meshsim_bench --parse [--repeat N]\n"
     "       meshsim_bench --scale [--repeat N] [CASE.json ...]\n"
+    "       meshsim_bench --hlo [--repeat N]\n"
     "Prints figures (medians over N repetitions, default 5): a case's parse, expand and execute times,\n"
     "transfers/s, events/s and peak memory (default case bench/cases/allreduce_v4_16x16x16.json);\n"
     "--traces adds the cost of writing its traces; --engines compares the native engine with SimGrid\n"
     "(default: the 16x16 and 16x16x16 all-reduces); --parse times parsing 10k, 100k and 1M ops;\n"
-    "--scale runs the scale cases (4,096 to 107,520 chips) end to end, a process per run, with exact reductions.\n"
+    "--scale runs the scale cases (4,096 to 107,520 chips) end to end, a process per run, with exact reductions;\n"
+    "--hlo parses a synthetic XLA HLO dump of 100k lines and resolves its replica groups.\n"
     "Run from the project root (the default cases are relative paths).\n";
 
 }  // namespace
 
 int main(int argc, char** argv) {
   int repeat = 5;
-  bool traces = false, engines = false, parse = false, scale = false, repeat_given = false;
+  bool traces = false, engines = false, parse = false, scale = false, hlo = false, repeat_given = false;
   std::vector<std::string> cases;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
@@ -268,13 +328,15 @@ int main(int argc, char** argv) {
       return 1;
     }
     if (argv[i][0] == '-' && std::strcmp(argv[i], "--traces") != 0 && std::strcmp(argv[i], "--engines") != 0 &&
-        std::strcmp(argv[i], "--parse") != 0 && std::strcmp(argv[i], "--scale") != 0 &&
+        std::strcmp(argv[i], "--parse") != 0 && std::strcmp(argv[i], "--scale") != 0 && std::strcmp(argv[i], "--hlo") != 0 &&
         std::strcmp(argv[i], "--repeat") != 0) {
       fmt::print(stderr, "meshsim_bench: error: unknown option '{}'\n{}", argv[i], kUsage);
       return 1;
     }
     if (std::strcmp(argv[i], "--parse") == 0)
       parse = true;
+    else if (std::strcmp(argv[i], "--hlo") == 0)
+      hlo = true;
     else if (std::strcmp(argv[i], "--scale") == 0)
       scale = true;
     else if (std::strcmp(argv[i], "--traces") == 0)
@@ -285,6 +347,15 @@ int main(int argc, char** argv) {
       repeat = std::max(1, std::atoi(argv[++i])), repeat_given = true;
     else
       cases.emplace_back(argv[i]);
+  }
+  if (hlo) {
+    try {
+      hlo_figures(repeat_given ? repeat : 3);
+    } catch (const meshsim::Error& e) {
+      fmt::print(stderr, "meshsim_bench: error: {}\n", e.what());
+      return 1;
+    }
+    return 0;
   }
   if (scale) {
     try {
