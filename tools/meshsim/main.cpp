@@ -16,7 +16,9 @@
 #include "driver/explain.hpp"
 #include "driver/report.hpp"
 #include "driver/simulate.hpp"
+#include "hlo/lower.hpp"
 #include "tools/meshsim/commands.hpp"
+#include "tools/meshsim/sweep.hpp"
 #include "tools/meshsim/hardware_commands.hpp"
 #include "tools/meshsim/progress.hpp"
 #include "tools/meshsim/limit_options.hpp"
@@ -86,7 +88,14 @@ int main(int argc, char** argv) {
   std::string workload_path, json_path;
   std::size_t links = 0;
   bool quiet = false;
-  run->add_option("WORKLOAD", workload_path, "Workload JSON file (format: docs/WORKLOAD.md)")->required();
+  run->add_option("WORKLOAD", workload_path,
+                  "Workload JSON file (format: docs/WORKLOAD.md), or an XLA HLO text dump (docs/HLO.md: with --hardware "
+                  "and --topology)")
+      ->required();
+  std::string hlo_hardware, hlo_topology;
+  run->add_option("--hardware", hlo_hardware, "An HLO dump's hardware: a TPU preset (tpu-v5e, ...)")->option_text("PRESET");
+  run->add_option("--topology", hlo_topology, "An HLO dump's slice: its shape, e.g. 4x4 or 4x4x4 (device d is chip d, x fastest)")
+      ->option_text("SHAPE");
   run->add_option("--json", json_path,
                   "Also write the results as JSON to FILE ('-' for stdout; fields: docs/OUTPUT.md)")
       ->option_text("FILE");
@@ -191,7 +200,30 @@ int main(int argc, char** argv) {
     check_outputs(workload_path, json_path, trace_path);
     std::pair<meshsim::Tick, meshsim::Tick> window;
     if (!trace_window.empty()) window = parse_window(trace_window);
-    meshsim::workloads::Workload w = meshsim::workloads::load_workload(workload_path);
+    std::string imported;  // the HLO import's summary
+    meshsim::workloads::Workload w = [&] {
+      if (!meshsim::hlo::is_hlo_file(workload_path)) {
+        if (!hlo_hardware.empty() || !hlo_topology.empty())
+          throw meshsim::Error(std::string(hlo_hardware.empty() ? "--topology" : "--hardware") +
+                               ": only for an HLO dump; a workload names its hardware and topology itself");
+        return meshsim::workloads::load_workload(workload_path);
+      }
+      if (hlo_hardware.empty() || hlo_topology.empty())
+        throw meshsim::Error(workload_path + ": an HLO dump needs --hardware PRESET and --topology SHAPE");
+      if (verify) throw meshsim::Error("--verify: an HLO dump has no data to execute");
+      meshsim::hlo::ImportOptions io;
+      io.hardware = hlo_hardware;
+      try {
+        io.shape = meshsim::cli::parse_mesh_shape(hlo_topology);
+      } catch (const meshsim::Error&) {
+        throw meshsim::Error("--topology: expected a slice shape such as 4x4 or 4x4x4, got '" + hlo_topology + "'");
+      }
+      meshsim::hlo::ImportReport report;
+      meshsim::workloads::Workload imported_w =
+          meshsim::hlo::import_module(meshsim::hlo::load_module(workload_path), io, &report);
+      imported = "# " + workload_path + ": " + report.summary() + "\n";
+      return imported_w;
+    }();
     meshsim::tool::apply_calibration_file(w, calibration_path);
     // A training step that --verify cannot execute is refused before simulating.
     if (verify && w.training) meshsim::verify::check_training_verifiable(w);
@@ -229,7 +261,7 @@ int main(int argc, char** argv) {
       const meshsim::driver::RunResult result = meshsim::driver::simulate(w, options);
       progress.clear();
       if (!result.trace_warning.empty()) std::fprintf(stderr, "meshsim: warning: %s\n", result.trace_warning.c_str());
-      if (!quiet && !json_to_stdout) std::fputs(meshsim::driver::format_table(w, result).c_str(), stdout);
+      if (!quiet && !json_to_stdout) std::fputs((imported + meshsim::driver::format_table(w, result)).c_str(), stdout);
       if (!json_path.empty()) write_output(json_path, meshsim::driver::format_json(w, result));
     }
     if (verify && w.training) {

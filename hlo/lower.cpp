@@ -1,0 +1,343 @@
+#include "hlo/lower.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "base/error.hpp"
+#include "topology/preset.hpp"
+
+namespace meshsim::hlo {
+
+using workloads::Op;
+
+namespace {
+
+// The most ops an import may lower to (a loop's body once per trip).
+constexpr std::size_t kMaxOps = std::size_t{1} << 21;
+
+std::string dtype_of(const Shape& s) {
+  const std::string& t = s.type;
+  if (t == "bf16") return "bf16";
+  if (t == "f16") return "fp16";
+  if (t == "f32") return "fp32";
+  if (t == "s8" || t == "u8") return "int8";
+  if (t.rfind("f8e", 0) == 0) return "fp8";
+  return t;
+}
+
+std::uint64_t product(const std::vector<std::int64_t>& dims, const std::vector<std::int64_t>& pick) {
+  std::uint64_t p = 1;
+  for (std::int64_t d : pick) p *= static_cast<std::uint64_t>(dims[static_cast<std::size_t>(d)]);
+  return p;
+}
+
+class Lowering {
+ public:
+  Lowering(const Module& m, workloads::Workload& w, ImportReport& rep)
+      : m_(m), w_(w), rep_(rep), torus_(w.make_torus()) {}
+
+  void computation(const Computation& c, const std::string& prefix) {
+    for (const Instruction& inst : c.instructions) instruction(inst, c, prefix);
+  }
+
+ private:
+  [[noreturn]] void fail(const Instruction& inst, const std::string& message) const {
+    throw InputError(m_.file, std::to_string(inst.line), fmt::format("{}: {}", inst.name, message));
+  }
+
+  const Shape& operand_shape(const Instruction& inst, const Computation& c, std::size_t i) const {
+    if (i >= inst.operands.size()) fail(inst, fmt::format("expected at least {} operands", i + 1));
+    const Instruction* o = c.find(inst.operands[i]);
+    if (!o) fail(inst, fmt::format("operand '{}' is not in computation '{}'", inst.operands[i], c.name));
+    return o->shape;
+  }
+
+  std::uint32_t emit(Op op, const Instruction& inst, const std::string& prefix, bool blocking) {
+    if (w_.ops.size() >= kMaxOps)
+      fail(inst, fmt::format("the module lowers to more than {} ops (loops are unrolled by their trip counts)", kMaxOps));
+    op.name = prefix + inst.name;
+    op.group = op.name;
+    op.pointer = std::to_string(inst.line);
+    std::sort(frontier_.begin(), frontier_.end());
+    frontier_.erase(std::unique(frontier_.begin(), frontier_.end()), frontier_.end());
+    op.deps = frontier_;
+    const auto id = static_cast<std::uint32_t>(w_.ops.size());
+    w_.ops.push_back(std::move(op));
+    if (blocking) frontier_ = {id};
+    return id;
+  }
+
+  void matmul(const Instruction& dot, const Computation& c, const std::string& prefix, const Instruction& at) {
+    const Shape& lhs = operand_shape(dot, c, 0);
+    const Shape& rhs = operand_shape(dot, c, 1);
+    if (lhs.is_tuple || rhs.is_tuple) fail(dot, "a dot of tuples");
+    const auto dims = [&](const char* key) { return int_list(dot, key, m_).value_or(std::vector<std::int64_t>{}); };
+    const std::vector<std::int64_t> lc = dims("lhs_contracting_dims"), rc = dims("rhs_contracting_dims"),
+                                    lb = dims("lhs_batch_dims"), rb = dims("rhs_batch_dims");
+    for (const auto& [list, shape] : {std::pair{&lc, &lhs}, std::pair{&lb, &lhs}, std::pair{&rc, &rhs}, std::pair{&rb, &rhs}})
+      for (std::int64_t d : *list)
+        if (d < 0 || static_cast<std::size_t>(d) >= shape->dims.size()) fail(dot, fmt::format("no dimension {}", d));
+    const auto free_of = [](const Shape& s, const std::vector<std::int64_t>& a, const std::vector<std::int64_t>& b) {
+      std::uint64_t p = 1;
+      for (std::size_t i = 0; i < s.dims.size(); ++i)
+        if (std::find(a.begin(), a.end(), static_cast<std::int64_t>(i)) == a.end() &&
+            std::find(b.begin(), b.end(), static_cast<std::int64_t>(i)) == b.end())
+          p *= static_cast<std::uint64_t>(s.dims[i]);
+      return p;
+    };
+    Op op;
+    op.kind = OpKind::Matmul;
+    op.m = free_of(lhs, lc, lb);
+    op.n = free_of(rhs, rc, rb);
+    op.k = product(lhs.dims, lc);
+    op.batch = product(lhs.dims, lb);
+    op.dtype = dtype_of(lhs);
+    if (op.m == 0 || op.n == 0 || op.k == 0 || op.batch == 0) return;  // an empty product: nothing to compute
+    ++rep_.matmuls;
+    emit(std::move(op), at, prefix + (&dot == &at ? "" : dot.name + "@"), true);
+  }
+
+  // The sets of chips along each subset of the hardware axes; the subset whose
+  // sets are exactly `groups`.
+  std::optional<std::vector<int>> axes_of(std::vector<std::vector<int>> groups) const {
+    for (auto& g : groups) std::sort(g.begin(), g.end());
+    std::sort(groups.begin(), groups.end());
+    std::vector<int> big;
+    for (int a = 0; a < torus_.num_axes(); ++a)
+      if (torus_.axis(a).size > 1) big.push_back(a);
+    for (unsigned mask = 1; mask < (1u << big.size()); ++mask) {
+      std::vector<int> axes;
+      for (std::size_t i = 0; i < big.size(); ++i)
+        if (mask & (1u << i)) axes.push_back(big[i]);
+      std::map<std::vector<int>, std::vector<int>> by_rest;  // coordinates off the axes -> chips
+      for (topology::ChipId c = 0; c < torus_.num_chips(); ++c) {
+        std::vector<int> rest;
+        for (int a = 0; a < torus_.num_axes(); ++a)
+          if (std::find(axes.begin(), axes.end(), a) == axes.end()) rest.push_back(torus_.coord(c, a));
+        by_rest[rest].push_back(static_cast<int>(c));
+      }
+      std::vector<std::vector<int>> sets;
+      for (auto& [rest, chips] : by_rest) sets.push_back(std::move(chips));
+      std::sort(sets.begin(), sets.end());
+      if (sets == groups) return axes;
+    }
+    return std::nullopt;
+  }
+
+  // A collective: `result` its (per-chip) result shape, `operand` its input's.
+  std::optional<std::uint32_t> collective(const Instruction& inst, const std::string& kind, const Shape& operand,
+                                          const Shape& result, const std::string& prefix, bool blocking) {
+    const std::vector<std::vector<int>> groups = device_groups(inst, m_);
+    const std::size_t p = groups.front().size();
+    if (std::all_of(groups.begin(), groups.end(), [](const std::vector<int>& g) { return g.size() <= 1; })) {
+      ++rep_.trivial;
+      return std::nullopt;
+    }
+    const auto axes = axes_of(groups);
+    if (!axes) {
+      std::string text;
+      for (std::size_t i = 0; i < groups.size() && i < 4; ++i)
+        text += fmt::format("{}{{{}}}", i ? "," : "", fmt::join(groups[i], ","));
+      fail(inst, fmt::format("its groups {{{}{}}} are not the chips along a set of the topology's axes (device d is "
+                             "chip d, x fastest); collectives over any group of chips are not simulated yet",
+                             text, groups.size() > 4 ? ",..." : ""));
+    }
+    Op op;
+    std::uint64_t v = 0;
+    if (kind == "all-gather") {
+      op.kind = OpKind::AllGather, v = result.bytes();
+    } else if (kind == "reduce-scatter") {
+      op.kind = OpKind::ReduceScatter, v = operand.bytes();
+    } else if (kind == "all-reduce") {
+      op.kind = OpKind::AllReduce, v = operand.bytes();
+    } else {
+      op.kind = OpKind::AllToAll, v = operand.bytes() * p;
+    }
+    op.mesh_axes = *axes;
+    op.hw_axes = *axes;
+    op.bytes = std::max<std::uint64_t>(v, 1);
+    ++rep_.collectives;
+    return emit(std::move(op), inst, prefix, blocking);
+  }
+
+  std::optional<std::uint32_t> permute(const Instruction& inst, const Shape& operand, const std::string& prefix,
+                                       bool blocking) {
+    std::vector<std::pair<topology::ChipId, topology::ChipId>> pairs;
+    for (const auto& [s, t] : source_target_pairs(inst, m_))
+      if (s != t) pairs.emplace_back(static_cast<topology::ChipId>(s), static_cast<topology::ChipId>(t));
+    if (pairs.empty()) {
+      ++rep_.trivial;
+      return std::nullopt;
+    }
+    Op op;
+    op.kind = OpKind::Send;
+    op.src = pairs.front().first, op.dst = pairs.front().second;
+    if (pairs.size() > 1) op.pairs = std::move(pairs);
+    op.bytes = std::max<std::uint64_t>(operand.bytes(), 1);
+    ++rep_.sends;
+    return emit(std::move(op), inst, prefix, blocking);
+  }
+
+  // The collective kinds by opcode (without -start).
+  static bool collective_kind(const std::string& op) {
+    return op == "all-gather" || op == "all-reduce" || op == "reduce-scatter" || op == "all-to-all";
+  }
+
+  // A collective or permute, sync or the start of an async pair; the op id (none when trivial).
+  std::optional<std::uint32_t> communication(const Instruction& inst, const Computation& c, const std::string& kind,
+                                             const std::string& prefix, bool blocking) {
+    const Shape& operand = operand_shape(inst, c, 0);
+    // An async start's shape is a tuple (operand, result, ...): its result is the second.
+    const Shape& result = inst.shape.is_tuple && !blocking && inst.shape.tuple.size() >= 2 ? inst.shape.tuple[1]
+                                                                                             : inst.shape;
+    if (kind == "collective-permute") return permute(inst, operand, prefix, blocking);
+    return collective(inst, kind, operand, result, prefix, blocking);
+  }
+
+  void instruction(const Instruction& inst, const Computation& c, const std::string& prefix) {
+    ++rep_.instructions;
+    const std::string& op = inst.opcode;
+    if (op == "while") {
+      const std::optional<std::int64_t> trips = known_trip_count(inst);
+      if (!trips)
+        fail(inst, "the loop's trip count is unknown (no known_trip_count in its backend_config): meshsim unrolls "
+                   "loops by their trip counts");
+      const Computation* body = called(inst, "body", m_);
+      for (std::int64_t t = 0; t < *trips; ++t) computation(*body, fmt::format("{}{}[{}]/", prefix, inst.name, t));
+      return;
+    }
+    if (op == "call") {
+      computation(*called(inst, "to_apply", m_), prefix + inst.name + "/");
+      return;
+    }
+    if (op == "dot") {
+      matmul(inst, c, prefix, inst);
+      return;
+    }
+    if (op == "fusion") {
+      fusion(inst, c, prefix);
+      return;
+    }
+    if (collective_kind(op) || op == "collective-permute") {
+      if (auto id = communication(inst, c, op, prefix, true)) (void)id;
+      return;
+    }
+    if (op.size() > 6 && op.ends_with("-start") && (collective_kind(op.substr(0, op.size() - 6)) ||
+                                                    op == "collective-permute-start")) {
+      started_[&inst] = communication(inst, c, op.substr(0, op.size() - 6), prefix, false);
+      return;
+    }
+    if (op.size() > 5 && op.ends_with("-done") && (collective_kind(op.substr(0, op.size() - 5)) ||
+                                                   op == "collective-permute-done")) {
+      const Instruction* start = inst.operands.empty() ? nullptr : c.find(inst.operands[0]);
+      const auto it = start ? started_.find(start) : started_.end();
+      if (it == started_.end()) fail(inst, "an async -done whose -start comes not before it");
+      if (it->second) frontier_.push_back(*it->second);
+      return;
+    }
+    ++rep_.skipped[op];
+  }
+
+  // A fusion: its dots as matmuls, its collectives (TPU's kCustom fusions) as
+  // collectives; without either, one HBM-bound kernel of its operands' and
+  // result's bytes.
+  void fusion(const Instruction& inst, const Computation& c, const std::string& prefix) {
+    const Computation* callee = called(inst, "calls", m_);
+    bool any = false;
+    for (const Instruction& i : callee->instructions) {
+      if (i.opcode == "dot") {
+        matmul(i, *callee, prefix, inst);
+        any = true;
+      } else if (collective_kind(i.opcode) || i.opcode == "collective-permute") {
+        (void)communication(i, *callee, i.opcode, prefix + inst.name + "@", true);
+        any = true;
+      }
+    }
+    if (any) return;
+    std::uint64_t bytes = inst.shape.bytes();
+    for (std::size_t i = 0; i < inst.operands.size(); ++i) bytes += operand_shape(inst, c, i).bytes();
+    if (bytes == 0) return;
+    Op op;
+    op.kind = OpKind::Elementwise;
+    op.hbm_bytes = bytes;
+    op.dtype = dtype_of(inst.shape.is_tuple ? Shape{} : inst.shape);
+    ++rep_.kernels;
+    emit(std::move(op), inst, prefix, true);
+  }
+
+  const Module& m_;
+  workloads::Workload& w_;
+  ImportReport& rep_;
+  const topology::Torus torus_;
+  std::vector<std::uint32_t> frontier_;  // what the next op waits for
+  std::map<const Instruction*, std::optional<std::uint32_t>> started_;  // async starts -> their op
+};
+
+}  // namespace
+
+std::string ImportReport::summary() const {
+  std::string s = fmt::format("lowered {} matmuls, {} kernels, {} collectives, {} sends", matmuls, kernels,
+                              collectives, sends);
+  if (trivial > 0) s += fmt::format(" ({} collectives over single devices: nothing to move)", trivial);
+  std::uint64_t n = 0;
+  std::vector<std::pair<std::uint64_t, std::string>> by;
+  for (const auto& [op, k] : skipped) n += k, by.emplace_back(k, op);
+  if (n == 0) return s;
+  std::stable_sort(by.begin(), by.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<std::string> parts;
+  for (const auto& [k, op] : by) parts.push_back(fmt::format("{} {}", k, op));
+  return s + fmt::format("; skipped {} instructions: {}", n, fmt::join(parts, ", "));
+}
+
+workloads::Workload import_module(const Module& m, const ImportOptions& o, ImportReport* report) {
+  const topology::Preset* preset = topology::find_preset(o.hardware);
+  if (!preset)
+    throw Error(fmt::format("--hardware: '{}' is not a TPU preset ({}); HLO import runs on TPU slices", o.hardware,
+                            topology::preset_names()));
+  if (o.shape.empty() || o.shape.size() > static_cast<std::size_t>(preset->max_axes))
+    throw Error(fmt::format("--topology: {} has 1 to {} axes", o.hardware, preset->max_axes));
+  static constexpr const char* kNames[] = {"X", "Y", "Z"};
+  nlohmann::ordered_json doc;
+  doc["hardware"] = o.hardware;
+  doc["topology"]["shape"] = o.shape;
+  std::int64_t chips = 1;
+  for (std::size_t i = 0; i < o.shape.size(); ++i) {
+    doc["mesh"][kNames[i]] = o.shape[i];
+    chips *= o.shape[i];
+  }
+  doc["ops"] = nlohmann::ordered_json::array({{{"kind", "all_reduce"}, {"bytes", 1}, {"axes", {"X"}}}});
+  workloads::Workload w = workloads::parse_workload(doc.dump(), "--topology");
+  if (chips != m.devices())
+    throw InputError(m.file, "1",
+                     fmt::format("the module runs on {} devices ({} replicas x {} partitions); the {} topology has {} "
+                                 "chips",
+                                 m.devices(), m.replica_count, m.num_partitions,
+                                 fmt::format("{}", fmt::join(o.shape, "x")), chips));
+  w.file = m.file;
+  w.ops.clear();
+  ImportReport local;
+  ImportReport& rep = report ? *report : local;
+  Lowering lowering(m, w, rep);
+  lowering.computation(m.entry_computation(), "");
+  if (w.ops.empty())
+    throw InputError(m.file, std::to_string(m.entry_computation().line),
+                     "nothing to simulate: no dot, fusion or collective in the ENTRY computation (" + rep.summary() + ")");
+  return w;
+}
+
+bool is_hlo_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string line;
+  while (std::getline(in, line)) {
+    const std::size_t first = line.find_first_not_of(" \t\r");
+    if (first == std::string::npos) continue;
+    return line.compare(first, 10, "HloModule ") == 0;
+  }
+  return false;
+}
+
+}  // namespace meshsim::hlo

@@ -1,0 +1,43 @@
+#pragma once
+// An XLA HLO module lowered into a meshsim workload (docs/HLO.md): the ENTRY
+// computation's instructions in their scheduled order on every device, while
+// loops unrolled by their known trip counts, calls inlined; dots (and fusions
+// holding dots) as local matmuls, other fusions as HBM-bound kernels of their
+// operands' and result's bytes; all-gather, all-reduce, reduce-scatter,
+// all-to-all and collective-permute (and their async -start/-done pairs, which
+// bound what overlaps) as collectives and sends. Device d is chip d of the
+// topology (the x axis fastest, as TPU device ids). Everything else is skipped
+// and counted.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "hlo/hlo.hpp"
+#include "workloads/workload.hpp"
+
+namespace meshsim::hlo {
+
+struct ImportOptions {
+  std::string hardware;    // a preset name
+  std::vector<int> shape;  // the TPU slice (the topology's shape)
+};
+
+struct ImportReport {
+  std::uint64_t instructions = 0;  // visited (a loop's body once per trip)
+  std::map<std::string, std::uint64_t> skipped;  // by opcode
+  std::uint64_t matmuls = 0, kernels = 0, collectives = 0, sends = 0;
+  std::uint64_t trivial = 0;  // collectives over groups of one device: nothing to move
+  std::string summary() const;  // "lowered 12 matmuls, ...; skipped 40 instructions: 20 get-tuple-element, ..."
+};
+
+// InputError at the dump's line for what cannot be lowered: a group that is not
+// the chips along a set of the topology's axes (groups over any chips come
+// next), a while loop without a known trip count, a module whose device count
+// is not the topology's chip count; at the options for a bad preset or shape.
+workloads::Workload import_module(const Module& m, const ImportOptions& o, ImportReport* report = nullptr);
+
+// Whether the file's first non-blank line starts with "HloModule".
+bool is_hlo_file(const std::string& path);
+
+}  // namespace meshsim::hlo

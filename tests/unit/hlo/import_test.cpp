@@ -1,0 +1,135 @@
+// HLO import: a module expressible as a meshsim workload simulates to the same
+// picosecond as that workload; the fixtures lower to what they hold (loops by
+// trip count, async pairs bounding overlap); what cannot be lowered is one
+// error line.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "base/error.hpp"
+#include "driver/simulate.hpp"
+#include "hlo/lower.hpp"
+
+using namespace meshsim;
+
+namespace {
+
+workloads::Workload import_text(const std::string& text, const std::string& hardware, std::vector<int> shape,
+                                hlo::ImportReport* report = nullptr) {
+  hlo::ImportOptions o;
+  o.hardware = hardware;
+  o.shape = std::move(shape);
+  return hlo::import_module(hlo::parse_module_text(text, "d.hlo"), o, report);
+}
+
+std::string error_of(const std::string& text, std::vector<int> shape = {2, 4}) {
+  try {
+    (void)import_text(text, "tpu-v5e", std::move(shape));
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+// A tensor-parallel block on 8 devices: a dot, a reduce-scatter over the y
+// chips (device d is chip d, x fastest on 2x4: {0,2,4,6} is x = 0), an
+// all-reduce over x, an all-to-all over y.
+const char* kBlock = R"(HloModule block, num_partitions=8
+
+%sum (a: bf16[], b: bf16[]) -> bf16[] {
+  %a = bf16[] parameter(0)
+  %b = bf16[] parameter(1)
+  ROOT %s = bf16[] add(%a, %b)
+}
+
+ENTRY %main (x: bf16[8,512,1024], w: bf16[1024,1024]) -> bf16[8,128,1024] {
+  %x = bf16[8,512,1024]{2,1,0} parameter(0)
+  %w = bf16[1024,1024]{1,0} parameter(1)
+  %dot.1 = bf16[8,512,1024]{2,1,0} dot(%x, %w), lhs_contracting_dims={2}, rhs_contracting_dims={0}
+  %rs.2 = bf16[8,128,1024]{2,1,0} reduce-scatter(%dot.1), channel_id=1, replica_groups=[2,4]<=[4,2]T(1,0), use_global_device_ids=true, dimensions={1}, to_apply=%sum
+  %ar.3 = bf16[8,128,1024]{2,1,0} all-reduce(%rs.2), channel_id=2, replica_groups={{0,1},{2,3},{4,5},{6,7}}, use_global_device_ids=true, to_apply=%sum
+  ROOT %a2a.4 = bf16[8,128,1024]{2,1,0} all-to-all(%ar.3), channel_id=3, replica_groups={{0,2,4,6},{1,3,5,7}}, dimensions={0}
+})";
+
+// The same program as a meshsim workload: the dot of replicated arrays is the
+// local matmul 4096 x 1024 x 1024; V is the reduce-scatter's input, the
+// all-reduce's array, the all-to-all's per-chip bytes x 4.
+const char* kBlockWorkload = R"({"hardware": "tpu-v5e", "topology": {"shape": [2, 4]}, "mesh": {"X": 2, "Y": 4},
+  "arrays": {"A": {"shape": {"M": 4096, "K": 1024}, "dtype": "bf16"},
+             "B": {"shape": {"K": 1024, "N": 1024}, "dtype": "bf16"}},
+  "ops": [{"name": "mm", "kind": "matmul", "a": "A", "b": "B", "out": "C"},
+          {"name": "rs", "kind": "reduce_scatter", "bytes": 8388608, "axes": ["Y"], "after": ["mm"]},
+          {"name": "ar", "kind": "all_reduce", "bytes": 2097152, "axes": ["X"], "after": ["rs"]},
+          {"name": "a2a", "kind": "all_to_all", "bytes": 8388608, "axes": ["Y"], "after": ["ar"]}]})";
+
+}  // namespace
+
+TEST_CASE("hlo import: a block expressible as a workload takes the same picoseconds", "[hlo]") {
+  hlo::ImportReport report;
+  const workloads::Workload imported = import_text(kBlock, "tpu-v5e", {2, 4}, &report);
+  const workloads::Workload written = workloads::parse_workload(kBlockWorkload, "w.json");
+  const driver::RunResult a = driver::simulate(imported), b = driver::simulate(written);
+  REQUIRE(a.ops.size() == 4);
+  REQUIRE(b.ops.size() == 4);
+  for (std::size_t i = 0; i < 4; ++i) {
+    INFO(a.ops[i].name);
+    CHECK(a.ops[i].kind == b.ops[i].kind);
+    CHECK(a.ops[i].bytes == b.ops[i].bytes);
+    CHECK(a.ops[i].begin == b.ops[i].begin);
+    CHECK(a.ops[i].end == b.ops[i].end);
+  }
+  CHECK(a.makespan == b.makespan);
+  CHECK(imported.ops[0].m == 4096);
+  CHECK(imported.ops[0].k == 1024);
+  CHECK(imported.ops[0].n == 1024);
+  CHECK(report.summary() == "lowered 1 matmuls, 0 kernels, 3 collectives, 0 sends; skipped 2 instructions: 2 parameter");
+}
+
+TEST_CASE("hlo import: the FSDP fixture: 8 trips, async gathers overlap the dots they feed only", "[hlo]") {
+  hlo::ImportOptions o;
+  o.hardware = "tpu-v5e";
+  o.shape = {4};
+  hlo::ImportReport report;
+  const workloads::Workload w =
+      hlo::import_module(hlo::load_module(std::string(MESHSIM_SOURCE_DIR) + "/tests/hlo/fsdp_mlp_while.hlo"), o, &report);
+  CHECK(report.matmuls == 16);
+  CHECK(report.collectives == 16);
+  CHECK(report.kernels == 8);
+  REQUIRE(w.ops.size() == 40);
+  // Each trip: two gathers started together, the first dot after the first
+  // gather's done, the fusion, the second dot after the second gather's done.
+  const driver::RunResult r = driver::simulate(w);
+  for (std::size_t t = 0; t < 8; ++t) {
+    const auto& ag1 = r.ops[5 * t];
+    const auto& ag2 = r.ops[5 * t + 1];
+    const auto& dot1 = r.ops[5 * t + 2];
+    const auto& dot2 = r.ops[5 * t + 4];
+    CHECK(ag1.begin == ag2.begin);  // both issued before either is waited for
+    CHECK(dot1.begin >= ag1.end);
+    CHECK(dot2.begin >= ag2.end);
+    CHECK(dot1.begin < ag2.end);  // the first dot runs under the second gather
+    if (t > 0) CHECK(ag1.begin >= r.ops[5 * t - 1].end);  // the next trip after the last dot
+  }
+  CHECK(w.ops[0].kind == OpKind::AllGather);
+  CHECK(w.ops[0].bytes == 1024u * 4096u * 2u);  // the gathered weights
+}
+
+TEST_CASE("hlo import: what cannot be lowered is one error line", "[hlo]") {
+  const std::string head = "HloModule m, num_partitions=8\n\nENTRY %main {\n  %p = bf16[64] parameter(0)\n";
+  CHECK(error_of(head + "  ROOT %r = bf16[64] all-reduce(%p), channel_id=1, replica_groups={{0,3},{1,2},{4,7},{5,6}}, "
+                        "use_global_device_ids=true, to_apply=%s\n}\n") ==
+        "d.hlo:5: r: its groups {{0,3},{1,2},{4,7},{5,6}} are not the chips along a set of the topology's axes "
+        "(device d is chip d, x fastest); collectives over any group of chips are not simulated yet");
+  CHECK(error_of(head + "  ROOT %w = bf16[64] while(%p), condition=%c, body=%b\n}\n") ==
+        "d.hlo:5: w: the loop's trip count is unknown (no known_trip_count in its backend_config): meshsim unrolls "
+        "loops by their trip counts");
+  CHECK(error_of(head + "  ROOT %r = bf16[64] all-reduce(%p), replica_groups={}, to_apply=%s\n}\n", {4, 4}) ==
+        "d.hlo:1: the module runs on 8 devices (1 replicas x 8 partitions); the 4x4 topology has 16 chips");
+  CHECK(error_of(head + "  ROOT %d = bf16[64] all-gather-done(%p)\n}\n") ==
+        "d.hlo:5: d: an async -done whose -start comes not before it");
+  CHECK(error_of(head + "  ROOT %c = bf16[64] copy(%p)\n}\n") ==
+        "d.hlo:3: nothing to simulate: no dot, fusion or collective in the ENTRY computation (lowered 0 matmuls, 0 "
+        "kernels, 0 collectives, 0 sends; skipped 2 instructions: 1 copy, 1 parameter)");
+  CHECK_THROWS_WITH(import_text(head + "}\n", "tpu-v9", {8}),
+                    Catch::StartsWith("--hardware: 'tpu-v9' is not a TPU preset"));
+}
