@@ -190,4 +190,10 @@ TEST_CASE("hlo: malformed dumps are one error line each", "[hlo]") {
   CHECK(error_of(module("  %p = f32[8] collective-permute(%x), channel_id=1, source_target_pairs={{0,9}}")) ==
         "d.hlo:4: p: a source-target pair must be two ids below 4");
   CHECK(error_of("HloModule m, num_partitions=0\n") == "d.hlo:1: num_partitions: expected 1 to 1048576, got '0'");
+  CHECK(error_of("HloModule m\n%c {\n}\n%c {\n}\n") == "d.hlo:4: computation 'c' is defined twice");
+  CHECK(error_of("HloModule m\nENTRY %a {\n}\nENTRY %b {\n}\n") == "d.hlo:4: a second ENTRY computation");
+  CHECK(error_of("HloModule m\nENTRY %a {\n%b {\n") == "d.hlo:3: a computation inside a computation (a missing '}'?)");
+  CHECK(error_of("HloModule m\n}\n") == "d.hlo:2: '}' outside a computation");
+  CHECK(error_of("HloModule m\nENTRY %a {\nFileNames\n") == "d.hlo:3: a table inside a computation");
+  CHECK(error_of(module("  ROOT p")) == "d.hlo:4: ROOT without 'NAME = ...'");
 }
