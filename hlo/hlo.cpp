@@ -95,6 +95,8 @@ bool is_name_char(char c) {
          c == '-' || c == '%';
 }
 
+constexpr std::int64_t kMaxElements = std::int64_t{1} << 50;
+
 // Reads a shape at the start of `s`; returns the characters used (0 on failure).
 std::size_t read_shape(std::string_view s, Shape& out) {
   if (s.empty()) return 0;
@@ -119,10 +121,13 @@ std::size_t read_shape(std::string_view s, Shape& out) {
   if (close == std::string_view::npos) return 0;
   std::vector<std::string_view> dims;
   if (!split_top(s.substr(i + 1, close - i - 1), dims)) return 0;
+  unsigned __int128 elements = 1;
   for (std::string_view d : dims) {
     if (d.substr(0, 2) == "<=") d.remove_prefix(2);  // a bounded dynamic size
     std::int64_t v = 0;
-    if (!parse_int(d, v) || v < 0) return 0;
+    if (!parse_int(d, v) || v < 0 || v > kMaxElements) return 0;
+    elements *= static_cast<unsigned __int128>(v);
+    if (elements > kMaxElements) return 0;  // no array that large (2^50 elements)
     out.dims.push_back(v);
   }
   std::size_t end = close + 1;
@@ -231,7 +236,8 @@ struct Reader {
     inst.name = std::string(strip_percent(s.substr(0, i)));
     std::string_view rest = trim(s.substr(i + 3));
     const std::size_t used = read_shape(rest, inst.shape);
-    if (used == 0) fail(file, number, "instruction '" + inst.name + "': cannot read its shape");
+    if (used == 0) fail(file, number,
+           "instruction '" + inst.name + "': cannot read its shape (malformed, or more than 2^50 elements)");
     rest = trim(rest.substr(used));
     const std::size_t paren = rest.find('(');
     if (paren == std::string_view::npos || paren == 0)
@@ -354,9 +360,9 @@ int element_bits(std::string_view type) {
 }
 
 std::int64_t Shape::elements() const {
-  if (is_tuple) {
+  if (is_tuple) {  // saturating: a tuple of many huge arrays
     std::int64_t n = 0;
-    for (const Shape& e : tuple) n += e.elements();
+    for (const Shape& e : tuple) n = std::min(n + e.elements(), std::int64_t{1} << 62);
     return n;
   }
   std::int64_t n = 1;
@@ -367,7 +373,7 @@ std::int64_t Shape::elements() const {
 std::uint64_t Shape::bytes() const {
   if (is_tuple) {
     std::uint64_t b = 0;
-    for (const Shape& e : tuple) b += e.bytes();
+    for (const Shape& e : tuple) b = std::min(b + e.bytes(), std::uint64_t{1} << 62);
     return b;
   }
   return (static_cast<std::uint64_t>(elements()) * static_cast<std::uint64_t>(element_bits(type)) + 7) / 8;
@@ -482,6 +488,10 @@ std::vector<std::vector<int>> device_groups(const Instruction& inst, const Modul
         groups.back().push_back(static_cast<int>(v));
       }
     }
+  }
+  if (groups.empty()) {  // "{ }": every id, as {}
+    groups.emplace_back();
+    for (int i = 0; i < space; ++i) groups.back().push_back(i);
   }
   std::set<int> seen;
   for (const auto& g : groups)

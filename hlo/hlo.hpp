@@ -19,7 +19,7 @@ namespace meshsim::hlo {
 // bf16[8,128]{1,0}, f32[], (s32[], bf16[4]), token[].
 struct Shape {
   std::string type;                 // element type ("bf16", "f32", "pred", ...); empty for a tuple
-  std::vector<std::int64_t> dims;   // sizes (a bounded dynamic "<=8" counts as 8)
+  std::vector<std::int64_t> dims;   // sizes (a bounded dynamic "<=8" counts as 8); at most 2^50 elements
   std::vector<Shape> tuple;         // a tuple's elements
   bool is_tuple = false;
   std::int64_t elements() const;    // product of dims (1 for a scalar); a tuple's: the sum

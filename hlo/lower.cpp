@@ -16,8 +16,12 @@ using workloads::Op;
 
 namespace {
 
-// The most ops an import may lower to (a loop's body once per trip).
+// The most ops an import may lower to (a loop's body once per trip), and the
+// largest matmul and collective.
 constexpr std::size_t kMaxOps = std::size_t{1} << 21;
+constexpr std::uint64_t kMaxProducts = std::uint64_t{1} << 62;
+constexpr std::uint64_t kMaxBytes = std::uint64_t{1} << 62;
+constexpr std::uint64_t kMaxVisits = std::uint64_t{1} << 24;
 
 std::string dtype_of(const Shape& s) {
   const std::string& t = s.type;
@@ -40,8 +44,23 @@ class Lowering {
   Lowering(const Module& m, workloads::Workload& w, ImportReport& rep)
       : m_(m), w_(w), rep_(rep), torus_(w.make_torus()) {}
 
+  void run(const Computation& entry) {
+    active_.push_back(&entry);
+    computation(entry, "");
+  }
+
   void computation(const Computation& c, const std::string& prefix) {
     for (const Instruction& inst : c.instructions) instruction(inst, c, prefix);
+  }
+
+  // A called computation's instructions; a computation that calls itself
+  // (through any chain) is an error, not an endless recursion.
+  void enter(const Computation& callee, const Instruction& at, const std::string& prefix) {
+    if (std::find(active_.begin(), active_.end(), &callee) != active_.end())
+      fail(at, fmt::format("computation '{}' calls itself", callee.name));
+    active_.push_back(&callee);
+    computation(callee, prefix);
+    active_.pop_back();
   }
 
  private:
@@ -97,6 +116,8 @@ class Lowering {
     op.batch = product(lhs.dims, lb);
     op.dtype = dtype_of(lhs);
     if (op.m == 0 || op.n == 0 || op.k == 0 || op.batch == 0) return;  // an empty product: nothing to compute
+    if (static_cast<unsigned __int128>(op.m) * op.k * op.n * op.batch > kMaxProducts)
+      fail(dot, "a matmul of more than 2^62 multiply-adds per chip");
     ++rep_.matmuls;
     emit(std::move(op), at, prefix + (&dot == &at ? "" : dot.name + "@"), true);
   }
@@ -155,8 +176,11 @@ class Lowering {
     } else if (kind == "all-reduce") {
       op.kind = OpKind::AllReduce, v = operand.bytes();
     } else {
-      op.kind = OpKind::AllToAll, v = operand.bytes() * p;
+      op.kind = OpKind::AllToAll;
+      using U = unsigned __int128;
+      v = static_cast<std::uint64_t>(std::min<U>(static_cast<U>(operand.bytes()) * p, static_cast<U>(kMaxBytes) + 1));
     }
+    if (v > kMaxBytes) fail(inst, "a collective of more than 2^62 bytes");
     op.mesh_axes = *axes;
     op.hw_axes = *axes;
     op.bytes = std::max<std::uint64_t>(v, 1);
@@ -199,7 +223,9 @@ class Lowering {
   }
 
   void instruction(const Instruction& inst, const Computation& c, const std::string& prefix) {
-    ++rep_.instructions;
+    if (++rep_.instructions > kMaxVisits)
+      fail(inst, fmt::format("the module visits more than {} instructions (loops are unrolled by their trip counts)",
+                             kMaxVisits));
     const std::string& op = inst.opcode;
     if (op == "while") {
       const std::optional<std::int64_t> trips = known_trip_count(inst);
@@ -207,11 +233,11 @@ class Lowering {
         fail(inst, "the loop's trip count is unknown (no known_trip_count in its backend_config): meshsim unrolls "
                    "loops by their trip counts");
       const Computation* body = called(inst, "body", m_);
-      for (std::int64_t t = 0; t < *trips; ++t) computation(*body, fmt::format("{}{}[{}]/", prefix, inst.name, t));
+      for (std::int64_t t = 0; t < *trips; ++t) enter(*body, inst, fmt::format("{}{}[{}]/", prefix, inst.name, t));
       return;
     }
     if (op == "call") {
-      computation(*called(inst, "to_apply", m_), prefix + inst.name + "/");
+      enter(*called(inst, "to_apply", m_), inst, prefix + inst.name + "/");
       return;
     }
     if (op == "dot") {
@@ -275,6 +301,7 @@ class Lowering {
   const topology::Torus torus_;
   std::vector<std::uint32_t> frontier_;  // what the next op waits for
   std::map<const Instruction*, std::optional<std::uint32_t>> started_;  // async starts -> their op
+  std::vector<const Computation*> active_;  // the calls being lowered
 };
 
 }  // namespace
@@ -322,7 +349,7 @@ workloads::Workload import_module(const Module& m, const ImportOptions& o, Impor
   ImportReport local;
   ImportReport& rep = report ? *report : local;
   Lowering lowering(m, w, rep);
-  lowering.computation(m.entry_computation(), "");
+  lowering.run(m.entry_computation());
   if (w.ops.empty())
     throw InputError(m.file, std::to_string(m.entry_computation().line),
                      "nothing to simulate: no dot, fusion or collective in the ENTRY computation (" + rep.summary() + ")");

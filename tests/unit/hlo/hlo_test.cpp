@@ -170,7 +170,10 @@ TEST_CASE("hlo: malformed dumps are one error line each", "[hlo]") {
   CHECK(error_of("HloModule m\n\nENTRY %c {\n  %p = f32[] parameter(0)\n") ==
         "d.hlo:4: computation 'c' is not closed ('}')");
   CHECK(error_of("HloModule m\n  %p = f32[] parameter(0)\n") == "d.hlo:2: an instruction outside a computation");
-  CHECK(error_of(module("  %p = f32[8 parameter(0)")) == "d.hlo:4: instruction 'p': cannot read its shape");
+  CHECK(error_of(module("  %p = f32[8 parameter(0)")) ==
+        "d.hlo:4: instruction 'p': cannot read its shape (malformed, or more than 2^50 elements)");
+  CHECK(error_of(module("  %p = f32[1048576,1048576,2048] parameter(0)")) ==
+        "d.hlo:4: instruction 'p': cannot read its shape (malformed, or more than 2^50 elements)");
   CHECK(error_of(module("  %p = f32[8] parameter(0")) == "d.hlo:4: instruction 'p': unbalanced brackets");
   CHECK(error_of(module("  this is not hlo")) == "d.hlo:4: not an HLO instruction or computation: 'this is not hlo'");
   CHECK(error_of(module("  %p = f32[8] parameter(0)\n  %p = f32[8] parameter(1)")) ==

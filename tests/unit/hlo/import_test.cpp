@@ -130,6 +130,19 @@ TEST_CASE("hlo import: what cannot be lowered is one error line", "[hlo]") {
   CHECK(error_of(head + "  ROOT %c = bf16[64] copy(%p)\n}\n") ==
         "d.hlo:3: nothing to simulate: no dot, fusion or collective in the ENTRY computation (lowered 0 matmuls, 0 "
         "kernels, 0 collectives, 0 sends; skipped 2 instructions: 1 copy, 1 parameter)");
+  // Sizes past what a chip could hold are refused, not wrapped around.
+  CHECK(error_of("HloModule m, num_partitions=8\nENTRY %main {\n  %a = bf16[2097152,2097152] parameter(0)\n"
+                 "  %b = bf16[2097152,2097152] parameter(1)\n  ROOT %d = bf16[2097152,2097152] dot(%a, %b), "
+                 "lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n") ==
+        "d.hlo:5: d: a matmul of more than 2^62 multiply-adds per chip");
+  // Malformed calls: a loop of no cost with an enormous trip count, a computation calling itself.
+  CHECK(error_of("HloModule m, num_partitions=8\n%b {\n  %q = s32[] parameter(0)\n}\nENTRY %main {\n"
+                 "  %p = s32[] parameter(0)\n  ROOT %w = s32[] while(%p), condition=%b, body=%b, "
+                 "backend_config={\"known_trip_count\":{\"n\":\"1000000000000\"}}\n}\n") ==
+        "d.hlo:3: q: the module visits more than 16777216 instructions (loops are unrolled by their trip counts)");
+  CHECK(error_of("HloModule m, num_partitions=8\n%f {\n  %p = s32[] parameter(0)\n  ROOT %c = s32[] call(%p), "
+                 "to_apply=%f\n}\nENTRY %main {\n  %p = s32[] parameter(0)\n  ROOT %c = s32[] call(%p), to_apply=%f\n}\n") ==
+        "d.hlo:4: c: computation 'f' calls itself");
   CHECK_THROWS_WITH(import_text(head + "}\n", "tpu-v9", {8}),
                     Catch::StartsWith("--hardware: 'tpu-v9' is not a TPU preset"));
 }
