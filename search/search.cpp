@@ -206,10 +206,17 @@ SearchSpec parse_spec(std::string_view text, const std::string& file) {
                 "preset's");
     }
     if (shapes) {
-      spec.shape_given = false;
       spec.layouts = list_of<std::vector<int>>(*shapes, read_shape);
+      const auto count = [](const std::vector<int>& l) {
+        std::int64_t n = 1;
+        for (int v : l) n *= v;
+        return n;
+      };
+      for (std::size_t i = 1; i < spec.layouts.size(); ++i)
+        if (count(spec.layouts[i]) != count(spec.layouts[0]))
+          shapes->fail(fmt::format("the shapes have {} and {} chips: the search compares plans on one system size",
+                                   count(spec.layouts[0]), count(spec.layouts[i])));
     } else if (chips) {
-      spec.shape_given = false;
       const auto c = static_cast<std::uint64_t>(chips->as_int_in(1, std::int64_t{1} << 20));
       spec.layouts = slice_shapes(*p, c);
       if (spec.layouts.empty())
@@ -462,8 +469,6 @@ std::vector<Plan> enumerate(const SearchSpec& spec) {
           for (std::size_t a = runs[i].first; a < runs[i].second; ++a) {
             size *= hw.sizes[a];
             over += hw.names[a].size() == 1 ? hw.names[a] : (over.empty() ? "" : ",") + hw.names[a];
-            if (s == "fsdp" || s == "data") ++base.fsdp_axes;
-            if (s == "tensor") ++base.tp_axes;
           }
           base.mesh.emplace_back(name, size);
           degree[s] = std::max<std::uint64_t>(degree[s], 1) * static_cast<std::uint64_t>(size);

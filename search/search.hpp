@@ -34,7 +34,6 @@ struct SearchSpec {
   // TPU: the slice shapes to choose among (each a "topology.shape"); GPU: the
   // nodes' layouts ({N}, {N0, N1}, ...).
   std::vector<std::vector<int>> layouts;
-  bool shape_given = true;  // TPU: the spec's topology.shape (else search.shapes or search.chips)
   int slices = 0;           // TPU multislice: topology.slices (0: one slice)
   int gpus_per_node = 0;
   bool moe = false;                      // the model has experts
@@ -69,7 +68,6 @@ struct Plan {
   std::uint64_t virtual_stages = 1;
   std::array<bool, kSwitches> on{};  // by Switch
   std::uint64_t dp = 1, fsdp = 1, tp = 1, pp = 1, ep = 1, cp = 1;
-  int fsdp_axes = 0, tp_axes = 0;  // how many hardware axes FSDP (with data) and tensor span
   std::string axes;     // "F=16(xy) T=4(z)"
   std::string options;  // "interleaved v2, zero-1, tp overlap" or "-"
   std::string label;    // every choice, for messages

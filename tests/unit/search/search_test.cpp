@@ -299,6 +299,9 @@ TEST_CASE("search: contradictory constraints are one error line each", "[search]
                      "search": {"chips": 48}})") ==
         "s.json:/search/chips: no tpu-v5e slice has 48 chips (a slice is a power of two up to 16 chips along each "
         "axis)");
+  CHECK(error_of(R"({"hardware": "tpu-v5e", "training": {"model": "llama3-8b", "global_batch": 32},
+                     "search": {"shapes": [[4, 4], [4, 8]]}})") ==
+        "s.json:/search/shapes: the shapes have 16 and 32 chips: the search compares plans on one system size");
   CHECK(error_of(R"({"hardware": "tpu-v5p", "training": {"model": "llama3-8b", "global_batch": 32},
                      "search": {"chips": 16, "shapes": [[4, 4]]}})") ==
         "s.json:/search/chips: \"shapes\" already lists the slices; give one of \"shapes\" and \"chips\"");
