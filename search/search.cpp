@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
+#include <new>
 #include <map>
 #include <optional>
 #include <tuple>
@@ -597,6 +599,8 @@ std::string simulate_text(const SearchSpec& spec, const Plan& plan) {
     return Json{{"error", fmt::format("{} (plan: {})", e.what(), plan.label)}}.dump();
   } catch (const std::bad_alloc&) {
     return Json{{"error", fmt::format("out of memory (plan: {})", plan.label)}}.dump();
+  } catch (const std::exception& e) {  // never thrown past a rank: the others would wait for it
+    return Json{{"error", fmt::format("internal error: {} (plan: {})", e.what(), plan.label)}}.dump();
   }
 }
 

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <exception>
 #include <new>
 #include <optional>
 
@@ -66,6 +67,8 @@ std::vector<std::string> simulate_points(const Sweep& sweep, const Parallel& par
           error = e.what();
         } catch (const std::bad_alloc&) {
           error = fmt::format("out of memory (sweep point {}: {})", p.index, p.label());
+        } catch (const std::exception& e) {  // never thrown past a rank: the others would wait for it
+          error = fmt::format("internal error: {} (sweep point {}: {})", e.what(), p.index, p.label());
         }
         failed = true;
         return Json{{"error", error}}.dump();
