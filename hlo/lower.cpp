@@ -261,7 +261,9 @@ class Lowering {
                                                    op == "collective-permute-done")) {
       const Instruction* start = inst.operands.empty() ? nullptr : c.find(inst.operands[0]);
       const auto it = start ? started_.find(start) : started_.end();
-      if (it == started_.end()) fail(inst, "an async -done whose -start comes not before it");
+      if (it == started_.end())
+        fail(inst, "an async -done whose -start is not before it in the same computation (loop-carried async pairs "
+                   "are not read yet)");
       if (it->second) frontier_.push_back(*it->second);
       return;
     }

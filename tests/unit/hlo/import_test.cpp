@@ -126,7 +126,8 @@ TEST_CASE("hlo import: what cannot be lowered is one error line", "[hlo]") {
   CHECK(error_of(head + "  ROOT %r = bf16[64] all-reduce(%p), replica_groups={}, to_apply=%s\n}\n", {4, 4}) ==
         "d.hlo:1: the module runs on 8 devices (1 replicas x 8 partitions); the 4x4 topology has 16 chips");
   CHECK(error_of(head + "  ROOT %d = bf16[64] all-gather-done(%p)\n}\n") ==
-        "d.hlo:5: d: an async -done whose -start comes not before it");
+        "d.hlo:5: d: an async -done whose -start is not before it in the same computation (loop-carried async pairs "
+        "are not read yet)");
   CHECK(error_of(head + "  ROOT %c = bf16[64] copy(%p)\n}\n") ==
         "d.hlo:3: nothing to simulate: no dot, fusion or collective in the ENTRY computation (lowered 0 matmuls, 0 "
         "kernels, 0 collectives, 0 sends; skipped 2 instructions: 1 copy, 1 parameter)");
