@@ -244,8 +244,28 @@ class Lowering {
       matmul(inst, c, prefix, inst);
       return;
     }
+    if (op == "convolution") {
+      convolution(inst, c, prefix, inst);
+      return;
+    }
     if (op == "fusion") {
       fusion(inst, c, prefix);
+      return;
+    }
+    if (op == "async-start") {
+      // The generic async pair: the wrapped computation's root is the collective.
+      const Computation* wrapped = called(inst, "calls", m_);
+      const Instruction* root = wrapped->root();
+      if (!root || !(collective_kind(root->opcode) || root->opcode == "collective-permute")) {
+        ++rep_.skipped[op];
+        started_[&inst] = std::nullopt;
+        return;
+      }
+      started_[&inst] = communication(*root, *wrapped, root->opcode, prefix + inst.name + "@", false);
+      return;
+    }
+    if (op == "async-done") {
+      done(inst, c);
       return;
     }
     if (collective_kind(op) || op == "collective-permute") {
@@ -259,15 +279,65 @@ class Lowering {
     }
     if (op.size() > 5 && op.ends_with("-done") && (collective_kind(op.substr(0, op.size() - 5)) ||
                                                    op == "collective-permute-done")) {
-      const Instruction* start = inst.operands.empty() ? nullptr : c.find(inst.operands[0]);
-      const auto it = start ? started_.find(start) : started_.end();
-      if (it == started_.end())
-        fail(inst, "an async -done whose -start is not before it in the same computation (loop-carried async pairs "
-                   "are not read yet)");
-      if (it->second) frontier_.push_back(*it->second);
+      done(inst, c);
       return;
     }
     ++rep_.skipped[op];
+  }
+
+  // What follows an async -done waits for the collective its -start issued.
+  void done(const Instruction& inst, const Computation& c) {
+    const Instruction* start = inst.operands.empty() ? nullptr : c.find(inst.operands[0]);
+    const auto it = start ? started_.find(start) : started_.end();
+    if (it == started_.end())
+      fail(inst, "an async -done whose -start is not before it in the same computation (loop-carried async pairs "
+                 "are not read yet)");
+    if (it->second) frontier_.push_back(*it->second);
+  }
+
+  // A convolution that is a matmul (TPU prints dots so): dim_labels such as
+  // bf_io->bf or b0f_0io->b0f, every window size 1, no feature or batch groups.
+  // m = the lhs's batch and spatial sizes, k = its feature size, n = the rhs's
+  // output features.
+  void convolution(const Instruction& conv, const Computation& c, const std::string& prefix, const Instruction& at) {
+    const std::string* labels = conv.attr("dim_labels");
+    const std::size_t underscore = labels ? labels->find('_') : std::string::npos;
+    const std::size_t arrow = labels ? labels->find("->") : std::string::npos;
+    if (underscore == std::string::npos || arrow == std::string::npos || arrow < underscore)
+      fail(conv, "a convolution without dim_labels=LHS_RHS->OUT");
+    const std::string lhs_labels = labels->substr(0, underscore), rhs_labels = labels->substr(underscore + 1, arrow - underscore - 1);
+    if (const std::string* window = conv.attr("window")) {
+      const std::size_t size = window->find("size=");
+      if (size != std::string::npos) {
+        std::size_t i = size + 5;
+        while (i < window->size() && (((*window)[i] >= '0' && (*window)[i] <= '9') || (*window)[i] == 'x')) {
+          if ((*window)[i] != '1' && (*window)[i] != 'x')
+            fail(conv, "a convolution with a window larger than 1 is not a matmul; meshsim lowers only those");
+          ++i;
+        }
+      }
+    }
+    for (const char* key : {"feature_group_count", "batch_group_count"})
+      if (const std::string* g = conv.attr(key); g && *g != "1") fail(conv, fmt::format("a convolution with {}={}", key, *g));
+    const Shape& lhs = operand_shape(conv, c, 0);
+    const Shape& rhs = operand_shape(conv, c, 1);
+    if (lhs.is_tuple || rhs.is_tuple || lhs.dims.size() != lhs_labels.size() || rhs.dims.size() != rhs_labels.size())
+      fail(conv, "dim_labels do not match the operands' ranks");
+    Op op;
+    op.kind = OpKind::Matmul;
+    op.m = 1, op.k = 1, op.n = 1;
+    for (std::size_t i = 0; i < lhs_labels.size(); ++i) {
+      const auto d = static_cast<std::uint64_t>(lhs.dims[i]);
+      (lhs_labels[i] == 'f' ? op.k : op.m) *= d;  // b and spatial dimensions are rows
+    }
+    for (std::size_t i = 0; i < rhs_labels.size(); ++i)
+      if (rhs_labels[i] == 'o') op.n *= static_cast<std::uint64_t>(rhs.dims[i]);
+    op.dtype = dtype_of(lhs);
+    if (op.m == 0 || op.n == 0 || op.k == 0) return;
+    if (static_cast<unsigned __int128>(op.m) * op.k * op.n > kMaxProducts)
+      fail(conv, "a matmul of more than 2^62 multiply-adds per chip");
+    ++rep_.matmuls;
+    emit(std::move(op), at, prefix + (&conv == &at ? "" : conv.name + "@"), true);
   }
 
   // A fusion: its dots as matmuls, its collectives (TPU's kCustom fusions) as
@@ -279,6 +349,9 @@ class Lowering {
     for (const Instruction& i : callee->instructions) {
       if (i.opcode == "dot") {
         matmul(i, *callee, prefix, inst);
+        any = true;
+      } else if (i.opcode == "convolution") {
+        convolution(i, *callee, prefix, inst);
         any = true;
       } else if (collective_kind(i.opcode) || i.opcode == "collective-permute") {
         (void)communication(i, *callee, i.opcode, prefix + inst.name + "@", true);

@@ -114,6 +114,56 @@ TEST_CASE("hlo import: the FSDP fixture: 8 trips, async gathers overlap the dots
   CHECK(w.ops[0].bytes == 1024u * 4096u * 2u);  // the gathered weights
 }
 
+TEST_CASE("hlo import: convolutions that are matmuls; the generic async-start wraps a collective", "[hlo]") {
+  const std::string head = "HloModule m, num_partitions=8\n\n";
+  const auto one_op = [&](const std::string& body) {
+    return import_text(head + "ENTRY %main {\n" + body + "\n}\n", "tpu-v5e", {2, 4});
+  };
+  // TPU prints a matmul as a convolution: the same op as the dot.
+  const workloads::Workload dot = one_op(
+      "  %a = bf16[4096,1024] parameter(0)\n  %b = bf16[1024,512] parameter(1)\n"
+      "  ROOT %d = bf16[4096,512] dot(%a, %b), lhs_contracting_dims={1}, rhs_contracting_dims={0}");
+  const workloads::Workload conv = one_op(
+      "  %a = bf16[4096,1024] parameter(0)\n  %b = bf16[1024,512] parameter(1)\n"
+      "  ROOT %c = bf16[4096,512] convolution(%a, %b), dim_labels=bf_io->bf");
+  REQUIRE(conv.ops.size() == 1);
+  CHECK(conv.ops[0].m == dot.ops[0].m);
+  CHECK(conv.ops[0].k == dot.ops[0].k);
+  CHECK(conv.ops[0].n == dot.ops[0].n);
+  CHECK(driver::simulate(conv).makespan == driver::simulate(dot).makespan);
+  // Spatial dimensions under a window of 1 are rows.
+  const workloads::Workload spatial = one_op(
+      "  %a = bf16[8,16,1024] parameter(0)\n  %b = bf16[1,1024,512] parameter(1)\n"
+      "  ROOT %c = bf16[8,16,512] convolution(%a, %b), window={size=1}, dim_labels=b0f_0io->b0f");
+  CHECK(spatial.ops[0].m == 128);
+  CHECK(spatial.ops[0].k == 1024);
+  CHECK(spatial.ops[0].n == 512);
+  CHECK(error_of(head + "ENTRY %main {\n  %a = bf16[8,16,1024] parameter(0)\n  %b = bf16[3,1024,512] parameter(1)\n"
+                 "  ROOT %c = bf16[8,16,512] convolution(%a, %b), window={size=3 pad=1_1}, dim_labels=b0f_0io->b0f\n}\n") ==
+        "d.hlo:6: c: a convolution with a window larger than 1 is not a matmul; meshsim lowers only those");
+  // async-start ... calls=: the all-gather runs under the dot before its done; the dot after waits.
+  const workloads::Workload w = import_text(head + R"(%wrapped (p: bf16[128,1024]) -> bf16[1024,1024] {
+  %p = bf16[128,1024]{1,0} parameter(0)
+  ROOT %ag = bf16[1024,1024]{1,0} all-gather(%p), channel_id=1, replica_groups=[1,8]<=[8], dimensions={0}, use_global_device_ids=true
+}
+
+ENTRY %main {
+  %w = bf16[128,1024]{1,0} parameter(0)
+  %x = bf16[256,1024]{1,0} parameter(1)
+  %start = ((bf16[128,1024]{1,0}), bf16[1024,1024]{1,0}, s32[]) async-start(%w), calls=%wrapped
+  %d1 = bf16[256,1024]{1,0} dot(%x, %x), lhs_contracting_dims={1}, rhs_contracting_dims={1}
+  %done = bf16[1024,1024]{1,0} async-done(%start)
+  ROOT %d2 = bf16[256,1024]{1,0} dot(%x, %done), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+})",
+                                            "tpu-v5e", {2, 4});
+  REQUIRE(w.ops.size() == 3);
+  CHECK(w.ops[0].kind == OpKind::AllGather);
+  CHECK(w.ops[0].bytes == 1024u * 1024u * 2u);
+  CHECK(w.ops[0].hw_axes == std::vector<int>{0, 1});
+  CHECK(w.ops[1].deps.empty());                         // d1 does not wait for the gather
+  CHECK(w.ops[2].deps == std::vector<std::uint32_t>{0, 1});  // d2 waits for d1 and the gather
+}
+
 TEST_CASE("hlo import: what cannot be lowered is one error line", "[hlo]") {
   const std::string head = "HloModule m, num_partitions=8\n\nENTRY %main {\n  %p = bf16[64] parameter(0)\n";
   CHECK(error_of(head + "  ROOT %r = bf16[64] all-reduce(%p), channel_id=1, replica_groups={{0,3},{1,2},{4,7},{5,6}}, "
