@@ -41,8 +41,8 @@ std::uint64_t product(const std::vector<std::int64_t>& dims, const std::vector<s
 
 class Lowering {
  public:
-  Lowering(const Module& m, workloads::Workload& w, ImportReport& rep)
-      : m_(m), w_(w), rep_(rep), torus_(w.make_torus()) {}
+  Lowering(const Module& m, workloads::Workload& w, ImportReport& rep, std::vector<int> devices)
+      : m_(m), w_(w), rep_(rep), torus_(w.make_torus()), devices_(std::move(devices)) {}
 
   void run(const Computation& entry) {
     active_.push_back(&entry);
@@ -67,6 +67,8 @@ class Lowering {
   [[noreturn]] void fail(const Instruction& inst, const std::string& message) const {
     throw InputError(m_.file, std::to_string(inst.line), fmt::format("{}: {}", inst.name, message));
   }
+
+  int chip_of(int device) const { return devices_.empty() ? device : devices_[static_cast<std::size_t>(device)]; }
 
   const Shape& operand_shape(const Instruction& inst, const Computation& c, std::size_t i) const {
     if (i >= inst.operands.size()) fail(inst, fmt::format("expected at least {} operands", i + 1));
@@ -152,7 +154,9 @@ class Lowering {
   // A collective: `result` its (per-chip) result shape, `operand` its input's.
   std::optional<std::uint32_t> collective(const Instruction& inst, const std::string& kind, const Shape& operand,
                                           const Shape& result, const std::string& prefix, bool blocking) {
-    const std::vector<std::vector<int>> groups = device_groups(inst, m_);
+    std::vector<std::vector<int>> groups = device_groups(inst, m_);
+    for (auto& g : groups)
+      for (int& d : g) d = chip_of(d);
     const std::size_t p = groups.front().size();
     if (std::all_of(groups.begin(), groups.end(), [](const std::vector<int>& g) { return g.size() <= 1; })) {
       ++rep_.trivial;
@@ -192,7 +196,7 @@ class Lowering {
                                        bool blocking) {
     std::vector<std::pair<topology::ChipId, topology::ChipId>> pairs;
     for (const auto& [s, t] : source_target_pairs(inst, m_))
-      if (s != t) pairs.emplace_back(static_cast<topology::ChipId>(s), static_cast<topology::ChipId>(t));
+      if (s != t) pairs.emplace_back(static_cast<topology::ChipId>(chip_of(s)), static_cast<topology::ChipId>(chip_of(t)));
     if (pairs.empty()) {
       ++rep_.trivial;
       return std::nullopt;
@@ -377,6 +381,7 @@ class Lowering {
   std::vector<std::uint32_t> frontier_;  // what the next op waits for
   std::map<const Instruction*, std::optional<std::uint32_t>> started_;  // async starts -> their op
   std::vector<const Computation*> active_;  // the calls being lowered
+  std::vector<int> devices_;                // device -> chip; empty: the same id
 };
 
 }  // namespace
@@ -423,7 +428,16 @@ workloads::Workload import_module(const Module& m, const ImportOptions& o, Impor
   w.ops.clear();
   ImportReport local;
   ImportReport& rep = report ? *report : local;
-  Lowering lowering(m, w, rep);
+  if (!o.devices.empty()) {
+    std::vector<int> sorted = o.devices;
+    std::sort(sorted.begin(), sorted.end());
+    for (std::size_t i = 0; i < sorted.size(); ++i)
+      if (sorted.size() != static_cast<std::size_t>(chips) || sorted[i] != static_cast<int>(i))
+        throw Error(fmt::format("--devices: expected each of the {} chips once (the chip of device 0, 1, ...), got {} "
+                                "ids",
+                                chips, o.devices.size()));
+  }
+  Lowering lowering(m, w, rep, o.devices);
   lowering.run(m.entry_computation());
   if (w.ops.empty())
     throw InputError(m.file, std::to_string(m.entry_computation().line),

@@ -6,8 +6,8 @@
 // operands' and result's bytes; all-gather, all-reduce, reduce-scatter,
 // all-to-all and collective-permute (and their async -start/-done pairs, which
 // bound what overlaps) as collectives and sends. Device d is chip d of the
-// topology (the x axis fastest, as TPU device ids). Everything else is skipped
-// and counted.
+// topology (the x axis fastest, as TPU device ids) unless the options give
+// each device's chip. Everything else is skipped and counted.
 #include <cstdint>
 #include <map>
 #include <string>
@@ -21,6 +21,9 @@ namespace meshsim::hlo {
 struct ImportOptions {
   std::string hardware;    // a preset name
   std::vector<int> shape;  // the TPU slice (the topology's shape)
+  // The chip of each device id (a permutation of the chips); empty: device d
+  // is chip d.
+  std::vector<int> devices;
 };
 
 struct ImportReport {

@@ -28,6 +28,10 @@ endif()
 expect_error("meshsim: error: ${tp}: an HLO dump needs --hardware PRESET and --topology SHAPE" run ${tp})
 expect_error("meshsim: error: --hardware: only for an HLO dump; a workload names its hardware and topology itself"
              run examples/allgather_v5e.json --hardware tpu-v5e)
+expect_error("meshsim: error: --devices: only for an HLO dump; a workload names its hardware and topology itself"
+             run examples/allgather_v5e.json --devices 0,1)
+expect_error("meshsim: error: --devices: expected each of the 8 chips once (the chip of device 0, 1, ...), got 2 ids"
+             run ${tp} --hardware tpu-v5e --topology 2x4 --devices 1,0)
 expect_error("meshsim: error: --topology: expected a slice shape such as 4x4 or 4x4x4, got '2y4'"
              run ${tp} --hardware tpu-v5e --topology 2y4)
 expect_error("meshsim: error: ${tp}:1: the module runs on 8 devices (1 replicas x 8 partitions); the 4x4 topology has 16 chips"

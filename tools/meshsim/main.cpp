@@ -96,6 +96,10 @@ int main(int argc, char** argv) {
   run->add_option("--hardware", hlo_hardware, "An HLO dump's hardware: a TPU preset (tpu-v5e, ...)")->option_text("PRESET");
   run->add_option("--topology", hlo_topology, "An HLO dump's slice: its shape, e.g. 4x4 or 4x4x4 (device d is chip d, x fastest)")
       ->option_text("SHAPE");
+  std::vector<int> hlo_devices;
+  run->add_option("--devices", hlo_devices, "An HLO dump's device order: the chip of device 0, 1, ... (comma-separated)")
+      ->delimiter(',')
+      ->option_text("CHIP,...");
   run->add_option("--json", json_path,
                   "Also write the results as JSON to FILE ('-' for stdout; fields: docs/OUTPUT.md)")
       ->option_text("FILE");
@@ -203,8 +207,8 @@ int main(int argc, char** argv) {
     std::string imported;  // the HLO import's summary
     meshsim::workloads::Workload w = [&] {
       if (!meshsim::hlo::is_hlo_file(workload_path)) {
-        if (!hlo_hardware.empty() || !hlo_topology.empty())
-          throw meshsim::Error(std::string(hlo_hardware.empty() ? "--topology" : "--hardware") +
+        if (!hlo_hardware.empty() || !hlo_topology.empty() || !hlo_devices.empty())
+          throw meshsim::Error(std::string(!hlo_hardware.empty() ? "--hardware" : !hlo_topology.empty() ? "--topology" : "--devices") +
                                ": only for an HLO dump; a workload names its hardware and topology itself");
         return meshsim::workloads::load_workload(workload_path);
       }
@@ -213,6 +217,7 @@ int main(int argc, char** argv) {
       if (verify) throw meshsim::Error("--verify: an HLO dump has no data to execute");
       meshsim::hlo::ImportOptions io;
       io.hardware = hlo_hardware;
+      io.devices = hlo_devices;
       try {
         io.shape = meshsim::cli::parse_mesh_shape(hlo_topology);
       } catch (const meshsim::Error&) {

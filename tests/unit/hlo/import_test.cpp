@@ -164,6 +164,24 @@ ENTRY %main {
   CHECK(w.ops[2].deps == std::vector<std::uint32_t>{0, 1});  // d2 waits for d1 and the gather
 }
 
+TEST_CASE("hlo import: a device order maps groups onto other chips", "[hlo]") {
+  // Devices numbered y fastest on a 2x4: device d is chip (x = d / 4, y = d % 4) = x + 2y.
+  const std::string text = "HloModule m, num_partitions=8\n\nENTRY %main {\n  %p = bf16[1024] parameter(0)\n"
+                           "  ROOT %r = bf16[1024] all-reduce(%p), channel_id=1, replica_groups=[2,4]<=[8], "
+                           "use_global_device_ids=true, to_apply=%s\n}\n";
+  CHECK_THAT(error_of(text), Catch::StartsWith("d.hlo:5: r: its groups {{0,1,2,3},{4,5,6,7}} are not the chips"));
+  hlo::ImportOptions o;
+  o.hardware = "tpu-v5e";
+  o.shape = {2, 4};
+  o.devices = {0, 2, 4, 6, 1, 3, 5, 7};
+  const workloads::Workload w = hlo::import_module(hlo::parse_module_text(text, "d.hlo"), o);
+  REQUIRE(w.ops.size() == 1);
+  CHECK(w.ops[0].hw_axes == std::vector<int>{1});  // y
+  o.devices = {0, 1, 2};
+  CHECK_THROWS_WITH(hlo::import_module(hlo::parse_module_text(text, "d.hlo"), o),
+                    "--devices: expected each of the 8 chips once (the chip of device 0, 1, ...), got 3 ids");
+}
+
 TEST_CASE("hlo import: what cannot be lowered is one error line", "[hlo]") {
   const std::string head = "HloModule m, num_partitions=8\n\nENTRY %main {\n  %p = bf16[64] parameter(0)\n";
   CHECK(error_of(head + "  ROOT %r = bf16[64] all-reduce(%p), channel_id=1, replica_groups={{0,3},{1,2},{4,7},{5,6}}, "
