@@ -915,6 +915,8 @@ Json search_json(const SearchSpec& spec, const SearchResult& r, std::size_t top)
       in_flight[strategy_name(s)] = p.comm[static_cast<std::size_t>(s)].in_flight.ps();
     }
     exposed["bubble"] = p.idle.ps();
+    Json switches = Json::object();  // every switch's value (where it does not apply, the default)
+    for (int i = 0; i < kSwitches; ++i) switches[switch_key(i)] = p.plan.on[static_cast<std::size_t>(i)];
     return Json{{"step_ps", p.step.ps()},
                 {"mfu", p.mfu},
                 {"peak_bytes", p.peak_bytes},
@@ -930,6 +932,9 @@ Json search_json(const SearchSpec& spec, const SearchResult& r, std::size_t top)
                 {"microbatch", p.plan.microbatch},
                 {"recompute", p.plan.recompute},
                 {"options", p.plan.options},
+                {"schedule", p.plan.schedule},
+                {"virtual_stages", p.plan.virtual_stages},
+                {"switches", switches},
                 {"axes", p.plan.axes},
                 {"compute_ps", p.compute.ps()},
                 {"optimizer_ps", p.optimizer.ps()},
