@@ -1,6 +1,7 @@
 #pragma once
-// Internal to workloads/ (and its tests): the closed forms of a training step
-// and the entry points the parser calls.
+// Internal to workloads/ (and its tests; search/ reads a spec's model with
+// parse_model): the closed forms of a training step and the entry points the
+// parser calls.
 #include <cstdint>
 #include <vector>
 
