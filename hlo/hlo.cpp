@@ -97,6 +97,20 @@ bool is_name_char(char c) {
 
 constexpr std::int64_t kMaxElements = std::int64_t{1} << 50;
 
+// Whether `s` starts with `word` (a keyword and its space); if so, drops it.
+bool drop_word(std::string_view& s, std::string_view word) {
+  if (s.substr(0, word.size()) != word) return false;
+  s = trim(s.substr(word.size()));
+  return true;
+}
+
+// The length of the name (with its '%') at the start of `s`.
+std::size_t name_length(std::string_view s) {
+  std::size_t i = 0;
+  while (i < s.size() && is_name_char(s[i])) ++i;
+  return i;
+}
+
 // Reads a shape at the start of `s`; returns the characters used (0 on failure).
 std::size_t read_shape(std::string_view s, Shape& out) {
   if (s.empty()) return 0;
@@ -201,12 +215,8 @@ struct Reader {
   void computation_line(std::string_view s, std::size_t number) {
     Computation c;
     c.line = number;
-    if (s.substr(0, 6) == "ENTRY ") {
-      c.entry = true;
-      s = trim(s.substr(6));
-    }
-    std::size_t i = 0;
-    while (i < s.size() && is_name_char(s[i])) ++i;
+    c.entry = drop_word(s, "ENTRY ");
+    const std::size_t i = name_length(s);
     c.name = std::string(strip_percent(s.substr(0, i)));
     if (c.name.empty()) fail(file, number, "a computation without a name");
     if (m.index.count(c.name)) fail(file, number, "computation '" + c.name + "' is defined twice");
@@ -222,12 +232,8 @@ struct Reader {
   bool instruction_line(std::string_view s, std::size_t number) {
     Instruction inst;
     inst.line = number;
-    if (s.substr(0, 5) == "ROOT ") {
-      inst.root = true;
-      s = trim(s.substr(5));
-    }
-    std::size_t i = 0;
-    while (i < s.size() && is_name_char(s[i])) ++i;
+    inst.root = drop_word(s, "ROOT ");
+    const std::size_t i = name_length(s);
     if (i == 0 || s.substr(i, 3) != " = ") {
       if (inst.root) fail(file, number, "ROOT without 'NAME = ...'");
       return false;

@@ -117,11 +117,17 @@ class Lowering {
     op.k = product(lhs.dims, lc);
     op.batch = product(lhs.dims, lb);
     op.dtype = dtype_of(lhs);
+    emit_matmul(std::move(op), dot, prefix, at);
+  }
+
+  // A dot's or convolution's local matmul (none for an empty product); inside
+  // a fusion `at` is the fusion and the op is named "dot@fusion".
+  void emit_matmul(Op op, const Instruction& inst, const std::string& prefix, const Instruction& at) {
     if (op.m == 0 || op.n == 0 || op.k == 0 || op.batch == 0) return;  // an empty product: nothing to compute
     if (static_cast<unsigned __int128>(op.m) * op.k * op.n * op.batch > kMaxProducts)
-      fail(dot, "a matmul of more than 2^62 multiply-adds per chip");
+      fail(inst, "a matmul of more than 2^62 multiply-adds per chip");
     ++rep_.matmuls;
-    emit(std::move(op), at, prefix + (&dot == &at ? "" : dot.name + "@"), true);
+    emit(std::move(op), at, prefix + (&inst == &at ? "" : inst.name + "@"), true);
   }
 
   // The sets of chips along each subset of the hardware axes; the subset whose
@@ -273,7 +279,7 @@ class Lowering {
       return;
     }
     if (collective_kind(op) || op == "collective-permute") {
-      if (auto id = communication(inst, c, op, prefix, true)) (void)id;
+      (void)communication(inst, c, op, prefix, true);
       return;
     }
     if (op.size() > 6 && op.ends_with("-start") && (collective_kind(op.substr(0, op.size() - 6)) ||
@@ -337,11 +343,7 @@ class Lowering {
     for (std::size_t i = 0; i < rhs_labels.size(); ++i)
       if (rhs_labels[i] == 'o') op.n *= static_cast<std::uint64_t>(rhs.dims[i]);
     op.dtype = dtype_of(lhs);
-    if (op.m == 0 || op.n == 0 || op.k == 0) return;
-    if (static_cast<unsigned __int128>(op.m) * op.k * op.n > kMaxProducts)
-      fail(conv, "a matmul of more than 2^62 multiply-adds per chip");
-    ++rep_.matmuls;
-    emit(std::move(op), at, prefix + (&conv == &at ? "" : conv.name + "@"), true);
+    emit_matmul(std::move(op), conv, prefix, at);
   }
 
   // A fusion: its dots as matmuls, its collectives (TPU's kCustom fusions) as

@@ -9,15 +9,13 @@
 #include <string_view>
 
 #include "base/error.hpp"
+#include "tests/fuzz/one_line.hpp"
 #include "hlo/hlo.hpp"
 #include "hlo/lower.hpp"
 
 namespace {
 
-void one_line(const meshsim::Error& e) {
-  const std::string_view message = e.what();
-  if (message.empty() || message.find('\n') != std::string_view::npos) std::abort();
-}
+using meshsim::fuzz::one_line;
 
 template <class F>
 void guarded(F f) {

@@ -10,14 +10,12 @@
 #include <vector>
 
 #include "base/error.hpp"
+#include "tests/fuzz/one_line.hpp"
 #include "calibrate/measured.hpp"
 
 namespace {
 
-void one_line(const meshsim::Error& e) {
-  const std::string_view message = e.what();
-  if (message.empty() || message.find('\n') != std::string_view::npos) std::abort();
-}
+using meshsim::fuzz::one_line;
 
 template <class Parse>
 void check(Parse parse) {
