@@ -8,10 +8,11 @@
 
 namespace meshsim::driver {
 
-double LowerBound::time_s() const { return std::max({ingress_s, cut_s, latency_s}); }
+double LowerBound::time_s() const { return std::max({ingress_s, cut_s, latency_s, traffic_s}); }
 
 const char* LowerBound::binding() const {
-  if (latency_s >= ingress_s && latency_s >= cut_s) return "latency";
+  if (latency_s >= ingress_s && latency_s >= cut_s && latency_s >= traffic_s) return "latency";
+  if (traffic_s > ingress_s && traffic_s > cut_s) return "traffic";
   return cut_s > ingress_s ? "cut" : "ingress";
 }
 
@@ -78,7 +79,49 @@ std::vector<topology::ChipId> first_group(const topology::Torus& t, std::span<co
   return group;
 }
 
+// A collective over groups of chips (bounds.hpp): ingress over all of a chip's
+// links in (its DCN link too when its group spans slices), traffic, latency.
+LowerBound group_bound(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& t) {
+  LowerBound lb;
+  const double b = static_cast<double>(w.hardware.ici.bandwidth_bytes_per_s);
+  const double b_dcn = static_cast<double>(w.hardware.dcn.bandwidth_bytes_per_s);
+  const double v = static_cast<double>(op.bytes);
+  std::vector<int> all(static_cast<std::size_t>(t.num_axes()));
+  for (int a = 0; a < t.num_axes(); ++a) all[static_cast<std::size_t>(a)] = a;
+  double traffic = 0;  // link-bytes
+  bool slices = false;
+  for (const std::vector<topology::ChipId>& g : *op.groups) {
+    if (g.size() < 2) continue;
+    const double p = static_cast<double>(g.size());
+    for (topology::ChipId c : g) {
+      int far = 0;
+      double hops = 0;  // to every other member
+      topology::ChipId farthest = c, remote = c;  // the farthest member in c's slice; one in another
+      for (topology::ChipId d : g) {
+        if (d == c) continue;
+        if (t.between_slices(c, d)) {
+          remote = d;
+          continue;
+        }
+        const int h = t.hop_distance(c, d);
+        hops += h;
+        if (h > far) far = h, farthest = d;
+      }
+      double in = remote != c ? b_dcn : 0;
+      for (int a = 0; a < t.num_axes(); ++a)
+        if (a != t.dcn_axis()) in += axis_links(t, c, a, all) * b;
+      slices = slices || remote != c;
+      lb.ingress_s = std::max(lb.ingress_s, chip_bytes(op.kind, v, p) / in);
+      lb.latency_s = std::max({lb.latency_s, t.route_latency(c, farthest).seconds(), t.route_latency(c, remote).seconds()});
+      traffic += op.kind == OpKind::AllToAll ? hops * v / (p * p) : (op.kind == OpKind::AllReduce ? 2 : 1) * far * v / p;
+    }
+  }
+  if (!slices && t.num_links() > 0) lb.traffic_s = traffic / (static_cast<double>(t.num_links()) * b);
+  return lb;
+}
+
 LowerBound torus_bound(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& t) {
+  if (op.groups) return group_bound(op, w, t);
   LowerBound lb;
   const double b = static_cast<double>(w.hardware.ici.bandwidth_bytes_per_s);
   const double alpha = w.hardware.ici.latency.seconds();

@@ -1,11 +1,16 @@
 #pragma once
 // Lower bounds of communication ops (issue 17; docs/MODEL.md, "Lower bounds"):
-// no schedule on these links can finish faster. Three bounds, the largest wins:
+// no schedule on these links can finish faster. Three bounds, the largest wins
+// (a collective over explicit groups of chips has a fourth, traffic, below):
 //  - ingress/egress: the bytes one chip must receive (or send) over the links it
 //    has into (out of) the group;
 //  - cut: the bytes that must cross the narrowest cut of the group (a plane
 //    through the middle of one axis) over the links that cross it;
-//  - latency: the hops (a GPU fabric: the route latency) to the farthest chip.
+//  - latency: the hops (a GPU fabric: the route latency) to the farthest chip;
+//  - traffic (groups of chips, workloads::Op::groups, on one slice): every
+//    byte crosses at least the hops to the member it must reach (a shard its
+//    farthest member, a reduced chunk from it; an all-to-all piece its member),
+//    and the torus has so many links.
 // Printed beside the cheat sheet's closed form; the simulated time is never
 // below it (tested over every example and random shapes, ops and sizes).
 #include <span>
@@ -19,9 +24,9 @@
 namespace meshsim::driver {
 
 struct LowerBound {
-  double ingress_s = 0, cut_s = 0, latency_s = 0;
+  double ingress_s = 0, cut_s = 0, latency_s = 0, traffic_s = 0;
   double time_s() const;
-  const char* binding() const;  // "ingress", "cut" or "latency"
+  const char* binding() const;  // "ingress", "cut", "traffic" or "latency"
 };
 
 // For a collective or send on a TPU torus (`fabric` null) or a GPU fabric.

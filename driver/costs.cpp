@@ -313,6 +313,17 @@ collectives::ClosedForm communication_closed_form(const workloads::Op& op, const
 
 collectives::ClosedForm torus_closed_form(const workloads::Op& op, const workloads::Workload& w,
                                           const topology::Torus& torus) {
+  if (op.groups) {
+    // No cheat-sheet formula covers any group of chips: the schedule's busiest
+    // link's bytes over its bandwidth, and its longest chain of hops.
+    const collectives::GroupLoad load = collectives::group_load(torus, op.kind, *op.groups, op.bytes);
+    collectives::ClosedForm f;
+    if (load.busiest_link != topology::kNoLink)
+      f.bandwidth_s = static_cast<double>(load.busiest_bytes) /
+                      static_cast<double>(torus.spec(load.busiest_link).bandwidth_bytes_per_s);
+    f.latency_s = static_cast<double>(load.chain_hops) * w.hardware.ici.latency.seconds();
+    return f;
+  }
   std::vector<int> sizes;
   collectives::ClosedFormInput in;
   for (int a : op.hw_axes) {
@@ -374,6 +385,10 @@ workloads::FabricLevel comm_level(const workloads::Op& op, const workloads::Work
   }
   for (int a : op.hw_axes)
     if (torus.switched(a)) return FabricLevel::Dcn;
+  if (op.groups)
+    for (const std::vector<topology::ChipId>& g : *op.groups)
+      for (topology::ChipId c : g)
+        if (torus.between_slices(g.front(), c)) return FabricLevel::Dcn;
   return FabricLevel::Ici;
 }
 

@@ -23,6 +23,7 @@ std::uint64_t active_chips(const workloads::Op& op, const topology::Torus& t) {
 
 // The torus estimate (see estimate_transfers).
 std::uint64_t estimate_torus_transfers(const workloads::Op& op, const topology::Torus& t) {
+  if (op.groups) return collectives::group_load(t, op.kind, *op.groups, op.bytes).transfers;  // counted exactly
   const std::uint64_t chips = active_chips(op, t);
   if (op.kind == OpKind::Send) {
     std::uint64_t n = 0;
@@ -302,7 +303,7 @@ Expanded expand(const workloads::Workload& w, const topology::Torus& torus) {
     // The builders skip a group by its first chip: a collective's chips must be
     // whole groups (the lowering gives it a pipeline stage's chips, and no
     // collective runs over the pipeline axis).
-    if (op.chips && is_collective(op.kind))
+    if (op.chips && is_collective(op.kind) && !op.groups)
       for (std::uint32_t k = 0; k < n; ++k) {
         topology::ChipId first = layout.chip_at(k);
         for (int a : op.hw_axes) first = torus.with_coord(first, a, 0);
@@ -315,7 +316,10 @@ Expanded expand(const workloads::Workload& w, const topology::Torus& torus) {
       case OpKind::ReduceScatter:
       case OpKind::AllReduce:
       case OpKind::AllToAll:
-        if (fabric)
+        MESHSIM_ASSERT(!fabric || !op.groups, "groups of chips on a GPU fabric");
+        if (op.groups)
+          collectives::group_collective(b, torus, op.kind, *op.groups, op.bytes, ports);
+        else if (fabric)
           collectives::gpu::build(b, *fabric, torus, op.kind, (*estimator.choices())(op).algorithm, op.hw_axes,
                                   op.bytes, w.hardware.forward_chunk_bytes, ports);
         else

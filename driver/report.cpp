@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <nlohmann/json.hpp>
@@ -31,6 +32,12 @@ std::string joined(const std::vector<std::string>& names) {
     s += n;
   }
   return s;
+}
+
+// The axes column: the mesh axes, "groups" for a collective over groups of chips, "-" for none.
+std::string axes_text(const OpResult& o) {
+  if (o.groups) return "groups";
+  return o.mesh_axes.empty() ? "-" : joined(o.mesh_axes);
 }
 
 std::string us(double seconds) { return fmt::format("{:.3f}", seconds * 1e6); }
@@ -177,7 +184,7 @@ std::string format_table(const workloads::Workload& w, const RunResult& r) {
     const std::optional<double> q = ratio(o);
     const bool bounded = !is_local(o.kind) && o.bound_s > 0;
     out += fmt::format("{:<{}} {:<14} {:<6} {:>15} {:>13} {:>13} {:>13} {:>7}  {:<9} {:>13} {:>7} {:>10}{}\n", o.name,
-                       name_width, kind_name(o.kind), o.mesh_axes.empty() ? "-" : joined(o.mesh_axes),
+                       name_width, kind_name(o.kind), axes_text(o),
                        is_local(o.kind) ? "-" : std::to_string(o.bytes), us(o.begin), us(o.time()),
                        us(o.closed_s), q ? fmt::format("{:.4f}", *q) : "-", o.bound,
                        bounded ? us(o.bound_s) : "-",
@@ -194,6 +201,9 @@ std::string format_table(const workloads::Workload& w, const RunResult& r) {
   out += reduction_note(r);
   if (open_axis)
     out += "note: an axis without wraparound runs as a line; the cheat sheet assumes a torus (expect ~2x)\n";
+  if (std::any_of(r.ops.begin(), r.ops.end(), [](const OpResult& o) { return o.groups != nullptr; }))
+    out += "note: axes \"groups\": collectives over groups of chips that are not mesh axes, rings in group order with "
+           "routed steps; closed form: the busiest link's bytes over its bandwidth (docs/MODEL.md)\n";
   if (twisted_line)
     out += "note: gathers and reductions over a twisted axis without its long axes run it as a line (docs/MODEL.md, "
            "\"Twisted tori\")\n";
@@ -290,6 +300,7 @@ Json run_json(const workloads::Workload& w, const RunResult& r) {
     op["kind"] = std::string(kind_name(o.kind));
     op["mesh_axes"] = o.mesh_axes;
     op["hardware_axes"] = o.hw_axes;
+    if (o.groups) op["groups"] = *o.groups;
     op["bytes"] = o.bytes;
     op["start_ps"] = o.begin.ps();
     op["first_start_ps"] = o.first_start.ps();
@@ -361,7 +372,7 @@ std::string format_comparison(const workloads::Workload& w, const RunResult& nat
     const OpResult& b = simgrid.ops[i];
     const std::optional<double> d = difference_percent(a.time(), b.time());
     out += fmt::format("{:<{}} {:<14} {:<6} {:>15} {:>13} {:>13} {:>9} {:>13}\n", a.name, name_width,
-                       kind_name(a.kind), a.mesh_axes.empty() ? "-" : joined(a.mesh_axes),
+                       kind_name(a.kind), axes_text(a),
                        is_local(a.kind) ? "-" : std::to_string(a.bytes), us(a.time()), us(b.time()),
                        d ? fmt::format("{:+.3f}", *d) : "-", us(a.closed_s));
   }

@@ -46,6 +46,9 @@ std::string algorithm_name(const workloads::Op& op, const topology::Torus& torus
     default:
       break;
   }
+  if (op.groups)
+    return fmt::format("rings of {} chips in group order, routed steps ({} groups)", op.groups->front().size(),
+                       op.groups->size());
   int wrapped = 0;
   for (bool ring : collectives::cached_axes_shape(torus, op.hw_axes).ring) wrapped += ring ? 1 : 0;
   const std::string shape = wrapped == static_cast<int>(op.hw_axes.size()) ? "bidirectional ring"
@@ -260,6 +263,7 @@ std::vector<OpResult> op_results(const workloads::Workload& w, const topology::T
     o.kind = op.kind;
     for (int a : op.mesh_axes) o.mesh_axes.push_back(w.mesh[static_cast<std::size_t>(a)].name);
     for (int a : op.hw_axes) o.hw_axes.push_back(w.hardware.gpu ? workloads::gpu_axis_name(w, a) : torus.axis_name(a));
+    o.groups = op.groups;
     o.bytes = op.bytes;
     o.begin = all_ready[i];
     o.first_start = t.begin;
@@ -277,7 +281,7 @@ std::vector<OpResult> op_results(const workloads::Workload& w, const topology::T
       // (a training step's layers) share one.
       const auto bound_of = [&] { return lower_bound(op, w, torus, gpu ? &gpu->fabric() : nullptr); };
       LowerBound lb;
-      if (is_collective(op.kind)) {
+      if (is_collective(op.kind) && !op.groups) {
         const auto key = std::tuple{static_cast<int>(op.kind), op.hw_axes, op.bytes};
         auto it = bounds.find(key);
         if (it == bounds.end()) it = bounds.emplace(key, bound_of()).first;
@@ -300,6 +304,7 @@ std::vector<OpResult> op_results(const workloads::Workload& w, const topology::T
     if (!is_local(op.kind) && o.time() > kZeroTick) {
       double n = 1;
       for (int a : op.hw_axes) n *= torus.axis(a).size;
+      if (op.groups) n = static_cast<double>(op.groups->front().size());
       const double size = op.kind == OpKind::AllToAll ? static_cast<double>(op.bytes) / n : static_cast<double>(op.bytes);
       o.algbw_bytes_per_s = size / o.time().seconds();
       const double factor = op.kind == OpKind::AllReduce ? 2 * (n - 1) / n

@@ -2,6 +2,7 @@
 // One call from a parsed workload to its simulated results.
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,8 @@ struct OpResult {
   OpKind kind = OpKind::AllGather;
   std::vector<std::string> mesh_axes;  // as written in the op
   std::vector<std::string> hw_axes;    // the hardware axes (size > 1) they span
+  // A collective over explicit groups of chips (workloads::Op::groups); null otherwise.
+  std::shared_ptr<const std::vector<std::vector<topology::ChipId>>> groups;
   std::uint64_t bytes = 0;    // V (collectives) or payload (send)
   Tick begin;        // every chip could start the op (its dependencies done on all chips)
   Tick first_start;  // the first chip started it

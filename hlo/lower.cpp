@@ -168,16 +168,27 @@ class Lowering {
       ++rep_.trivial;
       return std::nullopt;
     }
+    // Groups that are the chips along a set of axes run the axis collectives
+    // (the balanced multi-axis schedule); any other groups, rings over their chips.
     const auto axes = axes_of(groups);
-    if (!axes) {
-      std::string text;
-      for (std::size_t i = 0; i < groups.size() && i < 4; ++i)
-        text += fmt::format("{}{{{}}}", i ? "," : "", fmt::join(groups[i], ","));
-      fail(inst, fmt::format("its groups {{{}{}}} are not the chips along a set of the topology's axes (device d is "
-                             "chip d, x fastest); collectives over any group of chips are not simulated yet",
-                             text, groups.size() > 4 ? ",..." : ""));
-    }
     Op op;
+    if (axes) {
+      op.mesh_axes = *axes;
+      op.hw_axes = *axes;
+    } else {
+      auto list = std::make_shared<std::vector<std::vector<topology::ChipId>>>();
+      auto chips = std::make_shared<std::vector<topology::ChipId>>();
+      for (const std::vector<int>& g : groups) {
+        if (g.size() != p)
+          fail(inst, fmt::format("its replica groups have different sizes ({} and {} devices)", p, g.size()));
+        list->emplace_back(g.begin(), g.end());
+        chips->insert(chips->end(), g.begin(), g.end());
+      }
+      std::sort(chips->begin(), chips->end());
+      op.groups = std::move(list);
+      op.chips = std::move(chips);
+      ++rep_.grouped;
+    }
     std::uint64_t v = 0;
     if (kind == "all-gather") {
       op.kind = OpKind::AllGather, v = result.bytes();
@@ -191,8 +202,6 @@ class Lowering {
       v = static_cast<std::uint64_t>(std::min<U>(static_cast<U>(operand.bytes()) * p, static_cast<U>(kMaxBytes) + 1));
     }
     if (v > kMaxBytes) fail(inst, "a collective of more than 2^62 bytes");
-    op.mesh_axes = *axes;
-    op.hw_axes = *axes;
     op.bytes = std::max<std::uint64_t>(v, 1);
     ++rep_.collectives;
     return emit(std::move(op), inst, prefix, blocking);
@@ -389,8 +398,8 @@ class Lowering {
 }  // namespace
 
 std::string ImportReport::summary() const {
-  std::string s = fmt::format("lowered {} matmuls, {} kernels, {} collectives, {} sends", matmuls, kernels,
-                              collectives, sends);
+  std::string s = fmt::format("lowered {} matmuls, {} kernels, {} collectives{}, {} sends", matmuls, kernels,
+                              collectives, grouped > 0 ? fmt::format(" ({} over groups of chips)", grouped) : "", sends);
   if (trivial > 0) s += fmt::format(" ({} collectives over single devices: nothing to move)", trivial);
   std::uint64_t n = 0;
   std::vector<std::pair<std::uint64_t, std::string>> by;

@@ -5,7 +5,9 @@
 // holding dots) as local matmuls, other fusions as HBM-bound kernels of their
 // operands' and result's bytes; all-gather, all-reduce, reduce-scatter,
 // all-to-all and collective-permute (and their async -start/-done pairs, which
-// bound what overlaps) as collectives and sends. Device d is chip d of the
+// bound what overlaps) as collectives and sends: a collective whose groups are
+// the chips along a set of the topology's axes as that axis collective, any
+// other as a collective over its groups of chips (workloads::Op::groups). Device d is chip d of the
 // topology (the x axis fastest, as TPU device ids) unless the options give
 // each device's chip. Everything else is skipped and counted.
 #include <cstdint>
@@ -30,14 +32,14 @@ struct ImportReport {
   std::uint64_t instructions = 0;  // visited (a loop's body once per trip)
   std::map<std::string, std::uint64_t> skipped;  // by opcode
   std::uint64_t matmuls = 0, kernels = 0, collectives = 0, sends = 0;
+  std::uint64_t grouped = 0;  // of the collectives, those over groups that are not axes
   std::uint64_t trivial = 0;  // collectives over groups of one device: nothing to move
   std::string summary() const;  // "lowered 12 matmuls, ...; skipped 40 instructions: 20 get-tuple-element, ..."
 };
 
-// InputError at the dump's line for what cannot be lowered: a group that is not
-// the chips along a set of the topology's axes (groups over any chips come
-// next), a while loop without a known trip count, a module whose device count
-// is not the topology's chip count; at the options for a bad preset or shape.
+// InputError at the dump's line for what cannot be lowered: replica groups of
+// different sizes, a while loop without a known trip count, a module whose device
+// count is not the topology's chip count; at the options for a bad preset or shape.
 workloads::Workload import_module(const Module& m, const ImportOptions& o, ImportReport* report = nullptr);
 
 // Whether the file's first non-blank line starts with "HloModule".

@@ -140,6 +140,13 @@ struct Op {
   // a union of whole groups over its axes; a send's holds its sources and
   // destinations. Ops parsed from JSON run on every chip.
   std::shared_ptr<const std::vector<topology::ChipId>> chips;
+
+  // A collective over explicit groups of chips that are not the chips along a
+  // set of axes (an imported program's replica groups): each group in ring order,
+  // disjoint, all of one size; `chips` is their union and mesh_axes and hw_axes
+  // are empty (collectives::group_collective). Null: the groups are the chips
+  // along hw_axes. Torus only.
+  std::shared_ptr<const std::vector<std::vector<topology::ChipId>>> groups;
 };
 
 // Bytes per element of a dtype name (bf16, fp16, fp32, int8, fp8, int32); 0 when unknown.

@@ -54,6 +54,25 @@ void all_to_all(ProgramBuilder& b, const Torus& t, std::span<const int> axes, st
 void build(ProgramBuilder& b, const Torus& t, Kind kind, std::span<const int> axes, std::uint64_t group_bytes,
            const OpPorts& ports, Schedule schedule = Schedule::Balanced);
 
+// A collective over explicit groups of chips, for groups that are not the chips
+// along a set of axes (an imported program's replica groups): each group is a
+// ring of its members in the listed order, whose steps are routed over the torus
+// (chip_groups.cpp; docs/MODEL.md "Collectives over any group of chips").
+// `group_bytes` (V) per group as above; the groups are disjoint, each of the
+// same size, and their chips are the op's chips. A group of one chip moves nothing.
+void group_collective(ProgramBuilder& b, const Torus& t, Kind kind, std::span<const std::vector<ChipId>> groups,
+                      std::uint64_t group_bytes, const OpPorts& ports);
+// What group_collective builds, counted without building it: its hop transfers
+// (the run-size limits), the bytes of its busiest link and the most hops a chain
+// of its steps crosses (its closed form: docs/MODEL.md).
+struct GroupLoad {
+  std::uint64_t transfers = 0;
+  std::uint64_t busiest_bytes = 0;
+  topology::LinkId busiest_link = topology::kNoLink;
+  std::uint64_t chain_hops = 0;
+};
+GroupLoad group_load(const Torus& t, Kind kind, std::span<const std::vector<ChipId>> groups, std::uint64_t group_bytes);
+
 // Point-to-point: `bytes` from src to dst, split evenly over the edge-disjoint
 // dimension-order routes (one per rotation of the axes on which they differ).
 void send(ProgramBuilder& b, const Torus& t, ChipId src, ChipId dst, std::uint64_t bytes, const OpPorts& ports);
