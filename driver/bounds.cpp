@@ -132,8 +132,12 @@ LowerBound torus_bound(const workloads::Op& op, const workloads::Workload& w, co
   if (op.kind == OpKind::Send) {
     std::vector<int> all(static_cast<std::size_t>(t.num_axes()));
     for (int a = 0; a < t.num_axes(); ++a) all[static_cast<std::size_t>(a)] = a;
+    double traffic = 0;  // link-bytes: each pair's bytes cross at least its hops
+    bool slices = false;
     for (const auto& [src, dst] : workloads::send_pairs(op)) {
       if (src == dst) continue;
+      slices = slices || t.between_slices(src, dst);
+      if (!slices) traffic += v * t.hop_distance(src, dst);
       double out = 0, in = 0;  // bytes/s out of src and into dst
       for (int a = 0; a < t.num_axes(); ++a) {
         if (a == dcn) {
@@ -145,6 +149,7 @@ LowerBound torus_bound(const workloads::Op& op, const workloads::Workload& w, co
       lb.ingress_s = std::max(lb.ingress_s, v / std::min(out, in));
       lb.latency_s = std::max(lb.latency_s, t.route_latency(src, dst).seconds());
     }
+    if (!slices && t.num_links() > 0) lb.traffic_s = traffic / (static_cast<double>(t.num_links()) * b);
     return lb;
   }
   double p = 1, corner_links = 0, diameter = 0, slices = 1;

@@ -7,10 +7,10 @@
 //  - cut: the bytes that must cross the narrowest cut of the group (a plane
 //    through the middle of one axis) over the links that cross it;
 //  - latency: the hops (a GPU fabric: the route latency) to the farthest chip;
-//  - traffic (groups of chips, workloads::Op::groups, on one slice): every
-//    byte crosses at least the hops to the member it must reach (a shard its
-//    farthest member, a reduced chunk from it; an all-to-all piece its member),
-//    and the torus has so many links.
+//  - traffic (on one slice; groups of chips, workloads::Op::groups, and sends):
+//    every byte crosses at least the hops to the chip it must reach (a shard its
+//    group's farthest member, a reduced chunk from it; an all-to-all piece and a
+//    send's bytes their destination), and the torus has so many links.
 // Printed beside the cheat sheet's closed form; the simulated time is never
 // below it (tested over every example and random shapes, ops and sizes).
 #include <span>

@@ -311,19 +311,28 @@ collectives::ClosedForm communication_closed_form(const workloads::Op& op, const
                                  : gpu_algorithm(op, w, torus, fabric).closed;
 }
 
+namespace {
+// The closed form of a schedule from its load: the busiest link's bytes over
+// its bandwidth, and its longest chain of hops at the ICI hop latency.
+collectives::ClosedForm load_closed_form(const collectives::GroupLoad& load, const workloads::Workload& w,
+                                         const topology::Torus& torus) {
+  collectives::ClosedForm f;
+  if (load.busiest_link != topology::kNoLink)
+    f.bandwidth_s = static_cast<double>(load.busiest_bytes) /
+                    static_cast<double>(torus.spec(load.busiest_link).bandwidth_bytes_per_s);
+  f.latency_s = static_cast<double>(load.chain_hops) * w.hardware.ici.latency.seconds();
+  return f;
+}
+}  // namespace
+
 collectives::ClosedForm torus_closed_form(const workloads::Op& op, const workloads::Workload& w,
                                           const topology::Torus& torus) {
-  if (op.groups) {
-    // No cheat-sheet formula covers any group of chips: the schedule's busiest
-    // link's bytes over its bandwidth, and its longest chain of hops.
-    const collectives::GroupLoad load = collectives::group_load(torus, op.kind, *op.groups, op.bytes);
-    collectives::ClosedForm f;
-    if (load.busiest_link != topology::kNoLink)
-      f.bandwidth_s = static_cast<double>(load.busiest_bytes) /
-                      static_cast<double>(torus.spec(load.busiest_link).bandwidth_bytes_per_s);
-    f.latency_s = static_cast<double>(load.chain_hops) * w.hardware.ici.latency.seconds();
-    return f;
-  }
+  // No cheat-sheet formula covers any groups of chips, nor many sends sharing
+  // links (a permute, a stage's hand-off): their schedule's own load.
+  if (op.groups)
+    return load_closed_form(collectives::group_load(torus, op.kind, *op.groups, op.bytes), w, torus);
+  if (op.kind == OpKind::Send && op.pairs.size() > 1)
+    return load_closed_form(collectives::send_load(torus, op.pairs, op.bytes), w, torus);
   std::vector<int> sizes;
   collectives::ClosedFormInput in;
   for (int a : op.hw_axes) {

@@ -79,5 +79,9 @@ void send(ProgramBuilder& b, const Torus& t, ChipId src, ChipId dst, std::uint64
 
 // Number of routes `send` uses between src and dst.
 int send_paths(const Torus& t, ChipId src, ChipId dst);
+// What `send` builds for every pair at once (a permute, a pipeline stage's
+// hand-off), counted without building it: as GroupLoad, the longest route as
+// its chain of hops.
+GroupLoad send_load(const Torus& t, std::span<const std::pair<ChipId, ChipId>> pairs, std::uint64_t bytes);
 
 }  // namespace meshsim::collectives

@@ -3,6 +3,8 @@
 // Y-then-X on a 2D torus): these routes share no link, so they run at once.
 // Between slices of a multislice system: the one route over the data-center
 // network (Torus::route).
+#include <algorithm>
+
 #include "base/error.hpp"
 #include "sim/collectives/collective.hpp"
 #include "sim/collectives/ring_phase.hpp"
@@ -23,6 +25,24 @@ std::vector<int> differing_axes(const Torus& t, ChipId src, ChipId dst) {
 
 int send_paths(const Torus& t, ChipId src, ChipId dst) {
   return static_cast<int>(differing_axes(t, src, dst).size());
+}
+
+GroupLoad send_load(const Torus& t, std::span<const std::pair<ChipId, ChipId>> pairs, std::uint64_t bytes) {
+  std::vector<std::uint64_t> load(t.num_link_slots(), 0);
+  GroupLoad out;
+  for (const auto& [src, dst] : pairs) {
+    const std::vector<int> axes = differing_axes(t, src, dst);
+    const std::uint64_t share = axes.empty() ? 0 : ceil_div(bytes, axes.size());
+    for (std::size_t p = 0; p < axes.size(); ++p) {
+      const std::vector<topology::LinkId> route = t.route(src, dst, rotated(axes, p));
+      out.transfers += route.size();
+      out.chain_hops = std::max<std::uint64_t>(out.chain_hops, route.size());
+      for (topology::LinkId l : route) load[l] += share;
+    }
+  }
+  for (std::size_t l = 0; l < load.size(); ++l)
+    if (load[l] > out.busiest_bytes) out.busiest_bytes = load[l], out.busiest_link = static_cast<topology::LinkId>(l);
+  return out;
 }
 
 void send(ProgramBuilder& b, const Torus& t, ChipId src, ChipId dst, std::uint64_t bytes, const OpPorts& ports) {

@@ -3,6 +3,7 @@
 // trip count, async pairs bounding overlap); what cannot be lowered is one
 // error line.
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <string>
 
@@ -202,6 +203,28 @@ TEST_CASE("hlo import: groups that are not axes run as rings over their chips", 
     CHECK(o.time().seconds() >= o.bound_s);
     CHECK(o.bound_s > 0);
   }
+}
+
+TEST_CASE("hlo import: a permute across the torus is routed sends at the load of their busiest link", "[hlo]") {
+  // Every device to the one half way round a ring of 16 (tpu-v5e wraps an axis
+  // of 16): 16 sends of 16 MiB, each 8 hops the Plus way (dimension-order
+  // routing breaks the tie one way), so each Plus link carries 8 of them.
+  std::string pairs;
+  for (int d = 0; d < 16; ++d) pairs += fmt::format("{}{{{},{}}}", d ? "," : "", d, (d + 8) % 16);
+  const std::string text = "HloModule m, num_partitions=16\n\nENTRY %main {\n  %p = bf16[8388608] parameter(0)\n"
+                           "  ROOT %c = bf16[8388608] collective-permute(%p), channel_id=1, source_target_pairs={" +
+                           pairs + "}\n}\n";
+  const workloads::Workload w = import_text(text, "tpu-v5e", {16});
+  REQUIRE(w.ops.size() == 1);
+  CHECK(w.ops[0].pairs.size() == 16);
+  const driver::RunResult r = driver::simulate(w);
+  const driver::OpResult& o = r.ops.at(0);
+  const double v = 16777216.0, b = static_cast<double>(w.hardware.ici.bandwidth_bytes_per_s);
+  CHECK(o.closed_s == Approx(8 * v / b));  // the busiest link's bytes over its bandwidth
+  CHECK(o.time().seconds() == Approx(8 * v / b).epsilon(0.005));
+  // Every byte crosses 8 of the ring's 32 links: the traffic bound 4 V / b binds.
+  CHECK(o.bound_term == "traffic");
+  CHECK(o.bound_s == Approx(4 * v / b));
 }
 
 TEST_CASE("hlo import: a device order maps groups onto other chips", "[hlo]") {
