@@ -4,11 +4,10 @@
 
 #include <algorithm>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <set>
 
 #include "base/error.hpp"
-#include "topology/preset.hpp"
+#include "workloads/imported.hpp"
 
 namespace meshsim::hlo {
 
@@ -412,42 +411,18 @@ std::string ImportReport::summary() const {
 }
 
 workloads::Workload import_module(const Module& m, const ImportOptions& o, ImportReport* report) {
-  const topology::Preset* preset = topology::find_preset(o.hardware);
-  if (!preset)
-    throw Error(fmt::format("--hardware: '{}' is not a TPU preset ({}); HLO import runs on TPU slices", o.hardware,
-                            topology::preset_names()));
-  if (o.shape.empty() || o.shape.size() > static_cast<std::size_t>(preset->max_axes))
-    throw Error(fmt::format("--topology: {} has 1 to {} axes", o.hardware, preset->max_axes));
-  static constexpr const char* kNames[] = {"X", "Y", "Z"};
-  nlohmann::ordered_json doc;
-  doc["hardware"] = o.hardware;
-  doc["topology"]["shape"] = o.shape;
-  std::int64_t chips = 1;
-  for (std::size_t i = 0; i < o.shape.size(); ++i) {
-    doc["mesh"][kNames[i]] = o.shape[i];
-    chips *= o.shape[i];
-  }
-  doc["ops"] = nlohmann::ordered_json::array({{{"kind", "all_reduce"}, {"bytes", 1}, {"axes", {"X"}}}});
-  workloads::Workload w = workloads::parse_workload(doc.dump(), "--topology");
-  if (chips != m.devices())
+  workloads::Workload w = workloads::empty_workload(o.hardware, o.shape, /*gpu_ok=*/false, "HLO import");
+  const std::uint32_t chips = w.make_torus().num_chips();
+  if (static_cast<std::int64_t>(chips) != m.devices())
     throw InputError(m.file, "1",
                      fmt::format("the module runs on {} devices ({} replicas x {} partitions); the {} topology has {} "
                                  "chips",
                                  m.devices(), m.replica_count, m.num_partitions,
                                  fmt::format("{}", fmt::join(o.shape, "x")), chips));
   w.file = m.file;
-  w.ops.clear();
   ImportReport local;
   ImportReport& rep = report ? *report : local;
-  if (!o.devices.empty()) {
-    std::vector<int> sorted = o.devices;
-    std::sort(sorted.begin(), sorted.end());
-    for (std::size_t i = 0; i < sorted.size(); ++i)
-      if (sorted.size() != static_cast<std::size_t>(chips) || sorted[i] != static_cast<int>(i))
-        throw Error(fmt::format("--devices: expected each of the {} chips once (the chip of device 0, 1, ...), got {} "
-                                "ids",
-                                chips, o.devices.size()));
-  }
+  workloads::check_device_order(o.devices, chips);
   Lowering lowering(m, w, rep, o.devices);
   lowering.run(m.entry_computation());
   if (w.ops.empty())

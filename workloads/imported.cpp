@@ -1,0 +1,57 @@
+#include "workloads/imported.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "base/error.hpp"
+#include "topology/gpu_preset.hpp"
+#include "topology/preset.hpp"
+
+namespace meshsim::workloads {
+
+Workload empty_workload(const std::string& hardware, std::span<const int> shape, bool gpu_ok, const std::string& who) {
+  nlohmann::ordered_json doc;
+  doc["hardware"] = hardware;
+  const topology::Preset* tpu = topology::find_preset(hardware);
+  const topology::GpuPreset* gpu = gpu_ok ? topology::find_gpu_preset(hardware) : nullptr;
+  if (!tpu && !gpu)
+    throw Error(gpu_ok ? fmt::format("--hardware: '{}' is not a preset (TPU: {}; GPU: {})", hardware,
+                                     topology::preset_names(), topology::gpu_preset_names())
+                       : fmt::format("--hardware: '{}' is not a TPU preset ({}); {} runs on TPU slices", hardware,
+                                     topology::preset_names(), who));
+  for (int s : shape)
+    if (s < 1 || s > 65536) throw Error(fmt::format("--topology: sizes from 1 to 65536, got {}", s));
+  if (tpu) {
+    if (shape.empty() || shape.size() > static_cast<std::size_t>(tpu->max_axes))
+      throw Error(fmt::format("--topology: {} has 1 to {} axes", hardware, tpu->max_axes));
+    static constexpr const char* kNames[] = {"X", "Y", "Z"};
+    doc["topology"]["shape"] = std::vector<int>(shape.begin(), shape.end());
+    for (std::size_t i = 0; i < shape.size(); ++i) doc["mesh"][kNames[i]] = shape[i];
+  } else {
+    if (shape.size() != 1)
+      throw Error(fmt::format("--topology: a GPU cluster is its number of nodes (e.g. 4), got {} numbers", shape.size()));
+    doc["topology"]["nodes"] = shape[0];
+    doc["mesh"]["G"] = gpu->gpus_per_node;
+    doc["mesh"]["N"] = shape[0];
+  }
+  // One placeholder op (a workload has at least one); the importer replaces the ops.
+  doc["ops"] = nlohmann::ordered_json::array({{{"kind", "all_reduce"}, {"bytes", 1}, {"axes", {tpu ? "X" : "G"}}}});
+  Workload w = parse_workload(doc.dump(), "--topology");
+  w.ops.clear();
+  return w;
+}
+
+void check_device_order(std::span<const int> devices, std::uint32_t chips) {
+  if (devices.empty()) return;
+  std::vector<int> sorted(devices.begin(), devices.end());
+  std::sort(sorted.begin(), sorted.end());
+  for (std::size_t i = 0; i < sorted.size(); ++i)
+    if (sorted.size() != chips || sorted[i] != static_cast<int>(i))
+      throw Error(fmt::format("--devices: expected each of the {} chips once (the chip of device 0, 1, ...), got {} ids",
+                              chips, devices.size()));
+}
+
+}  // namespace meshsim::workloads

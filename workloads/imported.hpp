@@ -1,0 +1,24 @@
+#pragma once
+// What the importers of programs written elsewhere (XLA HLO dumps: hlo/;
+// Chakra execution traces: chakra/) share: the system a program is imported
+// onto, and the order of its devices on it.
+#include <span>
+#include <string>
+#include <vector>
+
+#include "workloads/workload.hpp"
+
+namespace meshsim::workloads {
+
+// A workload without ops on a preset's system: a TPU preset on a slice of
+// `shape` (mesh axes X, Y, Z over the hardware axes x, y, z) or, where `gpu_ok`,
+// a GPU preset on shape[0] nodes (mesh axes G over a node's GPUs and N over the
+// nodes). Error naming --hardware or --topology for an unknown preset or a shape
+// it does not take (`who`: "HLO import" and such, for the message).
+Workload empty_workload(const std::string& hardware, std::span<const int> shape, bool gpu_ok, const std::string& who);
+
+// Checks a --devices list: every chip of `chips` once (the chip of device 0,
+// 1, ...); empty is the identity. Error otherwise.
+void check_device_order(std::span<const int> devices, std::uint32_t chips);
+
+}  // namespace meshsim::workloads
