@@ -77,6 +77,7 @@ kernels::Roofline matmul_cost(const workloads::Op& op, const workloads::Hardware
 
 kernels::Roofline elementwise_cost(const workloads::Op& op, const workloads::Hardware& hw, const std::string& file) {
   MESHSIM_ASSERT(op.kind == OpKind::Elementwise, "not an elementwise op");
+  if (op.duration > kZeroTick) return {op.duration, kZeroTick};  // measured: its time as is
   if (hw.chip.hbm_bandwidth_bytes_per_s <= 0)
     throw InputError(file, op.pointer, fmt::format("{} has no HBM bandwidth; give \"hardware\": {{\"hbm_bandwidth_bytes_per_s\": ...}}", hw.preset));
   const double t = static_cast<double>(op.hbm_bytes) / hw.chip.hbm_bandwidth_bytes_per_s;
@@ -87,6 +88,13 @@ kernels::Roofline elementwise_cost(const workloads::Op& op, const workloads::Har
   in.hbm_bytes = static_cast<double>(op.hbm_bytes);
   in.hbm_bandwidth_bytes_per_s = hw.chip.hbm_bandwidth_bytes_per_s;
   in.peak_flops_per_s = 1;  // no FLOPs: only the memory term counts
+  if (op.flops > 0) {
+    in.flops = static_cast<double>(op.flops);
+    in.peak_flops_per_s = hw.chip.bf16_flops_per_s;
+    if (!(in.flops / in.peak_flops_per_s < kMaxTick.seconds()))
+      throw InputError(file, op.pointer, fmt::format("the kernel's {} operations would take past the simulator's limit "
+                                                     "of {:.3g} s (2^62 ps)", op.flops, kMaxTick.seconds()));
+  }
   return kernels::roofline(in);
 }
 

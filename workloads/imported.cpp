@@ -31,11 +31,17 @@ Workload empty_workload(const std::string& hardware, std::span<const int> shape,
     doc["topology"]["shape"] = std::vector<int>(shape.begin(), shape.end());
     for (std::size_t i = 0; i < shape.size(); ++i) doc["mesh"][kNames[i]] = shape[i];
   } else {
-    if (shape.size() != 1)
-      throw Error(fmt::format("--topology: a GPU cluster is its number of nodes (e.g. 4), got {} numbers", shape.size()));
-    doc["topology"]["nodes"] = shape[0];
+    if (shape.empty() || shape.size() > 3)
+      throw Error(fmt::format("--topology: a GPU cluster is its number of nodes (e.g. 4) or a grid of nodes (8x8), "
+                              "got {} numbers", shape.size()));
     doc["mesh"]["G"] = gpu->gpus_per_node;
-    doc["mesh"]["N"] = shape[0];
+    if (shape.size() == 1) {
+      doc["topology"]["nodes"] = shape[0];
+      doc["mesh"]["N"] = shape[0];
+    } else {
+      doc["topology"]["nodes"] = std::vector<int>(shape.begin(), shape.end());
+      for (std::size_t i = 0; i < shape.size(); ++i) doc["mesh"][fmt::format("N{}", i)] = shape[i];
+    }
   }
   // One placeholder op (a workload has at least one); the importer replaces the ops.
   doc["ops"] = nlohmann::ordered_json::array({{{"kind", "all_reduce"}, {"bytes", 1}, {"axes", {tpu ? "X" : "G"}}}});

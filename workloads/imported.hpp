@@ -13,7 +13,7 @@ namespace meshsim::workloads {
 // A workload without ops on a preset's system: a TPU preset on a slice of
 // `shape` (mesh axes X, Y, Z over the hardware axes x, y, z) or, where `gpu_ok`,
 // a GPU preset on shape[0] nodes (mesh axes G over a node's GPUs and N over the
-// nodes). Error naming --hardware or --topology for an unknown preset or a shape
+// nodes) or on a grid of nodes, shape[0] x shape[1] ... (mesh axes G, N0, N1, ...). Error naming --hardware or --topology for an unknown preset or a shape
 // it does not take (`who`: "HLO import" and such, for the message).
 Workload empty_workload(const std::string& hardware, std::span<const int> shape, bool gpu_ok, const std::string& who);
 

@@ -130,6 +130,11 @@ struct Op {
   // residual add, the optimizer update): the HBM bytes it reads and writes per
   // chip; its time is those bytes over the HBM bandwidth.
   std::uint64_t hbm_bytes = 0;
+  // An imported kernel (a Chakra COMP node): its operations (at the chip's bf16
+  // rate, beside hbm_bytes: the roofline of both), or its measured time, which
+  // is used as is when not zero.
+  std::uint64_t flops = 0;
+  Tick duration;
 
   // Send: several pairs at once, each sending `bytes` (a pipeline stage passing
   // its activations to the next, every chip to its counterpart); empty: the one

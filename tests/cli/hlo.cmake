@@ -26,9 +26,9 @@ elseif(NOT out MATCHES "^# ${tp}: lowered 1 matmuls, 0 kernels, 3 collectives, 1
   report("run ${tp}: unexpected output:\n${out}")
 endif()
 expect_error("meshsim: error: ${tp}: an HLO dump needs --hardware PRESET and --topology SHAPE" run ${tp})
-expect_error("meshsim: error: --hardware: only for an HLO dump; a workload names its hardware and topology itself"
+expect_error("meshsim: error: --hardware: only for an HLO dump or a Chakra trace; a workload names its hardware and topology itself"
              run examples/allgather_v5e.json --hardware tpu-v5e)
-expect_error("meshsim: error: --devices: only for an HLO dump; a workload names its hardware and topology itself"
+expect_error("meshsim: error: --devices: only for an HLO dump or a Chakra trace; a workload names its hardware and topology itself"
              run examples/allgather_v5e.json --devices 0,1)
 expect_error("meshsim: error: --devices: expected each of the 8 chips once (the chip of device 0, 1, ...), got 2 ids"
              run ${tp} --hardware tpu-v5e --topology 2x4 --devices 1,0)

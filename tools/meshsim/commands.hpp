@@ -22,6 +22,8 @@ Subcommand add_sweep_command(CLI::App& app);
 Subcommand add_search_command(CLI::App& app);
 // meshsim validate: parse and lower a workload without simulating it (validate_command.cpp).
 Subcommand add_validate_command(CLI::App& app);
+// meshsim chakra WORKLOAD PREFIX: the workload as a Chakra trace (chakra_command.cpp).
+Subcommand add_chakra_command(CLI::App& app);
 
 // Prints "meshsim: error: MESSAGE" on stderr and returns 1.
 int fail(const std::string& message);

@@ -16,6 +16,7 @@
 #include "driver/explain.hpp"
 #include "driver/report.hpp"
 #include "driver/simulate.hpp"
+#include "chakra/import.hpp"
 #include "hlo/lower.hpp"
 #include "tools/meshsim/commands.hpp"
 #include "tools/meshsim/sweep.hpp"
@@ -89,17 +90,29 @@ int main(int argc, char** argv) {
   std::size_t links = 0;
   bool quiet = false;
   run->add_option("WORKLOAD", workload_path,
-                  "Workload JSON file (format: docs/WORKLOAD.md), or an XLA HLO text dump (docs/HLO.md: with --hardware "
-                  "and --topology)")
+                  "Workload JSON file (format: docs/WORKLOAD.md), an XLA HLO text dump (docs/HLO.md), or one rank's file "
+                  "of a Chakra execution trace, PREFIX.<rank>.et[.gz] (docs/CHAKRA.md); the last two with --hardware and "
+                  "--topology")
       ->required();
   std::string hlo_hardware, hlo_topology;
-  run->add_option("--hardware", hlo_hardware, "An HLO dump's hardware: a TPU preset (tpu-v5e, ...)")->option_text("PRESET");
-  run->add_option("--topology", hlo_topology, "An HLO dump's slice: its shape, e.g. 4x4 or 4x4x4 (device d is chip d, x fastest)")
+  run->add_option("--hardware", hlo_hardware,
+                  "An HLO dump's or a Chakra trace's hardware: a TPU preset (tpu-v5e, ...); for a trace also a GPU "
+                  "preset (h100-dgx, ...)")
+      ->option_text("PRESET");
+  run->add_option("--topology", hlo_topology,
+                  "An HLO dump's or a Chakra trace's system: a TPU slice's shape, e.g. 4x4 or 4x4x4 (device d is chip "
+                  "d, x fastest); a GPU cluster's node count, e.g. 2")
       ->option_text("SHAPE");
   std::vector<int> hlo_devices;
-  run->add_option("--devices", hlo_devices, "An HLO dump's device order: the chip of device 0, 1, ... (comma-separated)")
+  run->add_option("--devices", hlo_devices,
+                  "An HLO dump's device order or a Chakra trace's rank order: the chip of device (rank) 0, 1, ... "
+                  "(comma-separated)")
       ->delimiter(',')
       ->option_text("CHIP,...");
+  std::string comm_groups;
+  run->add_option("--comm-groups", comm_groups,
+                  "A Chakra trace's process groups, as ASTRA-sim takes them: JSON {\"<pg_name>\": [rank, ...], ...}")
+      ->option_text("FILE");
   run->add_option("--json", json_path,
                   "Also write the results as JSON to FILE ('-' for stdout; fields: docs/OUTPUT.md)")
       ->option_text("FILE");
@@ -169,6 +182,7 @@ int main(int argc, char** argv) {
   const meshsim::cli::Subcommand sweep = meshsim::cli::add_sweep_command(app);
   const meshsim::cli::Subcommand validate = meshsim::cli::add_validate_command(app);
   const meshsim::cli::Subcommand search = meshsim::cli::add_search_command(app);
+  const meshsim::cli::Subcommand chakra_export = meshsim::cli::add_chakra_command(app);
 
   try {
     app.parse(argc, argv);
@@ -186,6 +200,7 @@ int main(int argc, char** argv) {
 
   if (sweep.parsed()) return sweep.run();
   if (validate.parsed()) return validate.run();
+  if (chakra_export.parsed()) return chakra_export.run();
   if (search.parsed()) return search.run();
   try {
     if (const std::optional<int> rc = hardware_command()) return *rc;
@@ -206,15 +221,34 @@ int main(int argc, char** argv) {
     if (!trace_window.empty()) window = parse_window(trace_window);
     std::string imported;  // the HLO import's summary
     meshsim::workloads::Workload w = [&] {
-      if (!meshsim::hlo::is_hlo_file(workload_path)) {
+      const bool chakra = meshsim::chakra::rank_file_parts(workload_path).has_value();
+      if (!chakra && !comm_groups.empty()) throw meshsim::Error("--comm-groups: only for a Chakra trace");
+      if (!chakra && !meshsim::hlo::is_hlo_file(workload_path)) {
         if (!hlo_hardware.empty() || !hlo_topology.empty() || !hlo_devices.empty())
           throw meshsim::Error(std::string(!hlo_hardware.empty() ? "--hardware" : !hlo_topology.empty() ? "--topology" : "--devices") +
-                               ": only for an HLO dump; a workload names its hardware and topology itself");
+                               ": only for an HLO dump or a Chakra trace; a workload names its hardware and topology itself");
         return meshsim::workloads::load_workload(workload_path);
       }
+      const char* what = chakra ? "a Chakra trace" : "an HLO dump";
       if (hlo_hardware.empty() || hlo_topology.empty())
-        throw meshsim::Error(workload_path + ": an HLO dump needs --hardware PRESET and --topology SHAPE");
-      if (verify) throw meshsim::Error("--verify: an HLO dump has no data to execute");
+        throw meshsim::Error(workload_path + ": " + what + " needs --hardware PRESET and --topology SHAPE");
+      if (verify) throw meshsim::Error(std::string("--verify: ") + what + " has no data to execute");
+      if (chakra) {
+        meshsim::chakra::ImportOptions co;
+        co.hardware = hlo_hardware;
+        co.devices = hlo_devices;
+        co.comm_groups = comm_groups;
+        try {
+          co.shape = meshsim::cli::parse_mesh_shape(hlo_topology);
+        } catch (const meshsim::Error&) {
+          throw meshsim::Error("--topology: expected a slice shape such as 4x4 or 4x4x4, or a node count, got '" +
+                               hlo_topology + "'");
+        }
+        meshsim::chakra::ImportReport report;
+        meshsim::workloads::Workload imported_w = meshsim::chakra::import_trace(workload_path, co, &report);
+        imported = "# " + imported_w.file + ": " + report.summary() + "\n";
+        return imported_w;
+      }
       meshsim::hlo::ImportOptions io;
       io.hardware = hlo_hardware;
       io.devices = hlo_devices;

@@ -1,0 +1,427 @@
+// Chakra execution traces: traces written by the test's own generator (each
+// collective kind, a send/receive ring, compute chains with dependencies) import
+// into the program they describe, simulate as the same program written as a
+// workload does, and round-trip through export; malformed traces are one error
+// line each.
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+
+#include <unistd.h>
+
+#include "base/error.hpp"
+#include "chakra/et_file.hpp"
+#include "chakra/export.hpp"
+#include "chakra/import.hpp"
+#include "driver/simulate.hpp"
+#include "workloads/imported.hpp"
+
+using namespace meshsim;
+using chakra::CommType;
+using chakra::Node;
+using chakra::NodeType;
+
+namespace {
+
+// A scratch directory per test case, removed after.
+struct Scratch {
+  std::filesystem::path dir;
+  explicit Scratch(const std::string& name)
+      : dir(std::filesystem::temp_directory_path() / fmt::format("meshsim_chakra_{}_{}", name, ::getpid())) {
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+  }
+  ~Scratch() { std::filesystem::remove_all(dir); }
+  std::string prefix(const std::string& p = "t") const { return (dir / p).string(); }
+};
+
+Node comp(std::uint64_t id, std::uint64_t micros, std::vector<std::uint64_t> deps = {}) {
+  Node n;
+  n.id = id;
+  n.name = fmt::format("k{}", id);
+  n.type = static_cast<int>(NodeType::Comp);
+  n.duration_micros = micros;
+  n.data_deps = std::move(deps);
+  return n;
+}
+
+Node coll(std::uint64_t id, CommType type, std::uint64_t size, std::vector<std::uint64_t> deps = {},
+          std::string pg = "") {
+  Node n;
+  n.id = id;
+  n.name = fmt::format("c{}", id);
+  n.type = static_cast<int>(NodeType::Coll);
+  n.comm_type = static_cast<std::int64_t>(type);
+  n.comm_size = size;
+  n.data_deps = std::move(deps);
+  if (!pg.empty()) n.pg_name = std::move(pg);
+  return n;
+}
+
+Node p2p(std::uint64_t id, bool send, int src, int dst, std::uint64_t size, std::vector<std::uint64_t> deps = {}) {
+  Node n;
+  n.id = id;
+  n.name = fmt::format("{}{}", send ? "s" : "r", id);
+  n.type = static_cast<int>(send ? NodeType::Send : NodeType::Recv);
+  n.comm_src = src;
+  n.comm_dst = dst;
+  n.comm_size = size;
+  n.comm_tag = 0;
+  n.data_deps = std::move(deps);
+  return n;
+}
+
+// Writes prefix.<r>.et for every rank: `nodes(r)` gives rank r's.
+template <class F>
+void write_trace(const std::string& prefix, int ranks, F nodes, const std::string& suffix = ".et") {
+  for (int r = 0; r < ranks; ++r) {
+    chakra::RankTrace t;
+    t.version = "0.0.4";
+    t.nodes = nodes(r);
+    chakra::write_rank(fmt::format("{}.{}{}", prefix, r, suffix), t);
+  }
+}
+
+workloads::Workload import(const std::string& prefix, const std::string& hardware, std::vector<int> shape,
+                           chakra::ImportReport* report = nullptr, const std::string& groups = "",
+                           const std::string& suffix = ".et") {
+  chakra::ImportOptions o;
+  o.hardware = hardware;
+  o.shape = std::move(shape);
+  o.comm_groups = groups;
+  return chakra::import_trace(prefix + ".0" + suffix, o, report);
+}
+
+std::string error_of(const std::string& prefix, std::vector<int> shape = {2, 4}, const std::string& groups = "",
+                     const std::string& hardware = "tpu-v5e") {
+  try {
+    (void)import(prefix, hardware, std::move(shape), nullptr, groups);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+// The times of every op of both, which must agree to the picosecond.
+void check_same_times(const workloads::Workload& a, const workloads::Workload& b) {
+  const driver::RunResult x = driver::simulate(a), y = driver::simulate(b);
+  REQUIRE(x.ops.size() == y.ops.size());
+  for (std::size_t i = 0; i < x.ops.size(); ++i) {
+    INFO("op " << i << ": " << x.ops[i].name << " / " << y.ops[i].name);
+    CHECK(x.ops[i].kind == y.ops[i].kind);
+    CHECK(x.ops[i].bytes == y.ops[i].bytes);
+    CHECK(x.ops[i].begin == y.ops[i].begin);
+    CHECK(x.ops[i].end == y.ops[i].end);
+  }
+  CHECK(x.makespan == y.makespan);
+}
+
+}  // namespace
+
+TEST_CASE("chakra: rank files round-trip through the writer and the reader, gzipped too", "[chakra]") {
+  Scratch s("file");
+  for (const std::string suffix : {".et", ".et.gz"}) {
+    chakra::RankTrace t;
+    t.version = "0.0.4";
+    t.nodes = {comp(1, 7), coll(2, CommType::AllGather, 4096, {1}, "3"), p2p(5, true, 0, 1, 100, {1, 2})};
+    t.nodes[0].num_ops = 1000;
+    t.nodes[0].tensor_size = 64;
+    t.nodes[0].is_cpu_op = false;
+    const std::string path = s.prefix() + ".0" + suffix;
+    chakra::write_rank(path, t);
+    const chakra::RankTrace back = chakra::read_rank(path);
+    CHECK(back.version == "0.0.4");
+    REQUIRE(back.nodes.size() == 3);
+    CHECK(back.nodes[0].duration_micros == 7);
+    CHECK(back.nodes[0].num_ops == 1000u);
+    CHECK(back.nodes[0].tensor_size == 64u);
+    CHECK(back.nodes[0].is_cpu_op == false);
+    CHECK(back.nodes[1].comm_type == static_cast<std::int64_t>(CommType::AllGather));
+    CHECK(back.nodes[1].comm_size == 4096u);
+    CHECK(back.nodes[1].pg_name == "3");
+    CHECK(back.nodes[1].data_deps == std::vector<std::uint64_t>{1});
+    CHECK(back.nodes[2].comm_dst == 1);
+    CHECK(back.nodes[2].data_deps == std::vector<std::uint64_t>{1, 2});
+  }
+}
+
+TEST_CASE("chakra: each collective kind over every rank is the axis collective of the same V", "[chakra]") {
+  // comm_size as ASTRA-sim reads it: the all-reduce's and reduce-scatter's
+  // buffer; the all-gather's input shard and the all-to-all's buffer (V / 8).
+  Scratch s("kinds");
+  const std::uint64_t v = 8 << 20;
+  struct Kind {
+    CommType type;
+    const char* name;
+    std::uint64_t comm_size;
+  };
+  for (const Kind& k : {Kind{CommType::AllReduce, "all_reduce", v}, Kind{CommType::AllGather, "all_gather", v / 8},
+                        Kind{CommType::ReduceScatter, "reduce_scatter", v},
+                        Kind{CommType::ReduceScatterBlock, "reduce_scatter", v},
+                        Kind{CommType::AllToAll, "all_to_all", v / 8}}) {
+    INFO(k.name);
+    write_trace(s.prefix(), 8, [&](int) { return std::vector<Node>{coll(1, k.type, k.comm_size)}; });
+    chakra::ImportReport report;
+    const workloads::Workload w = import(s.prefix(), "tpu-v5e", {2, 4}, &report);
+    CHECK(report.summary() == "8 ranks, 8 nodes: lowered 0 kernels, 1 collectives, 0 sends");
+    REQUIRE(w.ops.size() == 1);
+    CHECK(w.ops[0].hw_axes == std::vector<int>{0, 1});
+    const workloads::Workload written = workloads::parse_workload(
+        fmt::format(R"({{"hardware": "tpu-v5e", "topology": {{"shape": [2, 4]}}, "mesh": {{"X": 2, "Y": 4}},
+                        "ops": [{{"kind": "{}", "bytes": {}, "axes": ["X", "Y"]}}]}})",
+                    k.name, v),
+        "w.json");
+    check_same_times(w, written);
+  }
+}
+
+TEST_CASE("chakra: a send/receive ring is one routed send per pair", "[chakra]") {
+  // Rank r sends 1 MB to r+1 and receives from r-1 on 8 chips: each send alone
+  // on its route (7 -> 0 as many hops as the topology puts between them).
+  Scratch s("ring");
+  const std::uint64_t bytes = 1'000'000;
+  write_trace(s.prefix(), 8, [&](int r) {
+    return std::vector<Node>{p2p(1, true, r, (r + 1) % 8, bytes), p2p(2, false, (r + 7) % 8, r, bytes)};
+  });
+  chakra::ImportReport report;
+  const workloads::Workload w = import(s.prefix(), "tpu-v5e", {8}, &report);
+  CHECK(report.sends == 8);
+  REQUIRE(w.ops.size() == 8);
+  const driver::RunResult r = driver::simulate(w);
+  const topology::Torus t = w.make_torus();
+  const double b = static_cast<double>(w.hardware.ici.bandwidth_bytes_per_s), alpha = w.hardware.ici.latency.seconds();
+  const double chunk = static_cast<double>(w.hardware.forward_chunk_bytes);
+  std::set<std::pair<topology::ChipId, topology::ChipId>> pairs;
+  for (std::size_t i = 0; i < w.ops.size(); ++i) {
+    const workloads::Op& op = w.ops[i];
+    pairs.emplace(op.src, op.dst);
+    // h hops, cut-through: bytes / b + h alpha + (h - 1) chunks.
+    const int h = t.hop_distance(op.src, op.dst);
+    INFO(op.src << " -> " << op.dst << ", " << h << " hops");
+    CHECK(op.dst == (op.src + 1) % 8);
+    CHECK(r.ops[i].time().seconds() == Approx(bytes / b + h * alpha + (h - 1) * chunk / b).epsilon(1e-6));
+  }
+  CHECK(pairs.size() == 8);
+}
+
+TEST_CASE("chakra: compute chains wait for their dependencies on each rank", "[chakra]") {
+  // Each rank: k1 (10 us) -> metadata -> c2 all-reduce -> k3 (num_ops, tensor_size) and
+  // k4 (5 us, after k1 only). Rank 1's k1 takes 30 us: the all-reduce waits for it
+  // on every chip; k4 runs beside the all-reduce.
+  Scratch s("chain");
+  write_trace(s.prefix(), 8, [](int r) {
+    Node meta;
+    meta.id = 9;
+    meta.type = static_cast<int>(NodeType::Metadata);
+    meta.ctrl_deps = {1};
+    Node k3 = comp(3, 0, {2});
+    k3.num_ops = 197'000'000'000;  // 1 ms at v5e's 1.97e14 bf16 FLOP/s
+    k3.tensor_size = 1024;
+    Node cpu = comp(5, 100, {1});
+    cpu.is_cpu_op = true;
+    return std::vector<Node>{comp(1, r == 1 ? 30 : 10), meta, coll(2, CommType::AllReduce, 1 << 20, {9}), k3,
+                             comp(4, 5, {1}), cpu};
+  });
+  chakra::ImportReport report;
+  const workloads::Workload w = import(s.prefix(), "tpu-v5e", {2, 4}, &report);
+  CHECK(report.summary() == "8 ranks, 48 nodes: lowered 24 kernels, 1 collectives, 0 sends; skipped 16 nodes: 8 "
+                            "METADATA_NODE, 8 cpu ops");
+  const driver::RunResult r = driver::simulate(w);
+  std::map<std::string, const driver::OpResult*> by;
+  for (const driver::OpResult& o : r.ops) by[o.name] = &o;
+  REQUIRE(by.count("c2"));
+  CHECK(by.at("r0/k1")->time() == Tick::from_ps(10'000'000));
+  CHECK(by.at("r1/k1")->time() == Tick::from_ps(30'000'000));
+  // The all-reduce's start: when its last chip may start it, after rank 1's 30 us.
+  CHECK(by.at("c2")->begin == Tick::from_ps(30'000'000));
+  // k3 starts when chip 0 holds the all-reduce's result.
+  CHECK(by.at("r0/k3")->begin > by.at("c2")->begin);
+  CHECK(by.at("r0/k3")->begin <= by.at("c2")->end);
+  CHECK(by.at("r0/k3")->time().seconds() == Approx(1e-3).epsilon(1e-9));
+  CHECK(by.at("r0/k4")->begin == Tick::from_ps(10'000'000));
+}
+
+TEST_CASE("chakra: process groups: axis groups, any groups on a torus, refused on GPUs", "[chakra]") {
+  Scratch s("groups");
+  // {0,1} is x at y = 0 (an axis group); {2,5} is a diagonal of the 2x4.
+  write_text(s.prefix("g") + ".json", R"({"1": [0, 1], "2": [2, 5]})");
+  write_trace(s.prefix(), 8, [](int r) {
+    std::vector<Node> n;
+    if (r < 2) n.push_back(coll(1, CommType::AllReduce, 1 << 20, {}, "1"));
+    if (r == 2 || r == 5) n.push_back(coll(1, CommType::AllGather, 1 << 19, {}, "2"));
+    n.push_back(comp(2, 1));
+    return n;
+  });
+  chakra::ImportReport report;
+  const workloads::Workload w = import(s.prefix(), "tpu-v5e", {2, 4}, &report, s.prefix("g") + ".json");
+  CHECK(report.grouped == 1);
+  const auto coll_op = [&](OpKind kind) -> const workloads::Op& {
+    for (const workloads::Op& op : w.ops)
+      if (op.kind == kind) return op;
+    FAIL("no such op");
+    return w.ops.front();
+  };
+  CHECK(coll_op(OpKind::AllReduce).hw_axes == std::vector<int>{0});
+  CHECK(*coll_op(OpKind::AllReduce).chips == std::vector<topology::ChipId>{0, 1});
+  const workloads::Op& ag = coll_op(OpKind::AllGather);
+  REQUIRE(ag.groups);
+  CHECK(*ag.groups == std::vector<std::vector<topology::ChipId>>{{2, 5}});
+  CHECK(ag.bytes == 1u << 20);
+  const driver::RunResult r = driver::simulate(w);
+  for (const driver::OpResult& o : r.ops)
+    if (!is_local(o.kind)) CHECK(o.time().seconds() >= o.bound_s);
+  // On a GPU cluster the diagonal is refused.
+  write_text(s.prefix("h") + ".json", R"({"1": [0, 9]})");
+  write_trace(s.prefix("gpu"), 16, [](int rank) {
+    return rank == 0 || rank == 9 ? std::vector<Node>{coll(1, CommType::AllReduce, 1024, {}, "1")}
+                                  : std::vector<Node>{comp(1, 1)};
+  });
+  CHECK(error_of(s.prefix("gpu"), {2}, s.prefix("h") + ".json", "h100-dgx") ==
+        s.prefix("gpu") + ".0.et:byte 8: node 1 ('c1'): process group '1' (ranks 0,9) is not the GPUs along the node's "
+                          "GPUs or the nodes (or both); collectives over other groups run on TPU slices only");
+}
+
+TEST_CASE("chakra: export then import gives the same program", "[chakra]") {
+  // A program on a 2x4 v5e: kernels of whole microseconds on chips, collectives
+  // over one group (all chips), a send, an all-gather over a diagonal pair.
+  workloads::Workload w = workloads::empty_workload("tpu-v5e", std::vector<int>{2, 4}, false, "test");
+  const auto chips = [](std::vector<topology::ChipId> c) {
+    return std::make_shared<const std::vector<topology::ChipId>>(std::move(c));
+  };
+  const auto kernel = [&](const std::string& name, std::vector<topology::ChipId> on, std::uint64_t micros,
+                          std::vector<std::uint32_t> deps) {
+    workloads::Op op;
+    op.kind = OpKind::Elementwise;
+    op.name = name;
+    op.duration = Tick::from_ps(static_cast<std::int64_t>(micros) * 1'000'000);
+    op.chips = chips(std::move(on));
+    op.deps = std::move(deps);
+    w.ops.push_back(std::move(op));
+  };
+  kernel("k0", {0, 1, 2, 3, 4, 5, 6, 7}, 12, {});
+  workloads::Op ar;
+  ar.kind = OpKind::AllReduce;
+  ar.name = "ar";
+  ar.hw_axes = ar.mesh_axes = {0, 1};
+  ar.bytes = 8 << 20;
+  ar.deps = {0};
+  w.ops.push_back(ar);
+  workloads::Op send;
+  send.kind = OpKind::Send;
+  send.name = "send";
+  send.src = 0, send.dst = 7, send.bytes = 3 << 20;
+  send.chips = chips({0, 7});
+  send.deps = {1};
+  w.ops.push_back(send);
+  workloads::Op diag;
+  diag.kind = OpKind::AllGather;
+  diag.name = "diag";
+  diag.bytes = 2 << 20;
+  diag.groups = std::make_shared<const std::vector<std::vector<topology::ChipId>>>(
+      std::vector<std::vector<topology::ChipId>>{{2, 5}});
+  diag.chips = chips({2, 5});
+  diag.deps = {1};
+  w.ops.push_back(diag);
+  kernel("k4", {7}, 3, {2});
+  kernel("k5", {2}, 4, {3});
+  for (const bool gzip : {false, true}) {
+    Scratch s(gzip ? "export_gz" : "export");
+    const chakra::ExportReport rep = chakra::export_trace(w, s.prefix(), gzip);
+    CHECK(rep.ranks == 8);
+    CHECK(rep.groups == 2);
+    CHECK(rep.nodes == 8 + 8 + 2 + 2 + 1 + 1);
+    const workloads::Workload back =
+        import(s.prefix(), "tpu-v5e", {2, 4}, nullptr, s.prefix() + ".comm_groups.json", gzip ? ".et.gz" : ".et");
+    // The kernel on every chip comes back as one kernel per chip.
+    REQUIRE(back.ops.size() == w.ops.size() + 7);
+    CHECK(driver::simulate(back).makespan == driver::simulate(w).makespan);
+    std::map<std::string, const workloads::Op*> by;
+    for (const workloads::Op& op : back.ops) by[op.name] = &op;
+    CHECK(by.at("ar")->hw_axes == std::vector<int>{0, 1});
+    CHECK(by.at("ar")->bytes == ar.bytes);
+    CHECK(by.at("send")->src == 0);
+    CHECK(by.at("send")->dst == 7);
+    CHECK(*by.at("diag")->groups == *diag.groups);
+    CHECK(by.at("r7/k4")->duration == Tick::from_ps(3'000'000));
+  }
+}
+
+TEST_CASE("chakra: malformed traces are one error line each", "[chakra]") {
+  Scratch s("bad");
+  const std::string p = s.prefix();
+  const auto f0 = p + ".0.et";
+  const auto ok_rank = [](int) { return std::vector<Node>{comp(1, 1)}; };
+  // Byte-level damage to rank 0's file.
+  const auto damaged = [&](const std::string& bytes) {
+    write_trace(p, 8, ok_rank);
+    write_text(f0, bytes);
+    return error_of(p);
+  };
+  CHECK(damaged(std::string(6, '\xff')) ==
+        f0 + ":byte 0: a message length that is not a valid varint32 (the file is not a Chakra trace, or is corrupt)");
+  CHECK(damaged(std::string("\x05\x0a\x01", 3)) == f0 + ":byte 0: a message of 5 bytes runs past the end of the file (truncated)");
+  CHECK(damaged("") == f0 + ":byte 0: an empty file: a Chakra trace starts with its GlobalMetadata");
+  CHECK(damaged(std::string("\x02\x0a\x00\x03\xff\xff\xff", 7)) == f0 + ":byte 3: a message that is not a Chakra Node");
+  // Node-level errors.
+  const auto with = [&](std::vector<Node> rank0, std::vector<int> shape = {2, 4}, const std::string& groups = "") {
+    write_trace(p, 8, [&](int r) { return r == 0 ? rank0 : std::vector<Node>{comp(1, 1)}; });
+    return error_of(p, std::move(shape), groups);
+  };
+  Node weird = comp(1, 1);
+  weird.type = 42;
+  CHECK(with({weird}) == f0 + ":byte 8: node 1 ('k1'): node type 42 is not a Chakra node type (0 to 10)");
+  CHECK(with({comp(1, 1), comp(1, 2)}) ==
+        f0 + ":byte 19: node 1 ('k1'): a second node with this id (ids must be unique in a rank's trace)");
+  CHECK(with({comp(1, 1, {7})}) == f0 + ":byte 8: node 1 ('k1'): depends on node 7, which is not in this rank's trace");
+  CHECK(with({comp(1, 1, {1})}) == f0 + ":byte 8: node 1 ('k1'): depends on itself");
+  CHECK(with({coll(1, CommType::Broadcast, 64)}) ==
+        f0 + ":byte 8: node 1 ('c1'): comm_type 5 (BROADCAST): meshsim simulates ALL_REDUCE, ALL_GATHER, "
+             "REDUCE_SCATTER, REDUCE_SCATTER_BLOCK and ALL_TO_ALL");
+  CHECK(with({coll(1, CommType::AllReduce, 64)}) ==
+        f0 + ":byte 8: node 1 ('c1'): collective 1 of process group '' (ALL_REDUCE of 64 bytes) has no counterpart "
+             "on rank 1: every rank of the group must run it");
+  CHECK(with({coll(1, CommType::AllReduce, 64, {}, "7")}) ==
+        f0 + ":byte 8: node 1 ('c1'): its process group '7' is not in the comm-group file (none given: --comm-groups FILE)");
+  CHECK(with({p2p(1, true, 0, 3, 64)}) ==
+        f0 + ":byte 8: node 1 ('s1'): send 1 from rank 0 to rank 3 (tag 0) has no matching receive on rank 3");
+  CHECK(with({p2p(1, true, 0, 9, 64)}) == f0 + ":byte 8: node 1 ('s1'): comm_dst 9 is not a rank (0 to 7)");
+  // Ranks that disagree on a collective, and two ranks running two collectives in opposite orders.
+  write_trace(p, 8, [](int r) { return std::vector<Node>{coll(1, CommType::AllReduce, r == 3 ? 128 : 64)}; });
+  CHECK(error_of(p) == p + ".3.et:byte 8: node 1 ('c1'): collective 1 of process group '' is ALL_REDUCE of 128 "
+                           "bytes here and ALL_REDUCE of 64 bytes on rank 0 (node 1): the ranks of a group must agree");
+  write_text(p + ".json", R"({"1": [0, 1], "2": [0, 1]})");
+  write_trace(p, 8, [](int r) {
+    if (r > 1) return std::vector<Node>{comp(1, 1)};
+    Node a = coll(1, CommType::AllReduce, 64, {}, r == 0 ? "1" : "2");
+    Node b = coll(2, CommType::AllReduce, 64, {1}, r == 0 ? "2" : "1");
+    return std::vector<Node>{a, b};
+  });
+  CHECK_THAT(error_of(p, {2, 4}, p + ".json"),
+             Catch::EndsWith("its op and the ops it waits for wait for each other across ranks (a cycle: e.g. two "
+                             "ranks that run two collectives in opposite orders)"));
+  // Attributes of the wrong type; the comm-group file's own errors.
+  Node wrong = coll(1, CommType::AllReduce, 64);
+  wrong.comm_size.reset();
+  CHECK(with({wrong}) == f0 + ":byte 8: node 1 ('c1'): a COMM_COLL_NODE without comm_size");
+  write_text(p + ".json", R"({"1": [0, 0]})");
+  CHECK(error_of(p, {2, 4}, p + ".json") == p + ".json:/1/1: rank 0 is in this process group twice");
+  write_text(p + ".json", R"({"1": [0, 8]})");
+  CHECK_THAT(error_of(p, {2, 4}, p + ".json"), Catch::StartsWith(p + ".json:/1/1: "));
+  // Rank files missing or one too many.
+  write_trace(p, 8, ok_rank);
+  std::filesystem::remove(p + ".5.et");
+  CHECK(error_of(p) == p + ".5.et: missing: the topology has 8 chips, one rank file each (" + p + ".0.et to " + p +
+                           ".7.et)");
+  write_trace(p, 9, ok_rank);
+  CHECK(error_of(p) == p + ".8.et: the trace has more ranks than the topology has chips (8): one rank per chip");
+  CHECK_THROWS_WITH(chakra::import_trace(p + ".et", {"tpu-v5e", {2, 4}, {}, ""}),
+                    p + ".et: a Chakra trace file is named <prefix>.<rank>.et (or .et.gz)");
+}
