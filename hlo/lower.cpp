@@ -3,7 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
+#include <map>
+#include <memory>
 #include <set>
 
 #include "base/error.hpp"
@@ -45,24 +48,63 @@ class Lowering {
 
   void run(const Computation& entry) {
     active_.push_back(&entry);
-    computation(entry, "");
+    (void)computation(entry, "", {});
   }
 
-  void computation(const Computation& c, const std::string& prefix) {
-    for (const Instruction& inst : c.instructions) instruction(inst, c, prefix);
+ private:
+  // What a value carries for async pairs: the op an async start issued (its
+  // handle; no op for a collective that moves nothing), or a tuple of values
+  // (loop state, a call's results); null for a value that carries neither. A
+  // -done reads its start through tuples, get-tuple-element, loop state (XLA's
+  // collective pipeliner starts a collective in one trip and ends it in the
+  // next) and calls.
+  struct Carried;
+  using Value = std::shared_ptr<const Carried>;
+  struct Carried {
+    bool handle = false;
+    std::optional<std::uint32_t> op;
+    std::vector<Value> elements;
+  };
+  using Frame = std::map<const Instruction*, Value>;
+
+  // A computation's instructions with `args` as its parameters; the root's value.
+  Value computation(const Computation& c, const std::string& prefix, const std::vector<Value>& args) {
+    Frame frame;
+    for (const Instruction& inst : c.instructions) {
+      Value v = instruction(inst, c, prefix, frame, args);
+      if (v) frame[&inst] = std::move(v);
+    }
+    const Instruction* root = c.root();
+    const auto it = root ? frame.find(root) : frame.end();
+    return it == frame.end() ? nullptr : it->second;
   }
 
   // A called computation's instructions; a computation that calls itself
   // (through any chain) is an error, not an endless recursion.
-  void enter(const Computation& callee, const Instruction& at, const std::string& prefix) {
+  Value enter(const Computation& callee, const Instruction& at, const std::string& prefix, const std::vector<Value>& args) {
     if (std::find(active_.begin(), active_.end(), &callee) != active_.end())
       fail(at, fmt::format("computation '{}' calls itself", callee.name));
     active_.push_back(&callee);
-    computation(callee, prefix);
+    Value v = computation(callee, prefix, args);
     active_.pop_back();
+    return v;
   }
 
- private:
+  // The value of operand i of `inst` in `frame` (null when it carries none).
+  Value operand_value(const Instruction& inst, const Computation& c, const Frame& frame, std::size_t i) const {
+    if (i >= inst.operands.size()) return nullptr;
+    const Instruction* o = c.find(inst.operands[i]);
+    const auto it = o ? frame.find(o) : frame.end();
+    return it == frame.end() ? nullptr : it->second;
+  }
+
+  static Value handle(std::optional<std::uint32_t> op) {
+    auto v = std::make_shared<Carried>();
+    v->handle = true;
+    v->op = op;
+    return v;
+  }
+
   [[noreturn]] void fail(const Instruction& inst, const std::string& message) const {
     throw InputError(m_.file, std::to_string(inst.line), fmt::format("{}: {}", inst.name, message));
   }
@@ -240,7 +282,9 @@ class Lowering {
     return collective(inst, kind, operand, result, prefix, blocking);
   }
 
-  void instruction(const Instruction& inst, const Computation& c, const std::string& prefix) {
+  // Lowers one instruction; its value (for async pairs).
+  Value instruction(const Instruction& inst, const Computation& c, const std::string& prefix, const Frame& frame,
+                    const std::vector<Value>& args) {
     if (++rep_.instructions > kMaxVisits)
       fail(inst, fmt::format("the module visits more than {} instructions (loops are unrolled by their trip counts)",
                              kMaxVisits));
@@ -251,24 +295,28 @@ class Lowering {
         fail(inst, "the loop's trip count is unknown (no known_trip_count in its backend_config): meshsim unrolls "
                    "loops by their trip counts");
       const Computation* body = called(inst, "body", m_);
-      for (std::int64_t t = 0; t < *trips; ++t) enter(*body, inst, fmt::format("{}{}[{}]/", prefix, inst.name, t));
-      return;
+      // The loop state: the init operand, then each trip's result.
+      Value state = operand_value(inst, c, frame, 0);
+      for (std::int64_t t = 0; t < *trips; ++t)
+        state = enter(*body, inst, fmt::format("{}{}[{}]/", prefix, inst.name, t), {state});
+      return state;
     }
     if (op == "call") {
-      enter(*called(inst, "to_apply", m_), inst, prefix + inst.name + "/");
-      return;
+      std::vector<Value> values;
+      for (std::size_t i = 0; i < inst.operands.size(); ++i) values.push_back(operand_value(inst, c, frame, i));
+      return enter(*called(inst, "to_apply", m_), inst, prefix + inst.name + "/", values);
     }
     if (op == "dot") {
       matmul(inst, c, prefix, inst);
-      return;
+      return nullptr;
     }
     if (op == "convolution") {
       convolution(inst, c, prefix, inst);
-      return;
+      return nullptr;
     }
     if (op == "fusion") {
       fusion(inst, c, prefix);
-      return;
+      return nullptr;
     }
     if (op == "async-start") {
       // The generic async pair: the wrapped computation's root is the collective.
@@ -276,41 +324,58 @@ class Lowering {
       const Instruction* root = wrapped->root();
       if (!root || !(collective_kind(root->opcode) || root->opcode == "collective-permute")) {
         ++rep_.skipped[op];
-        started_[&inst] = std::nullopt;
-        return;
+        return handle(std::nullopt);
       }
-      started_[&inst] = communication(*root, *wrapped, root->opcode, prefix + inst.name + "@", false);
-      return;
+      return handle(communication(*root, *wrapped, root->opcode, prefix + inst.name + "@", false));
     }
     if (op == "async-done") {
-      done(inst, c);
-      return;
+      done(inst, operand_value(inst, c, frame, 0));
+      return nullptr;
     }
     if (collective_kind(op) || op == "collective-permute") {
       (void)communication(inst, c, op, prefix, true);
-      return;
+      return nullptr;
     }
     if (op.size() > 6 && op.ends_with("-start") && (collective_kind(op.substr(0, op.size() - 6)) ||
-                                                    op == "collective-permute-start")) {
-      started_[&inst] = communication(inst, c, op.substr(0, op.size() - 6), prefix, false);
-      return;
-    }
+                                                    op == "collective-permute-start"))
+      return handle(communication(inst, c, op.substr(0, op.size() - 6), prefix, false));
     if (op.size() > 5 && op.ends_with("-done") && (collective_kind(op.substr(0, op.size() - 5)) ||
                                                    op == "collective-permute-done")) {
-      done(inst, c);
-      return;
+      done(inst, operand_value(inst, c, frame, 0));
+      return nullptr;
     }
+    // Skipped, but the values that carry async pairs pass through: the loop
+    // state's tuples and parameters, and what copies them unchanged.
     ++rep_.skipped[op];
+    if (op == "parameter") {
+      const std::size_t i = inst.operands.empty() ? 0 : static_cast<std::size_t>(std::atoi(inst.operands[0].c_str()));
+      return i < args.size() ? args[i] : nullptr;
+    }
+    if (op == "tuple") {
+      auto v = std::make_shared<Carried>();
+      bool any = false;
+      for (std::size_t i = 0; i < inst.operands.size(); ++i) {
+        v->elements.push_back(operand_value(inst, c, frame, i));
+        any = any || v->elements.back();
+      }
+      return any ? v : nullptr;
+    }
+    if (op == "get-tuple-element") {
+      const Value t = operand_value(inst, c, frame, 0);
+      const std::string* index = inst.attr("index");
+      const std::size_t i = index ? static_cast<std::size_t>(std::atoi(index->c_str())) : 0;
+      return t && i < t->elements.size() ? t->elements[i] : nullptr;
+    }
+    if (op == "copy" || op == "bitcast" || op == "optimization-barrier") return operand_value(inst, c, frame, 0);
+    return nullptr;
   }
 
   // What follows an async -done waits for the collective its -start issued.
-  void done(const Instruction& inst, const Computation& c) {
-    const Instruction* start = inst.operands.empty() ? nullptr : c.find(inst.operands[0]);
-    const auto it = start ? started_.find(start) : started_.end();
-    if (it == started_.end())
-      fail(inst, "an async -done whose -start is not before it in the same computation (loop-carried async pairs "
-                 "are not read yet)");
-    if (it->second) frontier_.push_back(*it->second);
+  void done(const Instruction& inst, const Value& start) {
+    if (!start || !start->handle)
+      fail(inst, "an async -done whose operand is not an async -start (followed through tuples, "
+                 "get-tuple-element, loop state and calls)");
+    if (start->op) frontier_.push_back(*start->op);
   }
 
   // A convolution that is a matmul (TPU prints dots so): dim_labels such as
@@ -389,7 +454,6 @@ class Lowering {
   ImportReport& rep_;
   const topology::Torus torus_;
   std::vector<std::uint32_t> frontier_;  // what the next op waits for
-  std::map<const Instruction*, std::optional<std::uint32_t>> started_;  // async starts -> their op
   std::vector<const Computation*> active_;  // the calls being lowered
   std::vector<int> devices_;                // device -> chip; empty: the same id
 };

@@ -115,6 +115,39 @@ TEST_CASE("hlo import: the FSDP fixture: 8 trips, async gathers overlap the dots
   CHECK(w.ops[0].bytes == 1024u * 4096u * 2u);  // the gathered weights
 }
 
+TEST_CASE("hlo import: a collective started in one trip and ended in the next (the collective pipeliner)", "[hlo]") {
+  hlo::ImportOptions o;
+  o.hardware = "tpu-v5e";
+  o.shape = {4};
+  hlo::ImportReport report;
+  const workloads::Workload w = hlo::import_module(
+      hlo::load_module(std::string(MESHSIM_SOURCE_DIR) + "/tests/hlo/pipelined_allgather_loop.hlo"), o, &report);
+  // The prologue's gather, then per trip the next gather and a dot.
+  REQUIRE(w.ops.size() == 7);
+  CHECK(report.collectives == 4);
+  CHECK(report.matmuls == 3);
+  const std::vector<std::string> names{"first", "loop[0]/next", "loop[0]/y", "loop[1]/next", "loop[1]/y",
+                                       "loop[2]/next", "loop[2]/y"};
+  for (std::size_t i = 0; i < names.size(); ++i) CHECK(w.ops[i].name == names[i]);
+  // Trip t's dot waits for the gather trip t-1 started (carried in the loop
+  // state), not for the one its own trip starts just before it.
+  const auto waits = [&](std::size_t op, std::uint32_t on) {
+    return std::find(w.ops[op].deps.begin(), w.ops[op].deps.end(), on) != w.ops[op].deps.end();
+  };
+  CHECK(waits(2, 0));
+  CHECK(!waits(2, 1));
+  CHECK(waits(4, 1));
+  CHECK(!waits(4, 3));
+  CHECK(waits(6, 3));
+  CHECK(!waits(6, 5));
+  // So the gather a trip starts runs under that trip's dot.
+  const driver::RunResult r = driver::simulate(w);
+  for (std::size_t t = 0; t < 3; ++t) {
+    CHECK(r.ops[1 + 2 * t].begin == r.ops[2 + 2 * t].begin);
+    CHECK(r.ops[1 + 2 * t].begin < r.ops[2 + 2 * t].end);
+  }
+}
+
 TEST_CASE("hlo import: convolutions that are matmuls; the generic async-start wraps a collective", "[hlo]") {
   const std::string head = "HloModule m, num_partitions=8\n\n";
   const auto one_op = [&](const std::string& body) {
@@ -263,8 +296,8 @@ TEST_CASE("hlo import: what cannot be lowered is one error line", "[hlo]") {
   CHECK(error_of(head + "  ROOT %r = bf16[64] all-reduce(%p), replica_groups={}, to_apply=%s\n}\n", {4, 4}) ==
         "d.hlo:1: the module runs on 8 devices (1 replicas x 8 partitions); the 4x4 topology has 16 chips");
   CHECK(error_of(head + "  ROOT %d = bf16[64] all-gather-done(%p)\n}\n") ==
-        "d.hlo:5: d: an async -done whose -start is not before it in the same computation (loop-carried async pairs "
-        "are not read yet)");
+        "d.hlo:5: d: an async -done whose operand is not an async -start (followed through tuples, "
+        "get-tuple-element, loop state and calls)");
   CHECK(error_of(head + "  ROOT %c = bf16[64] copy(%p)\n}\n") ==
         "d.hlo:3: nothing to simulate: no dot, fusion or collective in the ENTRY computation (lowered 0 matmuls, 0 "
         "kernels, 0 collectives, 0 sends; skipped 2 instructions: 1 copy, 1 parameter)");
