@@ -8,15 +8,6 @@ include(${CMAKE_CURRENT_LIST_DIR}/common.cmake)
 require(chakra.cmake MESHSIM SOURCE_DIR WORK_DIR)
 fresh_dir("${WORK_DIR}")
 
-function(expect_error expected)
-  execute_process(COMMAND "${MESHSIM}" ${ARGN} WORKING_DIRECTORY "${SOURCE_DIR}" RESULT_VARIABLE rc OUTPUT_VARIABLE out
-                  ERROR_VARIABLE err TIMEOUT 60)
-  string(REPLACE ";" " " shown "meshsim ${ARGN}")
-  if(NOT "${rc}" STREQUAL "1" OR NOT "${out}" STREQUAL "" OR NOT "${err}" STREQUAL "${expected}\n")
-    report("`${shown}`: expected exit 1, no stdout and\n  [${expected}]\n  got exit '${rc}', stdout [${out}], stderr\n  [${err}]")
-  endif()
-endfunction()
-
 function(total_of out var)
   string(REGEX MATCH "\ntotal [0-9.]+ us; [0-9]+ transfers, [0-9]+ bytes over links" line "${out}")
   set(${var} "${line}" PARENT_SCOPE)

@@ -3,6 +3,7 @@
 #   fresh_dir(<dir>)                  an empty scratch folder
 #   report(<text>)                    records a failure; finish(<script name>) fails with them all
 #   needed(<file> <out-var>)          the DT_NEEDED entries of an ELF file (needs -DREADELF=...)
+#   expect_error(<line> <args>...)    `meshsim <args>` (-DMESHSIM, -DSOURCE_DIR) exits 1 with no stdout and that stderr line
 function(require script)
   foreach(var ${ARGN})
     if(NOT DEFINED ${var} OR "${${var}}" STREQUAL "")
@@ -32,4 +33,12 @@ function(needed file out)
   endif()
   string(REGEX MATCHALL "Shared library: \\[[^]]+\\]" libs "${dyn}")
   set(${out} "${libs}" PARENT_SCOPE)
+endfunction()
+function(expect_error expected)
+  execute_process(COMMAND "${MESHSIM}" ${ARGN} WORKING_DIRECTORY "${SOURCE_DIR}" RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                  ERROR_VARIABLE err TIMEOUT 60)
+  string(REPLACE ";" " " shown "meshsim ${ARGN}")
+  if(NOT "${rc}" STREQUAL "1" OR NOT "${out}" STREQUAL "" OR NOT "${err}" STREQUAL "${expected}\n")
+    report("`${shown}`: expected exit 1, no stdout and\n  [${expected}]\n  got exit '${rc}', stdout [${out}], stderr\n  [${err}]")
+  endif()
 endfunction()

@@ -7,15 +7,6 @@ include(${CMAKE_CURRENT_LIST_DIR}/common.cmake)
 require(hlo.cmake MESHSIM SOURCE_DIR WORK_DIR)
 fresh_dir("${WORK_DIR}")
 
-function(expect_error expected)
-  execute_process(COMMAND "${MESHSIM}" ${ARGN} WORKING_DIRECTORY "${SOURCE_DIR}" RESULT_VARIABLE rc OUTPUT_VARIABLE out
-                  ERROR_VARIABLE err TIMEOUT 60)
-  string(REPLACE ";" " " shown "meshsim ${ARGN}")
-  if(NOT "${rc}" STREQUAL "1" OR NOT "${out}" STREQUAL "" OR NOT "${err}" STREQUAL "${expected}\n")
-    report("`${shown}`: expected exit 1, no stdout and\n  [${expected}]\n  got exit '${rc}', stdout [${out}], stderr\n  [${err}]")
-  endif()
-endfunction()
-
 set(tp tests/hlo/tp_block_reduce_scatter.hlo)
 execute_process(COMMAND "${MESHSIM}" run ${tp} --hardware tpu-v5e --topology 2x4 --json ${WORK_DIR}/tp.json
                 WORKING_DIRECTORY "${SOURCE_DIR}" RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 120)

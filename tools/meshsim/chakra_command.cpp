@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <cstdio>
-#include <new>
 
 #include "base/error.hpp"
 #include "chakra/export.hpp"
@@ -23,7 +22,7 @@ Subcommand add_chakra_command(CLI::App& app) {
   chakra->add_option("PREFIX", *prefix, "Where to write: PREFIX.0.et, PREFIX.1.et, ...")->required();
   chakra->add_flag("--gzip", *gzip, "Write PREFIX.<chip>.et.gz");
   return {chakra, [path, prefix, gzip]() -> int {
-            try {
+            return guarded([&] {
               const workloads::Workload w = workloads::load_workload(*path);
               const chakra::ExportReport r = chakra::export_trace(w, *prefix, *gzip);
               std::printf("%s", fmt::format("{}: {} ops as {} nodes on {} ranks ({}.0.et{} to {}.{}.et{}), {} process "
@@ -36,13 +35,7 @@ Subcommand add_chakra_command(CLI::App& app) {
                             "comm_size rounded up\n",
                             static_cast<unsigned long long>(r.rounded));
               return 0;
-            } catch (const Error& e) {
-              return fail(e.what());
-            } catch (const std::bad_alloc&) {
-              return fail("out of memory");
-            } catch (const std::exception& e) {
-              return fail(std::string("internal error: ") + e.what());
-            }
+            });
           }};
 }
 

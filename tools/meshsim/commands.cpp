@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <new>
 #include <system_error>
 
 #include "base/error.hpp"
@@ -12,6 +13,18 @@ namespace meshsim::cli {
 int fail(const std::string& message) {
   std::fprintf(stderr, "meshsim: error: %s\n", message.c_str());
   return 1;
+}
+
+int guarded(const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const Error& e) {
+    return fail(e.what());
+  } catch (const std::bad_alloc&) {
+    return fail("out of memory");
+  } catch (const std::exception& e) {
+    return fail(std::string("internal error: ") + e.what());
+  }
 }
 
 void write_output(const std::string& path, const std::string& text) {

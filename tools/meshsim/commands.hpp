@@ -27,6 +27,9 @@ Subcommand add_chakra_command(CLI::App& app);
 
 // Prints "meshsim: error: MESSAGE" on stderr and returns 1.
 int fail(const std::string& message);
+// body()'s exit code; an Error, running out of memory or any other exception
+// printed as one error line (fail) and exit code 1.
+int guarded(const std::function<int()>& body);
 
 // Writes `text` to the file `path` ("-": stdout); throws Error "PATH: cannot write file".
 void write_output(const std::string& path, const std::string& text);

@@ -2,7 +2,6 @@
 // run, without running it. The same checks, in the same order, as `meshsim run`
 // before its simulation starts, so a bad file gives the same error line.
 #include <cstdio>
-#include <new>
 
 #include "base/error.hpp"
 #include "driver/expand.hpp"
@@ -20,7 +19,7 @@ Subcommand add_validate_command(CLI::App& app) {
   validate->add_option("WORKLOAD", *path, "Workload JSON file (format: docs/WORKLOAD.md)")->required();
   validate->add_flag("-q,--quiet", *quiet, "Print nothing when the workload is valid");
   return {validate, [path, quiet]() -> int {
-            try {
+            return guarded([&] {
               const workloads::Workload w = workloads::load_workload(*path);
               const topology::Torus torus = w.make_torus();
               // run's default size limits, checked from the estimate before anything is built
@@ -30,13 +29,7 @@ Subcommand add_validate_command(CLI::App& app) {
                 std::printf("%s: valid: %zu ops, %u chips, %zu tasks\n", path->c_str(), w.ops.size(), ex.chips,
                             ex.program.num_tasks());
               return 0;
-            } catch (const Error& e) {
-              return fail(e.what());
-            } catch (const std::bad_alloc&) {
-              return fail("out of memory");
-            } catch (const std::exception& e) {
-              return fail(std::string("internal error: ") + e.what());
-            }
+            });
           }};
 }
 
