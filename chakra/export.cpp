@@ -81,6 +81,8 @@ ExportReport export_trace(const workloads::Workload& w, const std::string& prefi
       const auto it = nodes_of[d].find(c);
       if (it != nodes_of[d].end()) n.data_deps.insert(n.data_deps.end(), it->second.begin(), it->second.end());
     }
+    std::sort(n.data_deps.begin(), n.data_deps.end());
+    n.data_deps.erase(std::unique(n.data_deps.begin(), n.data_deps.end()), n.data_deps.end());
     nodes_of[o][c].push_back(n.id);
     r.nodes.push_back(std::move(n));
   };
@@ -148,6 +150,18 @@ ExportReport export_trace(const workloads::Workload& w, const std::string& prefi
         break;
       }
     }
+    // A chip the op runs on without a node of its own (a send's bystanders, a
+    // group of one chip) passes on what the op waits for there.
+    for (topology::ChipId c : on)
+      if (!nodes_of[o].count(c)) {
+        std::vector<std::uint64_t>& through = nodes_of[o][c];
+        for (std::uint32_t d : op.deps) {
+          const auto it = nodes_of[d].find(c);
+          if (it != nodes_of[d].end()) through.insert(through.end(), it->second.begin(), it->second.end());
+        }
+        std::sort(through.begin(), through.end());
+        through.erase(std::unique(through.begin(), through.end()), through.end());
+      }
   }
   for (std::uint32_t c = 0; c < chips; ++c) {
     ranks[c].version = "0.0.4";

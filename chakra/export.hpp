@@ -11,7 +11,8 @@
 //  - a send: per pair a COMM_SEND_NODE on the source and a COMM_RECV_NODE on the
 //    destination, with comm_src, comm_dst, comm_size and the op's index as comm_tag;
 //  - dependencies: each node's data_deps are the nodes, on its chip, of the ops
-//    its op waits for that run on that chip.
+//    its op waits for that run on that chip (through an op that has no node on
+//    a chip it runs on, such as a send on its bystanders: what that op waits for).
 #include <cstdint>
 #include <string>
 

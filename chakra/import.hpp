@@ -30,9 +30,10 @@ namespace meshsim::chakra {
 
 struct ImportOptions {
   std::string hardware;         // a TPU or GPU preset
-  std::vector<int> shape;       // a TPU slice's shape, or a GPU cluster's node count
+  std::vector<int> shape;       // a TPU slice's shape, or a GPU cluster's node count (or node grid)
   std::vector<int> devices;     // the chip of rank 0, 1, ...; empty: rank r is chip r
   std::string comm_groups;      // the comm-group JSON ({"1": [0, 2], ...}); empty: none
+  std::vector<int> wraparound;  // TPU: per axis 1 or 0; empty: the preset's default
 };
 
 struct ImportReport {

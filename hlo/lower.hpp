@@ -23,6 +23,7 @@ namespace meshsim::hlo {
 struct ImportOptions {
   std::string hardware;    // a preset name
   std::vector<int> shape;  // the TPU slice (the topology's shape)
+  std::vector<int> wraparound;  // per axis 1 or 0; empty: the preset's default
   // The chip of each device id (a permutation of the chips); empty: device d
   // is chip d.
   std::vector<int> devices;

@@ -12,7 +12,9 @@
 
 namespace meshsim::workloads {
 
-Workload empty_workload(const std::string& hardware, std::span<const int> shape, bool gpu_ok, const std::string& who) {
+Workload empty_workload(const ImportSystem& s, bool gpu_ok, const std::string& who) {
+  const std::string& hardware = s.hardware;
+  const std::span<const int> shape = s.shape;
   nlohmann::ordered_json doc;
   doc["hardware"] = hardware;
   const topology::Preset* tpu = topology::find_preset(hardware);
@@ -22,15 +24,25 @@ Workload empty_workload(const std::string& hardware, std::span<const int> shape,
                                      topology::preset_names(), topology::gpu_preset_names())
                        : fmt::format("--hardware: '{}' is not a TPU preset ({}); {} runs on TPU slices", hardware,
                                      topology::preset_names(), who));
-  for (int s : shape)
-    if (s < 1 || s > 65536) throw Error(fmt::format("--topology: sizes from 1 to 65536, got {}", s));
+  for (int size : shape)
+    if (size < 1 || size > 65536) throw Error(fmt::format("--topology: sizes from 1 to 65536, got {}", size));
   if (tpu) {
     if (shape.empty() || shape.size() > static_cast<std::size_t>(tpu->max_axes))
       throw Error(fmt::format("--topology: {} has 1 to {} axes", hardware, tpu->max_axes));
     static constexpr const char* kNames[] = {"X", "Y", "Z"};
     doc["topology"]["shape"] = std::vector<int>(shape.begin(), shape.end());
+    if (!s.wraparound.empty()) {
+      if (s.wraparound.size() != shape.size() ||
+          std::any_of(s.wraparound.begin(), s.wraparound.end(), [](int w) { return w != 0 && w != 1; }))
+        throw Error(fmt::format("--wraparound: one 0 or 1 per axis of the {}-axis topology, got {}",
+                                shape.size(), fmt::join(s.wraparound, ",")));
+      std::vector<bool> wrap;
+      for (int w : s.wraparound) wrap.push_back(w == 1);
+      doc["topology"]["wraparound"] = wrap;
+    }
     for (std::size_t i = 0; i < shape.size(); ++i) doc["mesh"][kNames[i]] = shape[i];
   } else {
+    if (!s.wraparound.empty()) throw Error("--wraparound: only for a TPU slice (a GPU cluster is a fat tree)");
     if (shape.empty() || shape.size() > 3)
       throw Error(fmt::format("--topology: a GPU cluster is its number of nodes (e.g. 4) or a grid of nodes (8x8), "
                               "got {} numbers", shape.size()));

@@ -10,12 +10,20 @@
 
 namespace meshsim::workloads {
 
-// A workload without ops on a preset's system: a TPU preset on a slice of
-// `shape` (mesh axes X, Y, Z over the hardware axes x, y, z) or, where `gpu_ok`,
-// a GPU preset on shape[0] nodes (mesh axes G over a node's GPUs and N over the
-// nodes) or on a grid of nodes, shape[0] x shape[1] ... (mesh axes G, N0, N1, ...). Error naming --hardware or --topology for an unknown preset or a shape
-// it does not take (`who`: "HLO import" and such, for the message).
-Workload empty_workload(const std::string& hardware, std::span<const int> shape, bool gpu_ok, const std::string& who);
+// The system an imported program runs on (--hardware, --topology, --wraparound).
+struct ImportSystem {
+  std::string hardware;         // a preset
+  std::vector<int> shape;       // a TPU slice's shape; a GPU cluster's node count or node grid
+  std::vector<int> wraparound;  // TPU: per axis 1 (a ring) or 0 (a line); empty: the preset's default for the shape
+};
+
+// A workload without ops on `s`: a TPU preset on a slice (mesh axes X, Y, Z
+// over the hardware axes x, y, z) or, where `gpu_ok`, a GPU preset on shape[0]
+// nodes (mesh axes G over a node's GPUs and N over the nodes) or on a grid of
+// nodes, shape[0] x shape[1] ... (mesh axes G, N0, N1, ...). Error naming
+// --hardware, --topology or --wraparound for an unknown preset or a shape it
+// does not take (`who`: "HLO import" and such, for the message).
+Workload empty_workload(const ImportSystem& s, bool gpu_ok, const std::string& who);
 
 // Checks a --devices list: every chip of `chips` once (the chip of device 0,
 // 1, ...); empty is the identity. Error otherwise.

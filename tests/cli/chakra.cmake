@@ -45,5 +45,18 @@ expect_error("meshsim: error: ${t}.1.et.gz: the trace has more ranks than the to
              run ${t}.0.et.gz --hardware ${hardware} --topology 1)
 expect_error("meshsim: error: --hardware: 'tpu-v9' is not a preset (TPU: tpu-v4, tpu-v5e, tpu-v5p, tpu-v6e; GPU: a100-dgx, h100-dgx, h200-dgx, b200-dgx, gb200-nvl72)"
              run ${t}.0.et.gz --hardware tpu-v9 --topology 4)
+expect_error("meshsim: error: --wraparound: one 0 or 1 per axis of the 2-axis topology, got 1"
+             run ${t}.0.et.gz --hardware ${hardware} --topology ${shape} --wraparound 1)
+expect_error("meshsim: error: --wraparound: only for a TPU slice (a GPU cluster is a fat tree)"
+             run ${t}.0.et.gz --hardware h100-dgx --topology 32 --wraparound 1)
+expect_error("meshsim: error: --wraparound: only for an HLO dump or a Chakra trace; a workload names its hardware and topology itself"
+             run ${example} --wraparound 1,1)
+# The slice as a line on both axes: the same trace, slower rings.
+execute_process(COMMAND "${MESHSIM}" run ${t}.0.et.gz --hardware ${hardware} --topology ${shape} --wraparound 0,0
+                        --comm-groups ${t}.comm_groups.json
+                WORKING_DIRECTORY "${SOURCE_DIR}" RESULT_VARIABLE rc OUTPUT_VARIABLE lines ERROR_VARIABLE err TIMEOUT 60)
+if(NOT rc EQUAL 0 OR NOT lines MATCHES "no wraparound on x,y")
+  report("run ${t}.0.et.gz --wraparound 0,0: exit ${rc}:\n${lines}${err}")
+endif()
 file(REMOVE_RECURSE "${WORK_DIR}")
 finish(chakra.cmake)

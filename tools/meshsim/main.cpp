@@ -109,6 +109,12 @@ int main(int argc, char** argv) {
                   "(comma-separated)")
       ->delimiter(',')
       ->option_text("CHIP,...");
+  std::vector<int> import_wrap;
+  run->add_option("--wraparound", import_wrap,
+                  "An HLO dump's or a Chakra trace's TPU slice: per axis 1 (a ring) or 0 (a line), e.g. 1,1 "
+                  "(default: the preset's for the shape)")
+      ->delimiter(',')
+      ->option_text("W,...");
   std::string comm_groups;
   run->add_option("--comm-groups", comm_groups,
                   "A Chakra trace's process groups, as ASTRA-sim takes them: JSON {\"<pg_name>\": [rank, ...], ...}")
@@ -224,8 +230,11 @@ int main(int argc, char** argv) {
       const bool chakra = meshsim::chakra::rank_file_parts(workload_path).has_value();
       if (!chakra && !comm_groups.empty()) throw meshsim::Error("--comm-groups: only for a Chakra trace");
       if (!chakra && !meshsim::hlo::is_hlo_file(workload_path)) {
-        if (!hlo_hardware.empty() || !hlo_topology.empty() || !hlo_devices.empty())
-          throw meshsim::Error(std::string(!hlo_hardware.empty() ? "--hardware" : !hlo_topology.empty() ? "--topology" : "--devices") +
+        if (!hlo_hardware.empty() || !hlo_topology.empty() || !hlo_devices.empty() || !import_wrap.empty())
+          throw meshsim::Error(std::string(!hlo_hardware.empty()   ? "--hardware"
+                                           : !hlo_topology.empty() ? "--topology"
+                                           : !hlo_devices.empty()  ? "--devices"
+                                                                   : "--wraparound") +
                                ": only for an HLO dump or a Chakra trace; a workload names its hardware and topology itself");
         return meshsim::workloads::load_workload(workload_path);
       }
@@ -238,6 +247,7 @@ int main(int argc, char** argv) {
         co.hardware = hlo_hardware;
         co.devices = hlo_devices;
         co.comm_groups = comm_groups;
+        co.wraparound = import_wrap;
         try {
           co.shape = meshsim::cli::parse_mesh_shape(hlo_topology);
         } catch (const meshsim::Error&) {
@@ -252,6 +262,7 @@ int main(int argc, char** argv) {
       meshsim::hlo::ImportOptions io;
       io.hardware = hlo_hardware;
       io.devices = hlo_devices;
+      io.wraparound = import_wrap;
       try {
         io.shape = meshsim::cli::parse_mesh_shape(hlo_topology);
       } catch (const meshsim::Error&) {

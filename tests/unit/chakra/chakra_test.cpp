@@ -292,7 +292,7 @@ TEST_CASE("chakra: process groups: axis groups, any groups on a torus, refused o
 TEST_CASE("chakra: export then import gives the same program", "[chakra]") {
   // A program on a 2x4 v5e: kernels of whole microseconds on chips, collectives
   // over one group (all chips), a send, an all-gather over a diagonal pair.
-  workloads::Workload w = workloads::empty_workload("tpu-v5e", std::vector<int>{2, 4}, false, "test");
+  workloads::Workload w = workloads::empty_workload({"tpu-v5e", {2, 4}, {}}, false, "test");
   const auto chips = [](std::vector<topology::ChipId> c) {
     return std::make_shared<const std::vector<topology::ChipId>>(std::move(c));
   };
@@ -352,6 +352,39 @@ TEST_CASE("chakra: export then import gives the same program", "[chakra]") {
     CHECK(*by.at("diag")->groups == *diag.groups);
     CHECK(by.at("r7/k4")->duration == Tick::from_ps(3'000'000));
   }
+}
+
+TEST_CASE("chakra: export passes dependencies through an op's chips that get no node", "[chakra]") {
+  // A send that runs on every chip (as a workload's send does) has nodes on its
+  // two ends only; a kernel on chip 3 after it still waits for what the send
+  // waited for on chip 3.
+  workloads::Workload w = workloads::empty_workload({"tpu-v5e", {2, 4}, {}}, false, "test");
+  workloads::Op k;
+  k.kind = OpKind::Elementwise;
+  k.name = "before";
+  k.duration = Tick::from_ps(2'000'000);
+  w.ops.push_back(k);
+  workloads::Op send;
+  send.kind = OpKind::Send;
+  send.name = "send";
+  send.src = 0, send.dst = 7, send.bytes = 1024;
+  send.deps = {0};
+  w.ops.push_back(send);
+  k.name = "after";
+  k.chips = std::make_shared<const std::vector<topology::ChipId>>(std::vector<topology::ChipId>{3});
+  k.deps = {1};
+  w.ops.push_back(k);
+  Scratch s("through");
+  (void)chakra::export_trace(w, s.prefix(), false);
+  const chakra::RankTrace r3 = chakra::read_rank(s.prefix() + ".3.et");
+  REQUIRE(r3.nodes.size() == 2);
+  CHECK(r3.nodes[0].name == "before");
+  CHECK(r3.nodes[1].name == "after");
+  CHECK(r3.nodes[1].data_deps == std::vector<std::uint64_t>{r3.nodes[0].id});
+  const chakra::RankTrace r7 = chakra::read_rank(s.prefix() + ".7.et");
+  REQUIRE(r7.nodes.size() == 2);
+  CHECK(r7.nodes[1].type == static_cast<int>(NodeType::Recv));
+  CHECK(r7.nodes[1].data_deps == std::vector<std::uint64_t>{r7.nodes[0].id});
 }
 
 TEST_CASE("chakra: malformed traces are one error line each", "[chakra]") {
@@ -422,6 +455,6 @@ TEST_CASE("chakra: malformed traces are one error line each", "[chakra]") {
                            ".7.et)");
   write_trace(p, 9, ok_rank);
   CHECK(error_of(p) == p + ".8.et: the trace has more ranks than the topology has chips (8): one rank per chip");
-  CHECK_THROWS_WITH(chakra::import_trace(p + ".et", {"tpu-v5e", {2, 4}, {}, ""}),
+  CHECK_THROWS_WITH(chakra::import_trace(p + ".et", {"tpu-v5e", {2, 4}, {}, "", {}}),
                     p + ".et: a Chakra trace file is named <prefix>.<rank>.et (or .et.gz)");
 }
