@@ -35,7 +35,7 @@ struct Pending {
   std::vector<std::pair<int, std::uint32_t>> members;  // (rank, node index) of the nodes it joins
   bool has_recv = false, has_send = false;
   std::optional<std::uint64_t> recv_size; // sends: what the receive expects, when it says
-  std::set<std::uint32_t> deps;           // other pending ops it waits for
+  std::vector<std::uint32_t> deps;        // other pending ops it waits for (ascending, once each)
 };
 
 class Importer {
@@ -68,10 +68,14 @@ class Importer {
     index_.resize(ranks_.size());
     op_of_.resize(ranks_.size());
     deps_.resize(ranks_.size());
+    std::size_t all = 0;
+    for (const RankTrace& t : ranks_) all += t.nodes.size();
+    pending_.reserve(all);
     for (std::size_t r = 0; r < ranks_.size(); ++r) {
       const auto& nodes = ranks_[r].nodes;
       rep_.nodes += nodes.size();
       op_of_[r].assign(nodes.size(), kPass);
+      index_[r].reserve(nodes.size());
       deps_[r].resize(nodes.size());
       for (std::uint32_t i = 0; i < nodes.size(); ++i)
         if (!index_[r].emplace(nodes[i].id, i).second)
@@ -266,7 +270,7 @@ class Importer {
       const auto& deps_of = deps_[static_cast<std::size_t>(r)];
       // The ops node i waits for (its dependencies' ops), by an explicit stack.
       const auto waits = [&](std::uint32_t start) {
-        std::set<std::uint32_t> out;
+        std::set<std::uint32_t> out;  // (few: a node's own dependencies' ops)
         std::vector<std::pair<std::uint32_t, std::size_t>> stack;  // (pass node, next dependency)
         const auto visit = [&](std::uint32_t d, std::set<std::uint32_t>& into) -> bool {  // true: descend
           if (op_of[d] != kPass) {
@@ -309,11 +313,16 @@ class Importer {
       };
       for (std::uint32_t i = 0; i < nodes.size(); ++i) {
         if (op_of[i] == kPass) continue;
+        std::vector<std::uint32_t>& deps = pending_[op_of[i]].deps;
         for (std::uint32_t d : waits(i)) {
           if (d == op_of[i]) fail(r, i, "waits for its own op (through its dependencies): a cycle");
-          pending_[op_of[i]].deps.insert(d);
+          deps.push_back(d);
         }
       }
+    }
+    for (Pending& p : pending_) {
+      std::sort(p.deps.begin(), p.deps.end());
+      p.deps.erase(std::unique(p.deps.begin(), p.deps.end()), p.deps.end());
     }
   }
 

@@ -252,6 +252,7 @@ std::string first_few(const std::vector<std::string>& items, std::size_t shown, 
 std::vector<OpResult> op_results(const workloads::Workload& w, const topology::Torus& torus, const Expanded& ex,
                                  const std::vector<sim::OpTiming>& timings, const std::vector<Tick>& all_ready) {
   std::vector<OpResult> out;
+  out.reserve(w.ops.size());
   std::optional<GpuChoices> gpu;
   if (w.hardware.gpu) gpu.emplace(w, torus);
   std::map<std::tuple<int, std::vector<int>, std::uint64_t>, LowerBound> bounds;  // per (kind, axes, bytes)
