@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <iterator>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -49,7 +50,7 @@ class Importer {
     for (int r = 0; r < static_cast<int>(ranks_.size()); ++r) classify(r);
     check_complete();
     resolve_dependencies();
-    return build(order());
+    return build(merge(order()));
   }
 
  private:
@@ -358,25 +359,160 @@ class Importer {
     return out;
   }
 
-  std::vector<Op> build(const std::vector<std::uint32_t>& order) {
-    std::vector<std::uint32_t> position(pending_.size());
-    for (std::uint32_t k = 0; k < order.size(); ++k) position[order[k]] = k;
-    std::vector<Op> ops;
-    ops.reserve(order.size());
+  // The ops to build, in an order where each follows those it waits for: the
+  // pending ops, with the kernels of several ranks that are the same kernel
+  // merged into one op on their chips. Kernels are the same when they have
+  // one name and cost and wait for the same ops (the k-th such kernel of each
+  // rank joins the k-th op). Exact: on each of its chips the merged op waits for
+  // the ops that run there among its dependencies, which are that rank's own.
+  // Collectives of several process groups merge alike: the same name, kind
+  // and size over the same axes, on disjoint chips, waiting for the same ops
+  // (the data-parallel groups' all-reduces of one layer become one all-reduce
+  // over an axis, on every group at once); so do sends of one name and size
+  // between disjoint chips (a pipeline stage handing on its activations, chip
+  // to chip, becomes one send of many pairs).
+  struct Merged {
+    std::uint32_t first;                  // its first pending op (names it)
+    std::vector<std::uint32_t> pending;   // every pending op it joins
+    std::vector<std::uint32_t> deps;      // merged ops, ascending
+    std::vector<int> ranks;               // kernels: the ranks it runs on
+    std::vector<topology::ChipId> chips;  // axis collectives, sends: their chips, ascending
+    std::vector<int> axes;                // axis collectives: the axes
+  };
+  std::vector<Merged> merge(const std::vector<std::uint32_t>& order) const {
+    std::vector<std::uint32_t> canon(pending_.size());
+    std::vector<Merged> out;
+    if (!o_.merge) {
+      for (std::uint32_t id : order) {
+        const Pending& p = pending_[id];
+        Merged m{id, {id}, {}, {}, {}, {}};
+        for (std::uint32_t d : p.deps) m.deps.push_back(canon[d]);
+        std::sort(m.deps.begin(), m.deps.end());
+        if (p.kind == OpKind::Elementwise) m.ranks = {p.members.front().first};
+        if (p.kind == OpKind::Send) {
+          m.chips = {chip(p.ranks[0]), chip(p.ranks[1])};
+          std::sort(m.chips.begin(), m.chips.end());
+        }
+        if (p.kind != OpKind::Elementwise && p.kind != OpKind::Send) {
+          std::vector<topology::ChipId> chips;
+          for (int k : p.ranks) chips.push_back(chip(k));
+          std::sort(chips.begin(), chips.end());
+          if (std::optional<std::vector<int>> axes = axes_of(chips)) {
+            m.chips = std::move(chips);
+            m.axes = std::move(*axes);
+          }
+        }
+        canon[id] = static_cast<std::uint32_t>(out.size());
+        out.push_back(std::move(m));
+      }
+      return out;
+    }
+    using Key = std::tuple<std::string, std::uint64_t, std::optional<std::uint64_t>, std::optional<std::uint64_t>,
+                           std::vector<std::uint32_t>>;
+    std::map<Key, std::vector<std::uint32_t>> kernels;
+    using CollectiveKey =
+        std::tuple<std::string, std::int64_t, std::uint64_t, std::vector<int>, std::vector<std::uint32_t>>;
+    std::map<CollectiveKey, std::vector<std::uint32_t>> collectives;
+    using SendKey = std::tuple<std::string, std::uint64_t, std::vector<std::uint32_t>>;
+    std::map<SendKey, std::vector<std::uint32_t>> sends;
     for (std::uint32_t id : order) {
       const Pending& p = pending_[id];
+      std::vector<std::uint32_t> deps;
+      for (std::uint32_t d : p.deps) deps.push_back(canon[d]);
+      std::sort(deps.begin(), deps.end());
+      deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+      if (p.kind == OpKind::Elementwise) {
+        const auto [r, i] = p.members.front();
+        const Node& n = node(r, i);
+        std::vector<std::uint32_t>& same = kernels[Key{n.name, n.duration_micros, n.num_ops, n.tensor_size, deps}];
+        const auto it = std::find_if(same.begin(), same.end(), [&, rank = r](std::uint32_t m) {
+          return std::find(out[m].ranks.begin(), out[m].ranks.end(), rank) == out[m].ranks.end();
+        });
+        if (it != same.end()) {
+          canon[id] = *it;
+          out[*it].pending.push_back(id);
+          out[*it].ranks.push_back(r);
+          continue;
+        }
+        same.push_back(static_cast<std::uint32_t>(out.size()));
+        canon[id] = static_cast<std::uint32_t>(out.size());
+        out.push_back({id, {id}, std::move(deps), {r}, {}, {}});
+        continue;
+      }
+      if (p.kind == OpKind::Send) {
+        const auto [r, i] = p.members.front();
+        std::vector<topology::ChipId> ends{chip(p.ranks[0]), chip(p.ranks[1])};
+        std::sort(ends.begin(), ends.end());
+        std::vector<std::uint32_t>& same = sends[SendKey{node(r, i).name, p.size, deps}];
+        const auto it = std::find_if(same.begin(), same.end(), [&](std::uint32_t m) {
+          return !std::binary_search(out[m].chips.begin(), out[m].chips.end(), ends[0]) &&
+                 !std::binary_search(out[m].chips.begin(), out[m].chips.end(), ends[1]);
+        });
+        if (it != same.end()) {
+          Merged& m = out[*it];
+          canon[id] = *it;
+          m.pending.push_back(id);
+          m.chips.insert(std::upper_bound(m.chips.begin(), m.chips.end(), ends[0]), ends[0]);
+          m.chips.insert(std::upper_bound(m.chips.begin(), m.chips.end(), ends[1]), ends[1]);
+          continue;
+        }
+        same.push_back(static_cast<std::uint32_t>(out.size()));
+        canon[id] = static_cast<std::uint32_t>(out.size());
+        out.push_back({id, {id}, std::move(deps), {}, std::move(ends), {}});
+        continue;
+      }
+      {
+        std::vector<topology::ChipId> chips;
+        for (int k : p.ranks) chips.push_back(chip(k));
+        std::sort(chips.begin(), chips.end());
+        if (std::optional<std::vector<int>> axes = axes_of(chips)) {
+          const auto [r, i] = p.members.front();
+          std::vector<std::uint32_t>& same =
+              collectives[CollectiveKey{node(r, i).name, p.comm_type, p.size, *axes, deps}];
+          const auto it = std::find_if(same.begin(), same.end(), [&](std::uint32_t m) {
+            for (topology::ChipId c : chips)
+              if (std::binary_search(out[m].chips.begin(), out[m].chips.end(), c)) return false;
+            return true;
+          });
+          if (it != same.end()) {
+            Merged& m = out[*it];
+            canon[id] = *it;
+            m.pending.push_back(id);
+            std::vector<topology::ChipId> both;
+            std::merge(m.chips.begin(), m.chips.end(), chips.begin(), chips.end(), std::back_inserter(both));
+            m.chips = std::move(both);
+            continue;
+          }
+          same.push_back(static_cast<std::uint32_t>(out.size()));
+          canon[id] = static_cast<std::uint32_t>(out.size());
+          out.push_back({id, {id}, std::move(deps), {}, std::move(chips), std::move(*axes)});
+          continue;
+        }
+      }
+      canon[id] = static_cast<std::uint32_t>(out.size());
+      out.push_back({id, {id}, std::move(deps), {}, {}, {}});
+    }
+    return out;
+  }
+
+  std::vector<Op> build(const std::vector<Merged>& merged) {
+    std::vector<Op> ops;
+    ops.reserve(merged.size());
+    for (const Merged& m : merged) {
+      const Pending& p = pending_[m.first];
       const auto [r, i] = p.members.front();
       const Node& n = node(r, i);
       Op op;
       op.kind = p.kind;
       op.pointer = fmt::format("rank {} node {}", r, n.id);
       op.name = n.name.empty() ? fmt::format("node{}", n.id) : n.name;
-      for (std::uint32_t d : p.deps) op.deps.push_back(position[d]);
-      std::sort(op.deps.begin(), op.deps.end());
+      op.deps = m.deps;
       auto chips = std::make_shared<std::vector<topology::ChipId>>();
       if (p.kind == OpKind::Elementwise) {
-        op.name = fmt::format("r{}/{}", r, op.name);
-        chips->push_back(chip(r));
+        // A kernel of one rank is named by its rank too.
+        if (m.ranks.size() == 1) op.name = fmt::format("r{}/{}", r, op.name);
+        for (int k : m.ranks) chips->push_back(chip(k));
+        std::sort(chips->begin(), chips->end());
         if (n.duration_micros > 0) {
           if (n.duration_micros > static_cast<std::uint64_t>(kMaxTick.ps() / 1'000'000))
             fail(r, i, fmt::format("a duration of {} us, past the simulator's limit (2^62 ps)", n.duration_micros));
@@ -390,8 +526,11 @@ class Importer {
         op.dst = chip(p.ranks[1]);
         op.bytes = std::max<std::uint64_t>(p.size, 1);
         if (p.size > kMaxBytes) fail(r, i, "a send of more than 2^62 bytes");
-        chips->assign({std::min(op.src, op.dst), std::max(op.src, op.dst)});
-        ++rep_.sends;
+        if (m.pending.size() > 1)
+          for (std::uint32_t id : m.pending)
+            op.pairs.emplace_back(chip(pending_[id].ranks[0]), chip(pending_[id].ranks[1]));
+        *chips = m.chips;
+        rep_.sends += m.pending.size();
       } else {
         const std::uint64_t group = p.ranks.size();
         const bool times_ranks = p.kind == OpKind::AllGather || p.kind == OpKind::AllToAll;
@@ -399,17 +538,19 @@ class Importer {
         op.bytes = std::max<std::uint64_t>(p.size * (times_ranks ? group : 1), 1);
         std::vector<topology::ChipId> members;
         for (int k : p.ranks) members.push_back(chip(k));
-        *chips = members;
-        std::sort(chips->begin(), chips->end());
-        if (const auto axes = axes_of(*chips)) {
+        rep_.collectives += m.pending.size() - 1;  // (the merged groups; this one below)
+        if (!m.chips.empty()) {
           // The mesh has one axis per hardware axis, in order (empty_workload).
-          op.hw_axes = *axes;
-          op.mesh_axes = *axes;
+          *chips = m.chips;
+          op.hw_axes = m.axes;
+          op.mesh_axes = m.axes;
         } else if (gpu_) {
           fail(r, i, fmt::format("process group '{}' (ranks {}) is not the GPUs along the node's GPUs or the nodes "
                                  "(or both); collectives over other groups run on TPU slices only",
                                  p.pg, fmt::join(p.ranks, ",")));
         } else {
+          *chips = members;
+          std::sort(chips->begin(), chips->end());
           op.groups = std::make_shared<std::vector<std::vector<topology::ChipId>>>(
               std::vector<std::vector<topology::ChipId>>{members});
           ++rep_.grouped;
@@ -419,6 +560,7 @@ class Importer {
       op.chips = std::move(chips);
       ops.push_back(std::move(op));
     }
+    rep_.ops = ops.size();
     return ops;
   }
 
@@ -493,9 +635,9 @@ std::optional<std::pair<std::string, std::string>> rank_file_parts(const std::st
 }
 
 std::string ImportReport::summary() const {
-  std::string s = fmt::format("{} ranks, {} nodes: lowered {} kernels, {} collectives{}, {} sends", ranks, nodes,
-                              kernels, collectives,
-                              grouped > 0 ? fmt::format(" ({} over groups of chips)", grouped) : "", sends);
+  std::string s = fmt::format("{} ranks, {} nodes: lowered {} kernels, {} collectives{}, {} sends as {} ops", ranks,
+                              nodes, kernels, collectives,
+                              grouped > 0 ? fmt::format(" ({} over groups of chips)", grouped) : "", sends, ops);
   std::uint64_t n = 0;
   std::vector<std::string> parts;
   for (const auto& [why, k] : skipped) n += k, parts.push_back(fmt::format("{} {}", k, why));

@@ -4,7 +4,8 @@
 // on chip r (or the chip --devices gives it):
 //  - COMP_NODE: a kernel on its rank's chip, of its duration_micros when that is
 //    set, else the roofline of num_ops (at the bf16 rate) and tensor_size bytes
-//    (HBM); is_cpu_op nodes are host work and skipped;
+//    (HBM); is_cpu_op nodes are host work and skipped. The same kernel on
+//    several ranks (one name and cost, waiting for the same ops) is one op;
 //  - COMM_COLL_NODE: the k-th collective of a process group (pg_name, whose ranks
 //    the comm-group JSON gives; "" or "0" when absent: every rank) on each of its
 //    ranks is one collective over their chips: an axis collective when they are
@@ -34,11 +35,15 @@ struct ImportOptions {
   std::vector<int> devices;     // the chip of rank 0, 1, ...; empty: rank r is chip r
   std::string comm_groups;      // the comm-group JSON ({"1": [0, 2], ...}); empty: none
   std::vector<int> wraparound;  // TPU: per axis 1 or 0; empty: the preset's default
+  // Merge the same kernel, collective or send of several ranks or groups into
+  // one op (exact: import.cpp, Importer::merge); off: an op per node and group (tests).
+  bool merge = true;
 };
 
 struct ImportReport {
   std::uint64_t ranks = 0, nodes = 0;
-  std::uint64_t kernels = 0, collectives = 0, grouped = 0, sends = 0;
+  std::uint64_t kernels = 0, collectives = 0, grouped = 0, sends = 0;  // nodes lowered
+  std::uint64_t ops = 0;  // the ops they make (a kernel that several ranks run alike is one op)
   std::map<std::string, std::uint64_t> skipped;  // by reason ("cpu op", "METADATA_NODE", ...)
   std::string summary() const;  // "8 ranks, 120 nodes: lowered 64 kernels, 8 collectives, ...; skipped ..."
 };

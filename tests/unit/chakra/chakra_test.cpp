@@ -171,7 +171,7 @@ TEST_CASE("chakra: each collective kind over every rank is the axis collective o
     write_trace(s.prefix(), 8, [&](int) { return std::vector<Node>{coll(1, k.type, k.comm_size)}; });
     chakra::ImportReport report;
     const workloads::Workload w = import(s.prefix(), "tpu-v5e", {2, 4}, &report);
-    CHECK(report.summary() == "8 ranks, 8 nodes: lowered 0 kernels, 1 collectives, 0 sends");
+    CHECK(report.summary() == "8 ranks, 8 nodes: lowered 0 kernels, 1 collectives, 0 sends as 1 ops");
     REQUIRE(w.ops.size() == 1);
     CHECK(w.ops[0].hw_axes == std::vector<int>{0, 1});
     const workloads::Workload written = workloads::parse_workload(
@@ -194,19 +194,26 @@ TEST_CASE("chakra: a send/receive ring is one routed send per pair", "[chakra]")
   chakra::ImportReport report;
   const workloads::Workload w = import(s.prefix(), "tpu-v5e", {8}, &report);
   CHECK(report.sends == 8);
-  REQUIRE(w.ops.size() == 8);
+  // Sends alike (one name and size, waiting for nothing) between disjoint chips
+  // are one send of many pairs: 0->1 2->3 4->5 6->7, then 1->2 3->4 5->6, then 7->0.
+  REQUIRE(w.ops.size() == 3);
+  std::multiset<std::size_t> sizes;
+  for (const workloads::Op& op : w.ops) sizes.insert(workloads::send_pairs(op).size());
+  CHECK(sizes == std::multiset<std::size_t>{1, 3, 4});
   const driver::RunResult r = driver::simulate(w);
   const topology::Torus t = w.make_torus();
   const double b = static_cast<double>(w.hardware.ici.bandwidth_bytes_per_s), alpha = w.hardware.ici.latency.seconds();
   const double chunk = static_cast<double>(w.hardware.forward_chunk_bytes);
   std::set<std::pair<topology::ChipId, topology::ChipId>> pairs;
   for (std::size_t i = 0; i < w.ops.size(); ++i) {
-    const workloads::Op& op = w.ops[i];
-    pairs.emplace(op.src, op.dst);
-    // h hops, cut-through: bytes / b + h alpha + (h - 1) chunks.
-    const int h = t.hop_distance(op.src, op.dst);
-    INFO(op.src << " -> " << op.dst << ", " << h << " hops");
-    CHECK(op.dst == (op.src + 1) % 8);
+    // Each pair alone on its route: h hops, cut-through: bytes / b + h alpha + (h - 1) chunks.
+    int h = 0;
+    for (const auto& [src, dst] : workloads::send_pairs(w.ops[i])) {
+      CHECK(dst == (src + 1) % 8);
+      pairs.emplace(src, dst);
+      h = std::max(h, t.hop_distance(src, dst));
+    }
+    INFO("op " << i << ", " << h << " hops");
     CHECK(r.ops[i].time().seconds() == Approx(bytes / b + h * alpha + (h - 1) * chunk / b).epsilon(1e-6));
   }
   CHECK(pairs.size() == 8);
@@ -232,21 +239,25 @@ TEST_CASE("chakra: compute chains wait for their dependencies on each rank", "[c
   });
   chakra::ImportReport report;
   const workloads::Workload w = import(s.prefix(), "tpu-v5e", {2, 4}, &report);
-  CHECK(report.summary() == "8 ranks, 48 nodes: lowered 24 kernels, 1 collectives, 0 sends; skipped 16 nodes: 8 "
-                            "METADATA_NODE, 8 cpu ops");
+  // The kernels alike on every rank are one op each; rank 1's slower k1, and
+  // the k4 after it, are ops of their own.
+  CHECK(report.summary() == "8 ranks, 48 nodes: lowered 24 kernels, 1 collectives, 0 sends as 6 ops; skipped 16 "
+                            "nodes: 8 METADATA_NODE, 8 cpu ops");
   const driver::RunResult r = driver::simulate(w);
   std::map<std::string, const driver::OpResult*> by;
   for (const driver::OpResult& o : r.ops) by[o.name] = &o;
   REQUIRE(by.count("c2"));
-  CHECK(by.at("r0/k1")->time() == Tick::from_ps(10'000'000));
+  CHECK(by.at("k1")->time() == Tick::from_ps(10'000'000));
   CHECK(by.at("r1/k1")->time() == Tick::from_ps(30'000'000));
   // The all-reduce's start: when its last chip may start it, after rank 1's 30 us.
   CHECK(by.at("c2")->begin == Tick::from_ps(30'000'000));
   // k3 starts when chip 0 holds the all-reduce's result.
-  CHECK(by.at("r0/k3")->begin > by.at("c2")->begin);
-  CHECK(by.at("r0/k3")->begin <= by.at("c2")->end);
-  CHECK(by.at("r0/k3")->time().seconds() == Approx(1e-3).epsilon(1e-9));
-  CHECK(by.at("r0/k4")->begin == Tick::from_ps(10'000'000));
+  CHECK(by.at("k3")->begin > by.at("c2")->begin);
+  CHECK(by.at("k3")->begin <= by.at("c2")->end);
+  CHECK(by.at("k3")->time().seconds() == Approx(1e-3).epsilon(1e-9));
+  CHECK(by.at("k4")->begin == Tick::from_ps(10'000'000));
+  CHECK(by.at("r1/k4")->begin == Tick::from_ps(30'000'000));
+  CHECK(*w.ops[0].chips == std::vector<topology::ChipId>{0, 2, 3, 4, 5, 6, 7});
 }
 
 TEST_CASE("chakra: process groups: axis groups, any groups on a torus, refused on GPUs", "[chakra]") {
@@ -340,8 +351,7 @@ TEST_CASE("chakra: export then import gives the same program", "[chakra]") {
     CHECK(rep.nodes == 8 + 8 + 2 + 2 + 1 + 1);
     const workloads::Workload back =
         import(s.prefix(), "tpu-v5e", {2, 4}, nullptr, s.prefix() + ".comm_groups.json", gzip ? ".et.gz" : ".et");
-    // The kernel on every chip comes back as one kernel per chip.
-    REQUIRE(back.ops.size() == w.ops.size() + 7);
+    REQUIRE(back.ops.size() == w.ops.size());
     CHECK(driver::simulate(back).makespan == driver::simulate(w).makespan);
     std::map<std::string, const workloads::Op*> by;
     for (const workloads::Op& op : back.ops) by[op.name] = &op;
@@ -352,6 +362,49 @@ TEST_CASE("chakra: export then import gives the same program", "[chakra]") {
     CHECK(*by.at("diag")->groups == *diag.groups);
     CHECK(by.at("r7/k4")->duration == Tick::from_ps(3'000'000));
   }
+}
+
+TEST_CASE("chakra: merging the same kernel, collective and send of several ranks changes no time", "[chakra]") {
+  // 8 ranks on a 2x4: k1 (3 us), an all-reduce in its row pair ({0,1}, {2,3},
+  // ...: x), k2 (rank 5 slower), a send two ranks on (along y) and the receive
+  // from two back, k3 after the receive. Merged: one op per kernel and stage
+  // alike; unmerged: one op per node and group. Same picoseconds.
+  Scratch s("merge");
+  std::string groups = "{";
+  for (int g = 0; g < 4; ++g) groups += fmt::format("{}\"{}\": [{}, {}]", g ? ", " : "", g + 1, 2 * g, 2 * g + 1);
+  write_text(s.prefix("g") + ".json", groups + "}");
+  write_trace(s.prefix(), 8, [](int r) {
+    Node send = p2p(4, true, r, (r + 2) % 8, 1 << 20, {3});
+    Node recv = p2p(5, false, (r + 6) % 8, r, 1 << 20, {3});
+    return std::vector<Node>{comp(1, 3), coll(2, CommType::AllReduce, 1 << 20, {1}, std::to_string(r / 2 + 1)),
+                             comp(3, r == 5 ? 9 : 2, {2}), send, recv, comp(6, 1, {5})};
+  });
+  chakra::ImportOptions o;
+  o.hardware = "tpu-v5e";
+  o.shape = {2, 4};
+  o.comm_groups = s.prefix("g") + ".json";
+  chakra::ImportReport merged_report, plain_report;
+  const workloads::Workload merged = chakra::import_trace(s.prefix() + ".0.et", o, &merged_report);
+  o.merge = false;
+  const workloads::Workload plain = chakra::import_trace(s.prefix() + ".0.et", o, &plain_report);
+  CHECK(plain.ops.size() == 8 + 4 + 8 + 8 + 8);
+  CHECK(merged.ops.size() < plain.ops.size() / 2);
+  const driver::RunResult a = driver::simulate(merged), b = driver::simulate(plain);
+  CHECK(a.makespan == b.makespan);
+  CHECK(a.transfers == b.transfers);
+  CHECK(a.link_bytes == b.link_bytes);
+  // Each kernel node ends at the same time either way.
+  const auto ends = [](const workloads::Workload& w, const driver::RunResult& r) {
+    std::multiset<std::pair<std::string, std::int64_t>> out;
+    for (std::size_t i = 0; i < w.ops.size(); ++i)
+      if (w.ops[i].kind == OpKind::Elementwise) {
+        std::string name = w.ops[i].name;
+        if (const auto slash = name.find('/'); slash != std::string::npos) name = name.substr(slash + 1);
+        for (std::size_t c = 0; c < w.ops[i].chips->size(); ++c) out.emplace(name, r.ops[i].end.ps());
+      }
+    return out;
+  };
+  CHECK(ends(merged, a) == ends(plain, b));
 }
 
 TEST_CASE("chakra: export passes dependencies through an op's chips that get no node", "[chakra]") {
