@@ -242,18 +242,20 @@ int main(int argc, char** argv) {
       if (hlo_hardware.empty() || hlo_topology.empty())
         throw meshsim::Error(workload_path + ": " + what + " needs --hardware PRESET and --topology SHAPE");
       if (verify) throw meshsim::Error(std::string("--verify: ") + what + " has no data to execute");
+      std::vector<int> shape;
+      try {
+        shape = meshsim::cli::parse_mesh_shape(hlo_topology);
+      } catch (const meshsim::Error&) {
+        throw meshsim::Error(std::string("--topology: expected a slice shape such as 4x4 or 4x4x4") +
+                             (chakra ? ", or a node count" : "") + ", got '" + hlo_topology + "'");
+      }
       if (chakra) {
         meshsim::chakra::ImportOptions co;
         co.hardware = hlo_hardware;
+        co.shape = shape;
         co.devices = hlo_devices;
         co.comm_groups = comm_groups;
         co.wraparound = import_wrap;
-        try {
-          co.shape = meshsim::cli::parse_mesh_shape(hlo_topology);
-        } catch (const meshsim::Error&) {
-          throw meshsim::Error("--topology: expected a slice shape such as 4x4 or 4x4x4, or a node count, got '" +
-                               hlo_topology + "'");
-        }
         meshsim::chakra::ImportReport report;
         meshsim::workloads::Workload imported_w = meshsim::chakra::import_trace(workload_path, co, &report);
         imported = "# " + imported_w.file + ": " + report.summary() + "\n";
@@ -261,13 +263,9 @@ int main(int argc, char** argv) {
       }
       meshsim::hlo::ImportOptions io;
       io.hardware = hlo_hardware;
+      io.shape = shape;
       io.devices = hlo_devices;
       io.wraparound = import_wrap;
-      try {
-        io.shape = meshsim::cli::parse_mesh_shape(hlo_topology);
-      } catch (const meshsim::Error&) {
-        throw meshsim::Error("--topology: expected a slice shape such as 4x4 or 4x4x4, got '" + hlo_topology + "'");
-      }
       meshsim::hlo::ImportReport report;
       meshsim::workloads::Workload imported_w =
           meshsim::hlo::import_module(meshsim::hlo::load_module(workload_path), io, &report);
