@@ -50,10 +50,19 @@ const char* value_name(const pb::Attribute& a) {
   }
 }
 
+// A name or id as text from a file: control characters (a newline would break
+// an error line or a table) become '?'.
+std::string printable(const std::string& s) {
+  std::string out = s;
+  for (char& c : out)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  return out;
+}
+
 Node convert(const pb::Node& n, const std::string& path, std::uint64_t offset) {
   Node out;
   out.id = n.id();
-  out.name = n.name();
+  out.name = printable(n.name());
   out.type = static_cast<int>(n.type());
   out.ctrl_deps.assign(n.ctrl_deps().begin(), n.ctrl_deps().end());
   out.data_deps.assign(n.data_deps().begin(), n.data_deps().end());
@@ -63,8 +72,8 @@ Node convert(const pb::Node& n, const std::string& path, std::uint64_t offset) {
   for (const pb::Attribute& a : n.attr()) {
     const auto bad = [&](const char* want) {
       throw InputError(path, where,
-                       fmt::format("node {} ('{}'): attribute {} is {}, expected {}", n.id(), n.name(), a.name(),
-                                   value_name(a), want));
+                       fmt::format("node {} ('{}'): attribute {} is {}, expected {}", n.id(), out.name,
+                                   printable(a.name()), value_name(a), want));
     };
     const auto count = [&]() -> std::uint64_t {
       const std::optional<std::int64_t> v = integer(a);
@@ -101,7 +110,7 @@ Node convert(const pb::Node& n, const std::string& path, std::uint64_t offset) {
       out.comm_tag = signed_int();
     } else if (name == "pg_name") {
       if (a.value_case() == pb::Attribute::kStringVal)
-        out.pg_name = a.string_val();
+        out.pg_name = printable(a.string_val());
       else if (const auto v = integer(a))
         out.pg_name = std::to_string(*v);
       else

@@ -25,7 +25,7 @@ const char* comm_type_name(std::int64_t type);  // "ALL_REDUCE"; "" when unknown
 
 struct Node {
   std::uint64_t id = 0;
-  std::string name;
+  std::string name;  // control characters read as '?'
   int type = 0;  // a NodeType; an unknown number is kept for the importer's error
   std::vector<std::uint64_t> ctrl_deps, data_deps;
   std::uint64_t duration_micros = 0;
@@ -33,7 +33,7 @@ struct Node {
   std::optional<bool> is_cpu_op;
   std::optional<std::uint64_t> num_ops, tensor_size, comm_size;
   std::optional<std::int64_t> comm_type, comm_src, comm_dst, comm_tag;
-  std::optional<std::string> pg_name;
+  std::optional<std::string> pg_name;  // control characters read as '?'
   std::uint64_t offset = 0;  // where its message starts in the (decompressed) file: for errors
 };
 
