@@ -73,9 +73,13 @@ class GroupBuilder {
 
   // `bytes` from a to b over the step's routes; every route's first hop also
   // waits (stream) for each of `after` and for entry[a]. Returns the last hops.
+  // Ring steps reuse their routes (kept); an all-to-all's pairs are used once
+  // each, n^2 of them, so theirs are not kept.
   std::vector<TaskId> step(ChipId a, ChipId b, std::uint64_t bytes, std::span<const TaskId> entry,
-                           std::span<const TaskId> after, std::uint16_t step_index) {
-    const Routes& rs = routes(a, b);
+                           std::span<const TaskId> after, std::uint16_t step_index, bool keep = true) {
+    Routes once;
+    if (!keep) once = step_routes(t_, a, b);
+    const Routes& rs = keep ? routes(a, b) : once;
     MESHSIM_ASSERT(!rs.empty(), "a ring step between one chip and itself");
     const std::uint64_t share = ceil_div(bytes, rs.size());
     std::vector<TaskId> last;
@@ -192,7 +196,7 @@ class GroupBuilder {
         std::stable_sort(dests.begin(), dests.end(), [](const Dest& x, const Dest& y) { return x.hops > y.hops; });
         std::uint64_t most_hops = 0;
         for (const Dest& d : dests) {
-          deliver(step(src, d.chip, piece, entry, {}, 1), exit, d.chip);
+          deliver(step(src, d.chip, piece, entry, {}, 1, /*keep=*/false), exit, d.chip);
           most_hops = std::max(most_hops, step_hops_);
         }
         chain_hops_ = std::max(chain_hops_, most_hops);
