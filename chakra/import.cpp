@@ -364,7 +364,8 @@ class Importer {
   // merged into one op on their chips. Kernels are the same when they have
   // one name and cost and wait for the same ops (the k-th such kernel of each
   // rank joins the k-th op). Exact: on each of its chips the merged op waits for
-  // the ops that run there among its dependencies, which are that rank's own.
+  // the ops that run there among its dependencies, which are that rank's own
+  // (kernels ready at once and independent run in op order: the first rank's).
   // Collectives of several process groups merge alike: the same name, kind
   // and size over the same axes, on disjoint chips, waiting for the same ops
   // (the data-parallel groups' all-reduces of one layer become one all-reduce
