@@ -383,31 +383,6 @@ class Importer {
   std::vector<Merged> merge(const std::vector<std::uint32_t>& order) const {
     std::vector<std::uint32_t> canon(pending_.size());
     std::vector<Merged> out;
-    if (!o_.merge) {
-      for (std::uint32_t id : order) {
-        const Pending& p = pending_[id];
-        Merged m{id, {id}, {}, {}, {}, {}};
-        for (std::uint32_t d : p.deps) m.deps.push_back(canon[d]);
-        std::sort(m.deps.begin(), m.deps.end());
-        if (p.kind == OpKind::Elementwise) m.ranks = {p.members.front().first};
-        if (p.kind == OpKind::Send) {
-          m.chips = {chip(p.ranks[0]), chip(p.ranks[1])};
-          std::sort(m.chips.begin(), m.chips.end());
-        }
-        if (p.kind != OpKind::Elementwise && p.kind != OpKind::Send) {
-          std::vector<topology::ChipId> chips;
-          for (int k : p.ranks) chips.push_back(chip(k));
-          std::sort(chips.begin(), chips.end());
-          if (std::optional<std::vector<int>> axes = axes_of(chips)) {
-            m.chips = std::move(chips);
-            m.axes = std::move(*axes);
-          }
-        }
-        canon[id] = static_cast<std::uint32_t>(out.size());
-        out.push_back(std::move(m));
-      }
-      return out;
-    }
     using Key = std::tuple<std::string, std::uint64_t, std::optional<std::uint64_t>, std::optional<std::uint64_t>,
                            std::vector<std::uint32_t>>;
     std::map<Key, std::vector<std::uint32_t>> kernels;
@@ -426,7 +401,7 @@ class Importer {
         const auto [r, i] = p.members.front();
         const Node& n = node(r, i);
         std::vector<std::uint32_t>& same = kernels[Key{n.name, n.duration_micros, n.num_ops, n.tensor_size, deps}];
-        const auto it = std::find_if(same.begin(), same.end(), [&, rank = r](std::uint32_t m) {
+        const auto it = !o_.merge ? same.end() : std::find_if(same.begin(), same.end(), [&, rank = r](std::uint32_t m) {
           return std::find(out[m].ranks.begin(), out[m].ranks.end(), rank) == out[m].ranks.end();
         });
         if (it != same.end()) {
@@ -445,7 +420,7 @@ class Importer {
         std::vector<topology::ChipId> ends{chip(p.ranks[0]), chip(p.ranks[1])};
         std::sort(ends.begin(), ends.end());
         std::vector<std::uint32_t>& same = sends[SendKey{node(r, i).name, p.size, deps}];
-        const auto it = std::find_if(same.begin(), same.end(), [&](std::uint32_t m) {
+        const auto it = !o_.merge ? same.end() : std::find_if(same.begin(), same.end(), [&](std::uint32_t m) {
           return !std::binary_search(out[m].chips.begin(), out[m].chips.end(), ends[0]) &&
                  !std::binary_search(out[m].chips.begin(), out[m].chips.end(), ends[1]);
         });
@@ -470,7 +445,7 @@ class Importer {
           const auto [r, i] = p.members.front();
           std::vector<std::uint32_t>& same =
               collectives[CollectiveKey{node(r, i).name, p.comm_type, p.size, *axes, deps}];
-          const auto it = std::find_if(same.begin(), same.end(), [&](std::uint32_t m) {
+          const auto it = !o_.merge ? same.end() : std::find_if(same.begin(), same.end(), [&](std::uint32_t m) {
             for (topology::ChipId c : chips)
               if (std::binary_search(out[m].chips.begin(), out[m].chips.end(), c)) return false;
             return true;
