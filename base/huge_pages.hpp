@@ -2,9 +2,9 @@
 // An allocator for the large arrays the engine walks at random (task tables,
 // edges, per-task state): blocks of 2 MiB and more are aligned to 2 MiB and
 // marked for transparent huge pages, which removes most TLB misses; a freed one
-// is kept for the next large request it fits (huge_pages.cpp: its pages are
-// already faulted in). Smaller blocks come from the ordinary heap. Contents and
-// behaviour are unchanged.
+// is kept, and the next large requests that fit take its pages front first
+// (huge_pages.cpp: they are already faulted in). Smaller blocks come from the
+// ordinary heap. Contents and behaviour are unchanged.
 #include <cstddef>
 #include <new>
 #include <vector>

@@ -10,7 +10,8 @@ Executor::Executor(Engine& engine, const Program& program, std::span<const Resou
     : engine_(engine), program_(program), resources_(resources) {
   self_ = engine_.add_handler(*this);
   const std::size_t n = program_.num_tasks();
-  tasks_.resize(n);
+  ready_at_.resize(n);
+  if (program_.num_stream_edges() > 0) stream_floor_.resize(n);
   pending_ = program_.predecessor_counts();
   for (TaskId i = 0; i < n; ++i) {
     const Task& t = program_.task(i);
@@ -44,6 +45,20 @@ void Executor::handle_event(std::uint64_t payload, Tick now) {
   start_task(id, now);
   schedule_wake(resource, now);
   drain(now);
+}
+
+void Executor::upcoming(std::uint64_t payload, int distance) {
+  const ResourceState& r = state_[payload & 0xffffffffu];
+  if (distance == 2) {
+    __builtin_prefetch(&r);
+    return;
+  }
+  // One event ahead: the resource's state has had time to arrive; fetch what
+  // starting its first waiting task reads.
+  if (r.waiting.empty()) return;
+  const auto id = static_cast<TaskId>(r.waiting.front().order & 0xffffffffu);
+  __builtin_prefetch(&program_.task(id));
+  __builtin_prefetch(&ready_at_[id]);
 }
 
 void Executor::schedule_wake(std::uint32_t resource, Tick now) {
@@ -106,7 +121,7 @@ void Executor::activate(TaskId id, Tick now) {
     return;
   }
   ResourceState& r = state_[t.resource];
-  const Tick ready = tasks_[id].ready_at;
+  const Tick ready = ready_at_[id];
   if (ready <= now && r.busy_until <= now && r.waiting.empty()) {
     start_task(id, now);  // idle resource, nothing ahead in line: no event needed
     return;
@@ -120,7 +135,7 @@ void Executor::complete_join(TaskId id) {
   pending_[id] = kStarted;
   ++completed_;
   // The last predecessor's arrival, plus the join's delay.
-  const Tick at = tasks_[id].ready_at + Tick::from_ps(static_cast<std::int64_t>(program_.task(id).amount));
+  const Tick at = ready_at_[id] + Tick::from_ps(static_cast<std::int64_t>(program_.task(id).amount));
   OpTiming& op = op_timings_[program_.task(id).op()];
   op.begin = min(op.begin, at);
   op.end = max(op.end, at);
@@ -128,7 +143,7 @@ void Executor::complete_join(TaskId id) {
   for (ExecutionObserver* o : observers_) o->on_join(id, program_.task(id), at);
   for (std::uint32_t e : program_.successors(id)) {
     const TaskId succ = e >> 1;
-    tasks_[succ].ready_at = max(tasks_[succ].ready_at, at);
+    ready_at_[succ] = max(ready_at_[succ], at);
     release(succ);
   }
 }
@@ -137,10 +152,10 @@ void Executor::start_task(TaskId id, Tick now) {
   const Task& t = program_.task(id);
   const Resource& res = resources_[t.resource];
   ResourceState& r = state_[t.resource];
-  TaskState& s = tasks_[id];
+  const Tick ready = ready_at_[id];
   MESHSIM_ASSERT(now >= r.busy_until, "a resource serves two tasks at once");
   MESHSIM_ASSERT(pending_[id] == 0, "task started twice or too early");
-  MESHSIM_ASSERT(now >= s.ready_at, "task started before its dependencies allow");
+  MESHSIM_ASSERT(now >= ready, "task started before its dependencies allow");
   pending_[id] = kStarted;
   ++completed_;
 
@@ -152,7 +167,7 @@ void Executor::start_task(TaskId id, Tick now) {
     const Tick chunk_time =
         res.forward_chunk_bytes == 0 || res.forward_chunk_bytes > t.amount ? service : r.chunk_time;
     // Cut-through: the last chunk cannot leave before it has arrived from upstream.
-    end = max(now + service, s.stream_floor + chunk_time);
+    end = stream_floor_.empty() ? now + service : max(now + service, stream_floor_[id] + chunk_time);
     first_chunk = now + chunk_time;
     // Capacity: never more than bandwidth x elapsed time through one link direction.
     MESHSIM_ASSERT(end - now >= service, "link carried more than its bandwidth");
@@ -172,17 +187,17 @@ void Executor::start_task(TaskId id, Tick now) {
   op.end = max(op.end, arrival);
   makespan_ = max(makespan_, arrival);
   if (!observers_.empty()) {
-    const TaskTiming timing{s.ready_at, now, end, arrival};
+    const TaskTiming timing{ready, now, end, arrival};
     for (ExecutionObserver* o : observers_) o->on_task(id, t, timing);
   }
 
   for (std::uint32_t e : program_.successors(id)) {
-    TaskState& succ = tasks_[e >> 1];
+    const TaskId succ = e >> 1;
     if (e & 1u) {
-      succ.ready_at = max(succ.ready_at, first_chunk + res.latency);
-      succ.stream_floor = max(succ.stream_floor, arrival);
+      ready_at_[succ] = max(ready_at_[succ], first_chunk + res.latency);
+      stream_floor_[succ] = max(stream_floor_[succ], arrival);
     } else {
-      succ.ready_at = max(succ.ready_at, arrival);
+      ready_at_[succ] = max(ready_at_[succ], arrival);
     }
     release(e >> 1);
   }
@@ -190,7 +205,7 @@ void Executor::start_task(TaskId id, Tick now) {
 
 std::vector<TaskId> Executor::unfinished_tasks() const {
   std::vector<TaskId> out;
-  for (TaskId i = 0; i < tasks_.size(); ++i)
+  for (TaskId i = 0; i < ready_at_.size(); ++i)
     if (pending_[i] != kStarted) out.push_back(i);
   return out;
 }

@@ -65,6 +65,7 @@ class Executor final : public EventHandler {
   std::optional<TaskId> overflowed_task() const { return overflow_; }
 
   void handle_event(std::uint64_t payload, Tick now) override;
+  void upcoming(std::uint64_t payload, int distance) override;
 
  private:
   // Every time a task's start depends on is known as soon as its predecessors
@@ -88,11 +89,12 @@ class Executor final : public EventHandler {
   std::vector<ExecutionObserver*> observers_;
 
   static constexpr std::uint32_t kStarted = ~std::uint32_t{0};
-  struct TaskState {
-    Tick ready_at;       // max over predecessors of when they allow this task to start
-    Tick stream_floor;   // last byte of stream predecessors arrived
-  };
-  BigVector<TaskState> tasks_;
+  // Per task: the max over its predecessors of when they allow it to start.
+  BigVector<Tick> ready_at_;
+  // Per task: when the last byte of its stream predecessors arrived. Empty when
+  // the program has no stream edges (most torus collectives): 8 bytes a task
+  // neither allocated nor touched.
+  BigVector<Tick> stream_floor_;
   BigVector<std::uint32_t> pending_;  // unresolved predecessors; kStarted once started
 
   struct Waiting {

@@ -64,7 +64,10 @@ Program ProgramBuilder::finish() && {
   // Counting sort by predecessor keeps insertion order among one task's
   // successors. offsets_[i] serves as task i's cursor, which leaves it at the
   // start of task i + 1; shifting back by one restores the starts.
-  for (std::uint64_t e : edges_) p.successors_[p.offsets_[e >> 32]++] = static_cast<std::uint32_t>(e & 0xffffffffu);
+  for (std::uint64_t e : edges_) {
+    p.successors_[p.offsets_[e >> 32]++] = static_cast<std::uint32_t>(e & 0xffffffffu);
+    p.stream_edges_ += e & 1u;
+  }
   for (std::size_t i = n; i > 0; --i) p.offsets_[i] = p.offsets_[i - 1];
   p.offsets_[0] = 0;
   BigVector<std::uint64_t>().swap(edges_);

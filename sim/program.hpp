@@ -52,6 +52,7 @@ class Program {
   // Algorithm step of a task (ring step, hop index), for traces.
   std::uint16_t step(TaskId id) const { return steps_[id]; }
   std::size_t num_edges() const { return successors_.size(); }
+  std::size_t num_stream_edges() const { return stream_edges_; }
   std::uint32_t num_ops() const { return num_ops_; }
   std::size_t memory_bytes() const;
   // The same program with every transfer's and compute's resource r renamed
@@ -64,6 +65,7 @@ class Program {
   BigVector<std::uint32_t> offsets_;
   BigVector<std::uint32_t> successors_;
   BigVector<std::uint16_t> steps_;
+  std::size_t stream_edges_ = 0;
   std::uint32_t num_ops_ = 0;
 };
 

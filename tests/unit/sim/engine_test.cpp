@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <vector>
 
 #include "sim/engine.hpp"
@@ -39,4 +40,35 @@ TEST_CASE("Engine: time order, then priority, then insertion order", "[sim]") {
   CHECK(e.now().ps() == 20);
   CHECK(e.events_executed() == 8);
   CHECK(e.pending() == 0);
+}
+
+namespace {
+// Records the hints it gets and checks each one against the events that really
+// come next.
+struct Hinted : EventHandler {
+  std::vector<std::uint64_t> ran;
+  std::vector<std::pair<std::size_t, std::uint64_t>> hints;  // (index of the event hinted, payload)
+  void handle_event(std::uint64_t payload, Tick) override { ran.push_back(payload); }
+  void upcoming(std::uint64_t payload, int distance) override {
+    // Called while event ran.size() is being popped, before it runs.
+    hints.emplace_back(ran.size() + static_cast<std::size_t>(distance), payload);
+  }
+};
+}  // namespace
+
+TEST_CASE("Engine: hints name the events one and two places ahead at the same time, and change nothing", "[sim]") {
+  Engine e;
+  Hinted h;
+  e.add_handler(h);
+  for (std::uint64_t p = 1; p <= 4; ++p) e.schedule(Tick::from_ps(7), 0, p);
+  e.schedule(Tick::from_ps(9), 0, 5);
+  e.run();
+  CHECK(h.ran == std::vector<std::uint64_t>{1, 2, 3, 4, 5});
+  REQUIRE(!h.hints.empty());
+  for (const auto& [at, payload] : h.hints) {
+    REQUIRE(at < h.ran.size());
+    CHECK(h.ran[at] == payload);
+  }
+  // Events 1 and 2 of the four at 7 ps were hinted at distance 1 and 2.
+  CHECK(std::count_if(h.hints.begin(), h.hints.end(), [](const auto& x) { return x.first == 2; }) == 2);
 }
