@@ -234,6 +234,12 @@ const std::vector<std::string> kScaleCases = {
     "bench/cases/allreduce_in_node_h100_100k.json",   // 100,000 GPUs on three tiers, in-node: reduced
     "bench/cases/allreduce_h100_16384.json",          // 16,384 GPUs, one group
     "bench/cases/allreduce_dcn_v5p_12pods.json",      // 12 v5p pods (107,520 chips), data parallel over the DCN
+    // The training steps (refused today: no exact reduction applies to a
+    // whole step yet). 405B with 128 layers, so that 16 stages divide them.
+    "bench/cases/training_llama3_405b_h100_16384.json",  // TP8 x PP16 x DP128 on 2,048 DGX H100 nodes
+    // 70B with 16 KV heads: the pod's axes are 16, 20 and 28 and a mesh axis is
+    // whole torus axes, so tensor parallelism is 16 wide.
+    "bench/cases/training_llama3_70b_v5p_pod.json",   // TP16 (x) x FSDP560 (y, z) on the full v5p pod
 };
 
 struct ChildRun {
@@ -308,7 +314,7 @@ constexpr const char* kUsage =
     "transfers/s, events/s and peak memory (default case bench/cases/allreduce_v4_16x16x16.json);\n"
     "--traces adds the cost of writing its traces; --engines compares the native engine with SimGrid\n"
     "(default: the 16x16 and 16x16x16 all-reduces); --parse times parsing 10k, 100k and 1M ops;\n"
-    "--scale runs the scale cases (4,096 to 107,520 chips) end to end, a process per run, with exact reductions;\n"
+    "--scale runs the scale cases (4,096 to 107,520 chips; two training steps at 8,960 and 16,384) end to end, a process per run, with exact reductions;\n"
     "--hlo parses a synthetic XLA HLO dump of 100k lines and resolves its replica groups.\n"
     "Run from the project root (the default cases are relative paths).\n";
 
