@@ -627,7 +627,7 @@ workloads::Workload import_trace(const std::string& rank_file, const ImportOptio
     throw Error(fmt::format("{}: a Chakra trace file is named <prefix>.<rank>.et (or .et.gz)", rank_file));
   const std::string prefix = parts->first, suffix = parts->second;
   workloads::Workload w =
-      workloads::empty_workload({o.hardware, o.shape, o.wraparound}, /*gpu_ok=*/true, "Chakra import");
+      workloads::empty_workload(o, /*gpu_ok=*/true, "Chakra import");
   const topology::Torus torus = w.make_torus();
   const std::uint32_t chips = torus.num_chips();
   workloads::check_device_order(o.devices, chips);

@@ -25,16 +25,16 @@
 #include <utility>
 #include <vector>
 
+#include "workloads/imported.hpp"
 #include "workloads/workload.hpp"
 
 namespace meshsim::chakra {
 
-struct ImportOptions {
-  std::string hardware;         // a TPU or GPU preset
-  std::vector<int> shape;       // a TPU slice's shape, or a GPU cluster's node count (or node grid)
+// The system (hardware: a TPU or GPU preset; shape: a TPU slice's, or a GPU
+// cluster's node count or node grid; wraparound), and:
+struct ImportOptions : workloads::ImportSystem {
   std::vector<int> devices;     // the chip of rank 0, 1, ...; empty: rank r is chip r
   std::string comm_groups;      // the comm-group JSON ({"1": [0, 2], ...}); empty: none
-  std::vector<int> wraparound;  // TPU: per axis 1 or 0; empty: the preset's default
   // Merge the same kernel, collective or send of several ranks or groups into
   // one op (exact: import.cpp, Importer::merge); off: an op per node and group (tests).
   bool merge = true;

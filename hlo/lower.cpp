@@ -476,7 +476,7 @@ std::string ImportReport::summary() const {
 
 workloads::Workload import_module(const Module& m, const ImportOptions& o, ImportReport* report) {
   workloads::Workload w =
-      workloads::empty_workload({o.hardware, o.shape, o.wraparound}, /*gpu_ok=*/false, "HLO import");
+      workloads::empty_workload(o, /*gpu_ok=*/false, "HLO import");
   const std::uint32_t chips = w.make_torus().num_chips();
   if (static_cast<std::int64_t>(chips) != m.devices())
     throw InputError(m.file, "1",

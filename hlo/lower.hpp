@@ -16,14 +16,13 @@
 #include <vector>
 
 #include "hlo/hlo.hpp"
+#include "workloads/imported.hpp"
 #include "workloads/workload.hpp"
 
 namespace meshsim::hlo {
 
-struct ImportOptions {
-  std::string hardware;    // a preset name
-  std::vector<int> shape;  // the TPU slice (the topology's shape)
-  std::vector<int> wraparound;  // per axis 1 or 0; empty: the preset's default
+// The system (a TPU preset, the slice's shape, its wraparound), and:
+struct ImportOptions : workloads::ImportSystem {
   // The chip of each device id (a permutation of the chips); empty: device d
   // is chip d.
   std::vector<int> devices;

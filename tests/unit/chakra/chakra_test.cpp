@@ -508,6 +508,6 @@ TEST_CASE("chakra: malformed traces are one error line each", "[chakra]") {
                            ".7.et)");
   write_trace(p, 9, ok_rank);
   CHECK(error_of(p) == p + ".8.et: the trace has more ranks than the topology has chips (8): one rank per chip");
-  CHECK_THROWS_WITH(chakra::import_trace(p + ".et", {"tpu-v5e", {2, 4}, {}, "", {}}),
+  CHECK_THROWS_WITH(chakra::import_trace(p + ".et", {{"tpu-v5e", {2, 4}, {}}, {}, ""}),
                     p + ".et: a Chakra trace file is named <prefix>.<rank>.et (or .et.gz)");
 }
