@@ -391,82 +391,76 @@ class Importer {
     std::map<CollectiveKey, std::vector<std::uint32_t>> collectives;
     using SendKey = std::tuple<std::string, std::uint64_t, std::vector<std::uint32_t>>;
     std::map<SendKey, std::vector<std::uint32_t>> sends;
+    // Joins pending op `id` to the first merged op of `same` that `fits` (when
+    // merging): that op, or null.
+    const auto join = [&](const std::vector<std::uint32_t>& same, std::uint32_t id, const auto& fits) -> Merged* {
+      if (!o_.merge) return nullptr;
+      const auto it = std::find_if(same.begin(), same.end(), fits);
+      if (it == same.end()) return nullptr;
+      canon[id] = *it;
+      out[*it].pending.push_back(id);
+      return &out[*it];
+    };
+    // A new merged op, which later ops of `same` (if any) may join.
+    const auto start = [&](std::vector<std::uint32_t>* same, Merged m) {
+      const auto at = static_cast<std::uint32_t>(out.size());
+      if (same) same->push_back(at);
+      canon[m.first] = at;
+      out.push_back(std::move(m));
+    };
     for (std::uint32_t id : order) {
       const Pending& p = pending_[id];
       std::vector<std::uint32_t> deps;
       for (std::uint32_t d : p.deps) deps.push_back(canon[d]);
       std::sort(deps.begin(), deps.end());
       deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+      const auto [r, i] = p.members.front();
+      const Node& n = node(r, i);
       if (p.kind == OpKind::Elementwise) {
-        const auto [r, i] = p.members.front();
-        const Node& n = node(r, i);
         std::vector<std::uint32_t>& same = kernels[Key{n.name, n.duration_micros, n.num_ops, n.tensor_size, deps}];
-        const auto it = !o_.merge ? same.end() : std::find_if(same.begin(), same.end(), [&, rank = r](std::uint32_t m) {
-          return std::find(out[m].ranks.begin(), out[m].ranks.end(), rank) == out[m].ranks.end();
-        });
-        if (it != same.end()) {
-          canon[id] = *it;
-          out[*it].pending.push_back(id);
-          out[*it].ranks.push_back(r);
+        if (Merged* m = join(same, id, [&, rank = r](std::uint32_t k) {
+              return std::find(out[k].ranks.begin(), out[k].ranks.end(), rank) == out[k].ranks.end();
+            })) {
+          m->ranks.push_back(r);
           continue;
         }
-        same.push_back(static_cast<std::uint32_t>(out.size()));
-        canon[id] = static_cast<std::uint32_t>(out.size());
-        out.push_back({id, {id}, std::move(deps), {r}, {}, {}});
+        start(&same, {id, {id}, std::move(deps), {r}, {}, {}});
         continue;
       }
       if (p.kind == OpKind::Send) {
-        const auto [r, i] = p.members.front();
         std::vector<topology::ChipId> ends{chip(p.ranks[0]), chip(p.ranks[1])};
         std::sort(ends.begin(), ends.end());
-        std::vector<std::uint32_t>& same = sends[SendKey{node(r, i).name, p.size, deps}];
-        const auto it = !o_.merge ? same.end() : std::find_if(same.begin(), same.end(), [&](std::uint32_t m) {
-          return !std::binary_search(out[m].chips.begin(), out[m].chips.end(), ends[0]) &&
-                 !std::binary_search(out[m].chips.begin(), out[m].chips.end(), ends[1]);
-        });
-        if (it != same.end()) {
-          Merged& m = out[*it];
-          canon[id] = *it;
-          m.pending.push_back(id);
-          m.chips.insert(std::upper_bound(m.chips.begin(), m.chips.end(), ends[0]), ends[0]);
-          m.chips.insert(std::upper_bound(m.chips.begin(), m.chips.end(), ends[1]), ends[1]);
+        std::vector<std::uint32_t>& same = sends[SendKey{n.name, p.size, deps}];
+        if (Merged* m = join(same, id, [&](std::uint32_t k) {
+              return !std::binary_search(out[k].chips.begin(), out[k].chips.end(), ends[0]) &&
+                     !std::binary_search(out[k].chips.begin(), out[k].chips.end(), ends[1]);
+            })) {
+          m->chips.insert(std::upper_bound(m->chips.begin(), m->chips.end(), ends[0]), ends[0]);
+          m->chips.insert(std::upper_bound(m->chips.begin(), m->chips.end(), ends[1]), ends[1]);
           continue;
         }
-        same.push_back(static_cast<std::uint32_t>(out.size()));
-        canon[id] = static_cast<std::uint32_t>(out.size());
-        out.push_back({id, {id}, std::move(deps), {}, std::move(ends), {}});
+        start(&same, {id, {id}, std::move(deps), {}, std::move(ends), {}});
         continue;
       }
-      {
-        std::vector<topology::ChipId> chips;
-        for (int k : p.ranks) chips.push_back(chip(k));
-        std::sort(chips.begin(), chips.end());
-        if (std::optional<std::vector<int>> axes = axes_of(chips)) {
-          const auto [r, i] = p.members.front();
-          std::vector<std::uint32_t>& same =
-              collectives[CollectiveKey{node(r, i).name, p.comm_type, p.size, *axes, deps}];
-          const auto it = !o_.merge ? same.end() : std::find_if(same.begin(), same.end(), [&](std::uint32_t m) {
-            for (topology::ChipId c : chips)
-              if (std::binary_search(out[m].chips.begin(), out[m].chips.end(), c)) return false;
-            return true;
-          });
-          if (it != same.end()) {
-            Merged& m = out[*it];
-            canon[id] = *it;
-            m.pending.push_back(id);
-            std::vector<topology::ChipId> both;
-            std::merge(m.chips.begin(), m.chips.end(), chips.begin(), chips.end(), std::back_inserter(both));
-            m.chips = std::move(both);
-            continue;
-          }
-          same.push_back(static_cast<std::uint32_t>(out.size()));
-          canon[id] = static_cast<std::uint32_t>(out.size());
-          out.push_back({id, {id}, std::move(deps), {}, std::move(chips), std::move(*axes)});
+      std::vector<topology::ChipId> chips;
+      for (int k : p.ranks) chips.push_back(chip(k));
+      std::sort(chips.begin(), chips.end());
+      if (std::optional<std::vector<int>> axes = axes_of(chips)) {
+        std::vector<std::uint32_t>& same = collectives[CollectiveKey{n.name, p.comm_type, p.size, *axes, deps}];
+        if (Merged* m = join(same, id, [&](std::uint32_t k) {
+              for (topology::ChipId c : chips)
+                if (std::binary_search(out[k].chips.begin(), out[k].chips.end(), c)) return false;
+              return true;
+            })) {
+          std::vector<topology::ChipId> both;
+          std::merge(m->chips.begin(), m->chips.end(), chips.begin(), chips.end(), std::back_inserter(both));
+          m->chips = std::move(both);
           continue;
         }
+        start(&same, {id, {id}, std::move(deps), {}, std::move(chips), std::move(*axes)});
+        continue;
       }
-      canon[id] = static_cast<std::uint32_t>(out.size());
-      out.push_back({id, {id}, std::move(deps), {}, {}, {}});
+      start(nullptr, {id, {id}, std::move(deps), {}, {}, {}});
     }
     return out;
   }
