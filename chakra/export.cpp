@@ -52,15 +52,6 @@ std::int64_t comm_type(OpKind kind) {
   MESHSIM_ASSERT(false, "not a collective");
 }
 
-std::string json_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out;
-}
-
 }  // namespace
 
 ExportReport export_trace(const workloads::Workload& w, const std::string& prefix, bool gzip) {
@@ -69,20 +60,26 @@ ExportReport export_trace(const workloads::Workload& w, const std::string& prefi
   std::vector<RankTrace> ranks(chips);
   // Per op and chip: the ids of the op's nodes there (a multi-pair send may have several).
   std::vector<std::map<topology::ChipId, std::vector<std::uint64_t>>> nodes_of(w.ops.size());
-  std::map<std::vector<topology::ChipId>, std::string> pg;  // a group's process-group id
+  std::map<std::vector<topology::ChipId>, std::size_t> pg;  // a group's process-group id
+  std::vector<const std::vector<topology::ChipId>*> groups;  // by id - 1
   ExportReport rep;
   rep.ranks = chips;
+  // The nodes, on chip c, of the ops that op o waits for (ascending, once each).
+  const auto waited_on = [&](std::size_t o, topology::ChipId c) {
+    std::vector<std::uint64_t> ids;
+    for (std::uint32_t d : w.ops[o].deps) {
+      const auto it = nodes_of[d].find(c);
+      if (it != nodes_of[d].end()) ids.insert(ids.end(), it->second.begin(), it->second.end());
+    }
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    return ids;
+  };
   const auto add = [&](std::size_t o, topology::ChipId c, Node n) {
     RankTrace& r = ranks[c];
     n.id = r.nodes.size();
     n.name = w.ops[o].name;
-    // Its dependencies: the nodes, on this chip, of the ops its op waits for.
-    for (std::uint32_t d : w.ops[o].deps) {
-      const auto it = nodes_of[d].find(c);
-      if (it != nodes_of[d].end()) n.data_deps.insert(n.data_deps.end(), it->second.begin(), it->second.end());
-    }
-    std::sort(n.data_deps.begin(), n.data_deps.end());
-    n.data_deps.erase(std::unique(n.data_deps.begin(), n.data_deps.end()), n.data_deps.end());
+    n.data_deps = waited_on(o, c);
     nodes_of[o][c].push_back(n.id);
     r.nodes.push_back(std::move(n));
   };
@@ -136,15 +133,15 @@ ExportReport export_trace(const workloads::Workload& w, const std::string& prefi
         for (const std::vector<topology::ChipId>& g : groups_of(op, t)) {
           const std::uint64_t p = g.size();
           if (p < 2) continue;
-          auto [it, fresh] = pg.emplace(g, std::to_string(pg.size() + 1));
-          (void)fresh;
+          const auto [it, fresh] = pg.emplace(g, pg.size() + 1);
+          if (fresh) groups.push_back(&it->first);
           Node n;
           n.type = static_cast<int>(NodeType::Coll);
           n.comm_type = comm_type(op.kind);
           const bool shard = op.kind == OpKind::AllGather || op.kind == OpKind::AllToAll;
           n.comm_size = shard ? (op.bytes + p - 1) / p : op.bytes;
           if (shard && op.bytes % p != 0) ++rep.rounded;
-          n.pg_name = it->second;
+          n.pg_name = std::to_string(it->second);
           for (topology::ChipId c : g) add(o, c, n);
         }
         break;
@@ -153,34 +150,23 @@ ExportReport export_trace(const workloads::Workload& w, const std::string& prefi
     // A chip the op runs on without a node of its own (a send's bystanders, a
     // group of one chip) passes on what the op waits for there.
     for (topology::ChipId c : on)
-      if (!nodes_of[o].count(c)) {
-        std::vector<std::uint64_t>& through = nodes_of[o][c];
-        for (std::uint32_t d : op.deps) {
-          const auto it = nodes_of[d].find(c);
-          if (it != nodes_of[d].end()) through.insert(through.end(), it->second.begin(), it->second.end());
-        }
-        std::sort(through.begin(), through.end());
-        through.erase(std::unique(through.begin(), through.end()), through.end());
-      }
+      if (!nodes_of[o].count(c)) nodes_of[o][c] = waited_on(o, c);
   }
   for (std::uint32_t c = 0; c < chips; ++c) {
     ranks[c].version = "0.0.4";
     rep.nodes += ranks[c].nodes.size();
     write_rank(fmt::format("{}.{}.et{}", prefix, c, gzip ? ".gz" : ""), ranks[c]);
   }
-  // The comm-group file, ranks in each group's ring order.
-  std::vector<std::pair<std::string, const std::vector<topology::ChipId>*>> by_id;
-  for (const auto& [g, id] : pg) by_id.emplace_back(id, &g);
-  std::sort(by_id.begin(), by_id.end(), [](const auto& a, const auto& b) { return std::stoull(a.first) < std::stoull(b.first); });
+  // The comm-group file, ranks in each group's ring order, by id.
   std::string text = "{";
-  for (std::size_t i = 0; i < by_id.size(); ++i)
-    text += fmt::format("{}\n  \"{}\": [{}]", i ? "," : "", json_escape(by_id[i].first), fmt::join(*by_id[i].second, ", "));
-  text += by_id.empty() ? "}\n" : "\n}\n";
+  for (std::size_t i = 0; i < groups.size(); ++i)
+    text += fmt::format("{}\n  \"{}\": [{}]", i ? "," : "", i + 1, fmt::join(*groups[i], ", "));
+  text += groups.empty() ? "}\n" : "\n}\n";
   const std::string groups_path = prefix + ".comm_groups.json";
   std::ofstream out(groups_path, std::ios::binary);
   out << text;
   if (!out.good()) throw Error(fmt::format("{}: cannot write the comm-group file", groups_path));
-  rep.groups = by_id.size();
+  rep.groups = groups.size();
   return rep;
 }
 
