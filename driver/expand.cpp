@@ -285,8 +285,8 @@ Expanded expand(const workloads::Workload& w, const topology::Torus& torus) {
     std::fill(exit.begin(), exit.end(), sim::kNoTask);
     // A communication op's fixed cost (launch, synchronisation) delays every chip's entry.
     const Tick fixed = comm_fixed_cost(op, w, torus);
-    for (std::uint32_t k = 0; k < n; ++k) entry[layout.chip_at(k)] = b.join(id, fixed);
-    for (std::uint32_t k = 0; k < n; ++k) exit[layout.chip_at(k)] = b.join(id);
+    for (std::uint32_t k = 0; k < n; ++k) entry[layout.chip_at(k)] = b.join(id, fixed, layout.chip_at(k));
+    for (std::uint32_t k = 0; k < n; ++k) exit[layout.chip_at(k)] = b.join(id, kZeroTick, layout.chip_at(k));
     for (std::uint32_t k = 0; k < n; ++k) {
       const std::uint32_t c = layout.chip_at(k);
       b.depend(entry[c], exit[c]);

@@ -117,6 +117,11 @@ std::string busiest_links_table(const RunResult& r) {
 
 std::string reduction_note(const RunResult& r) {
   if (r.reduced_classes == 0) return {};
+  if (r.translations > 0)
+    return fmt::format("exact reduction: simulated {} of the {} transfers, one task of each set of {} translates "
+                       "(the torus' translations along its wrapped axes leave the program unchanged); --no-reduce "
+                       "simulates all, with the same results\n",
+                       r.simulated_transfers, r.transfers, r.translations);
   return fmt::format("exact reduction: simulated {} of the {} transfers, one of each set of identical independent "
                      "groups ({} distinct); --no-reduce simulates all, with the same results\n",
                      r.simulated_transfers, r.transfers, r.reduced_classes);

@@ -18,6 +18,7 @@
 #include "sim/executor.hpp"
 #include "sim/flow_graph.hpp"
 #include "sim/reduce.hpp"
+#include "driver/translations.hpp"
 #include "sim/simgrid/simgrid_executor.hpp"
 #include "traces/link_stats.hpp"
 
@@ -439,14 +440,26 @@ RunResult run_native(const workloads::Workload& w, const topology::Torus& torus,
   if (options.engine == EngineKind::SimGrid) return simulate_simgrid(w, torus, ex, options.simgrid_config);
   // Exact reductions (sim/reduce.hpp): not with a trace or critical paths, which
   // want every task's own timing.
+  const bool may_reduce = !translated && options.reduce && options.trace_path.empty() && !options.critical_path;
+  // A program that the torus' translations may leave unchanged (and that is not
+  // split into translated groups, which run group 0 alone) breaks ties between
+  // tasks ready at once on one link by keys its translates share, in every run,
+  // reduced or not; a reduced run then simulates the quotient
+  // (driver/translations.hpp). Else identical independent components.
+  std::optional<Translations> translations;
+  if (!translated && may_translate(w, torus) && !translated_groups(w, torus))
+    translations = Translations::find(w, torus, ex);
+  std::optional<TranslationQuotient> quotient;
+  if (may_reduce && translations && (quotient = translations->quotient())) translated = &quotient->translated;
+  BigVector<std::uint32_t> keys;
+  if (translations && !quotient) keys = translations->keys();
   std::optional<sim::Reduced> reduced;
-  if (!translated && options.reduce && options.trace_path.empty() && !options.critical_path && may_repeat(w, torus))
-    reduced = sim::reduce(ex.program, ex.resources);
+  if (may_reduce && !translations && may_repeat(w, torus)) reduced = sim::reduce(ex.program, ex.resources);
   // Translated groups: group 0 runs on its own resources alone, numbered in the
   // class's order (the system's other links and units would only cost memory).
   std::optional<sim::Program> compact;
   std::vector<sim::Resource> compact_resources;
-  if (translated) {
+  if (translated && !quotient) {
     std::vector<std::uint32_t> to(ex.resources.size(), ~std::uint32_t{0});
     for (std::size_t k = 0; k < translated->resources.size(); ++k) {
       to[translated->resources[k]] = static_cast<std::uint32_t>(k);
@@ -454,26 +467,31 @@ RunResult run_native(const workloads::Workload& w, const topology::Torus& torus,
     }
     compact = ex.program.renamed(to);
   }
-  const sim::Program& program = reduced ? reduced->program : compact ? *compact : ex.program;
-  const std::span<const sim::Resource> resources = compact ? std::span<const sim::Resource>(compact_resources)
-                                                           : std::span<const sim::Resource>(ex.resources);
-  // A task's id in the full program (the reduced program lists a subset).
-  const auto full_id = [&](sim::TaskId id) { return reduced ? reduced->full_id[id] : id; };
+  const sim::Program& program = quotient  ? quotient->program
+                                : reduced ? reduced->program
+                                : compact ? *compact
+                                          : ex.program;
+  const std::span<const sim::Resource> resources = quotient  ? std::span<const sim::Resource>(quotient->resources)
+                                                   : compact ? std::span<const sim::Resource>(compact_resources)
+                                                             : std::span<const sim::Resource>(ex.resources);
+  // A task's id in the full program (a reduced program or a quotient lists a subset).
+  const std::vector<sim::TaskId>* subset = quotient ? &quotient->full_id : reduced ? &reduced->full_id : nullptr;
+  const auto full_id = [&](sim::TaskId id) { return subset ? (*subset)[id] : id; };
 
   // When every chip may start each op: the completion of its last entry join.
   struct EntryWatch final : sim::ExecutionObserver {
     const Expanded& ex;
-    const sim::Reduced* reduced;
+    const std::vector<sim::TaskId>* subset;
     std::vector<Tick> all_ready;
-    EntryWatch(const Expanded& e, const sim::Reduced* r) : ex(e), reduced(r), all_ready(e.op_transfers.size()) {}
+    EntryWatch(const Expanded& e, const std::vector<sim::TaskId>* s) : ex(e), subset(s), all_ready(e.op_transfers.size()) {}
     void on_task(sim::TaskId, const sim::Task&, const sim::TaskTiming&) override {}
     void on_join(sim::TaskId id, const sim::Task& task, Tick at) override {
       const sim::OpId op = task.op();
       // Ready when its dependencies were done: before the entry's delay (the op's fixed cost).
-      if (ex.op_ports[op].is_entry(reduced ? reduced->full_id[id] : id))
+      if (ex.op_ports[op].is_entry(subset ? (*subset)[id] : id))
         all_ready[op] = max(all_ready[op], at - Tick::from_ps(static_cast<std::int64_t>(task.amount)));
     }
-  } entries(ex, reduced ? &*reduced : nullptr);
+  } entries(ex, subset);
 
   sim::Engine engine;
   sim::Executor executor(engine, program, resources);
@@ -506,9 +524,25 @@ RunResult run_native(const workloads::Workload& w, const topology::Torus& torus,
       options.progress(now, engine.events_executed(), static_cast<double>(executor.tasks_completed()) / tasks);
     });
   }
+  if (quotient) {  // a quotient task's key is its full id: its translates' representative
+    executor.order_ties_by(quotient->full_id);
+    executor.watch_zero_lag();
+  } else if (translations) {
+    executor.order_ties_by(keys);
+  }
   executor.start();
   engine.run();
-  if (reduced && (executor.overflowed_task() || !executor.unfinished_tasks().empty())) {
+  // A quotient's run stands for the full one only when every task became ready
+  // after it was activated and the translations are automorphisms; else the
+  // full program runs.
+  const bool broken = executor.overflowed_task() || !executor.unfinished_tasks().empty();
+  if (quotient && (broken || executor.first_zero_lag() || !translations->verify())) {
+    SimulateOptions full = options;
+    full.reduce = false;
+    translations.reset();  // its index of every task: memory the full run needs
+    return run_native(w, torus, ex, full, nullptr);
+  }
+  if (reduced && broken) {
     // Errors are reported from the full program, task by task.
     SimulateOptions full = options;
     full.reduce = false;
@@ -526,18 +560,18 @@ RunResult run_native(const workloads::Workload& w, const topology::Torus& torus,
 
   RunResult r;
   r.makespan = executor.makespan();
-  r.events = engine.events_executed();
+  r.events = executor.tasks_woken();
   r.simulated_transfers = observed.total_transfers();
   // The loads on the system's own resource ids.
   std::optional<traces::LinkStats> placed;
-  if (compact) {
+  if (compact || quotient) {
     placed.emplace(ex.resources);
     placed->place(observed, translated->resources);
   }
   traces::LinkStats& stats = placed ? *placed : observed;
   // A class's resource k, as the executor numbered it.
   const auto executed = [&](const std::vector<std::uint32_t>& own, std::size_t k) {
-    return compact ? static_cast<std::uint32_t>(k) : own[k];
+    return compact || quotient ? static_cast<std::uint32_t>(k) : own[k];
   };
   // The classes whose other members were not run: the reduction's, or the
   // translated groups' one (an error above named group 0's chips, which are
@@ -547,25 +581,26 @@ RunResult run_native(const workloads::Workload& w, const topology::Torus& torus,
               : translated ? std::span<const sim::Reduced::Class>(translated, 1) : std::span<const sim::Reduced::Class>();
   if (!classes.empty()) {
     // Every other member of a class ran exactly as its representative: its
-    // resources carried the same loads, and its events were as many.
+    // resources carried the same loads, and as many of its tasks were woken.
     std::uint64_t events = 0, simulated_events = 0;
     for (const sim::Reduced::Class& c : classes) {
       std::uint64_t own = 0;
-      for (std::size_t k = 0; k < c.resources.size(); ++k) own += executor.events_on(executed(c.resources, k));
+      for (std::size_t k = 0; k < c.resources.size(); ++k) own += executor.woken_on(executed(c.resources, k));
       simulated_events += own;
       events += c.copies * own;
       for (const std::vector<std::uint32_t>& replica : c.replicas)
         for (std::size_t k = 0; k < replica.size(); ++k) stats.copy_load(c.resources[k], replica[k]);
     }
-    MESHSIM_ASSERT(simulated_events == engine.events_executed(), "events outside the reduced program's resources");
+    MESHSIM_ASSERT(simulated_events == executor.tasks_woken(), "events outside the reduced program's resources");
     r.events = events;
     r.reduced_classes = classes.size();
+    if (quotient) r.translations = quotient->translated.copies;
   }
   r.transfers = stats.total_transfers();
   r.link_bytes = stats.total_bytes();
   r.capacity_respected = stats.capacity_respected();
   r.ops = op_results(w, torus, ex, executor.op_timings(), entries.all_ready);
-  if (translated)  // every group ran each op's transfers
+  if (translated && !quotient)  // every group ran each op's transfers (a quotient's ex is the full program)
     for (OpResult& o : r.ops) o.transfers *= translated->copies, o.link_bytes *= translated->copies;
   if (recorder) {
     std::FILE* f = std::fopen(options.trace_path.c_str(), "wb");

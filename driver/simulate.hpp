@@ -59,6 +59,8 @@ struct RunResult {
   std::string engine = "native";  // native | simgrid
   std::vector<OpResult> ops;
   Tick makespan;
+  // Engine events that started a task (tasks that waited for their resource or
+  // for their ready time): simulator work, a function of the schedule alone.
   std::uint64_t events = 0;
   std::uint64_t transfers = 0;
   std::uint64_t link_bytes = 0;
@@ -67,6 +69,9 @@ struct RunResult {
   // class), and how many classes; without a reduction, all the transfers and 0.
   std::uint64_t simulated_transfers = 0;
   std::uint64_t reduced_classes = 0;
+  // The quotient by the torus' translations (driver/translations.hpp): how many
+  // translations each simulated task stands for; 0 when not used.
+  std::uint64_t translations = 0;
   bool capacity_respected = false;
   std::vector<LinkLoad> busiest_links;  // most bytes first
   std::vector<CriticalPath> critical_paths;  // per op, with SimulateOptions::critical_path

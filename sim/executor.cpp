@@ -31,17 +31,20 @@ void Executor::start() {
   for (TaskId i = 0; i < program_.num_tasks(); ++i)
     if (pending_[i] == 0) work_.push_back(i);
   drain(now);
+  running_ = true;
 }
 
 void Executor::handle_event(std::uint64_t payload, Tick now) {
   if (overflow_) return;  // the run was stopped: time would leave the Tick range
   const auto resource = static_cast<std::uint32_t>(payload & 0xffffffffu);
   ResourceState& r = state_[resource];
-  if (!r.wake_pending || static_cast<std::uint32_t>(payload >> 32) != r.generation) return;  // stale
+  if (!r.wake_pending || static_cast<std::uint32_t>(payload >> 32) != r.generation) return;  // stale or moved
   r.wake_pending = false;
   MESHSIM_ASSERT(!r.waiting.empty() && r.busy_until <= now && r.waiting.front().ready_at <= now,
                  "resource woke up with nothing to start");
   const auto id = static_cast<TaskId>(r.waiting.pop().order & 0xffffffffu);
+  ++r.woken;
+  ++woken_;
   start_task(id, now);
   schedule_wake(resource, now);
   drain(now);
@@ -73,7 +76,7 @@ void Executor::schedule_wake(std::uint32_t resource, Tick now) {
   engine_.schedule(at, self_, (std::uint64_t{r.generation} << 32) | resource);
 }
 
-void Executor::WaitQueue::push(const Waiting& w) {
+void Executor::WaitQueue::push(const Waiting& w, const Executor& by) {
   if (count_ == capacity_) {  // full: double, the oldest first
     MESHSIM_ASSERT(capacity_ < (std::uint32_t{1} << 31), "too many tasks waiting for one resource");
     auto bigger = std::make_unique<Waiting[]>(2 * std::size_t{capacity_});
@@ -89,7 +92,7 @@ void Executor::WaitQueue::push(const Waiting& w) {
   std::uint32_t at = count_++;
   for (; at > 0; --at) {
     const Waiting& before = items[(head_ + at - 1) & mask];
-    if (!(before > w)) break;
+    if (!by.later(before, w)) break;
     items[(head_ + at) & mask] = before;
   }
   items[(head_ + at) & mask] = w;
@@ -122,12 +125,36 @@ void Executor::activate(TaskId id, Tick now) {
   }
   ResourceState& r = state_[t.resource];
   const Tick ready = ready_at_[id];
-  if (ready <= now && r.busy_until <= now && r.waiting.empty()) {
-    start_task(id, now);  // idle resource, nothing ahead in line: no event needed
+  if (ready <= now && !zero_lag_at_.empty()) {
+    if (running_ && zero_lag_at_[t.resource] == now && !zero_lag_) zero_lag_ = id;
+    zero_lag_at_[t.resource] = now;
+  }
+  std::uint64_t order = 0;
+  if (keys_.empty()) {
+    MESHSIM_ASSERT(activations_ < (std::uint64_t{1} << 32), "too many activations");
+    order = (activations_++ << 32) | id;
+  } else {
+    if (now != last_activation_) last_activation_ = now, ++activation_rank_;
+    MESHSIM_ASSERT(activation_rank_ < (std::uint64_t{1} << 32), "too many activation times");
+    order = (activation_rank_ << 32) | id;
+  }
+  const Waiting w{ready, order};
+  // With keys, the tasks ready at the start all wait for a wake-up, which
+  // chooses among all of them.
+  const bool may_start = running_ || keys_.empty();
+  if (may_start && ready <= now && r.busy_until <= now && (r.waiting.empty() || later(r.waiting.front(), w))) {
+    // An idle resource and nothing ahead in line: no event needed. (Whatever
+    // waits is ready later; its wake-up, if now too early, is moved.) Whether a
+    // task starts this way depends only on the times, not on which of the
+    // events at `now` ran first: a task ready before it was activated before now.
+    start_task(id, now);
+    if (!r.waiting.empty()) {
+      if (r.wake_pending && r.wake_at < max(r.busy_until, r.waiting.front().ready_at)) r.wake_pending = false;
+      schedule_wake(t.resource, now);
+    }
     return;
   }
-  MESHSIM_ASSERT(activations_ < (std::uint64_t{1} << 32), "too many activations");
-  r.waiting.push(Waiting{ready, (activations_++ << 32) | id});
+  r.waiting.push(w, *this);
   schedule_wake(t.resource, now);
 }
 

@@ -61,6 +61,30 @@ class Executor final : public EventHandler {
   // Engine events this executor scheduled for `resource` (each is executed once;
   // their sum over resources is the engine's count when nothing else schedules).
   std::uint64_t events_on(std::uint32_t resource) const { return state_[resource].events; }
+  // Tasks on `resource` that a wake-up event started (the others started the
+  // moment they became ready). Unlike events_on, which also counts wake-ups that
+  // an earlier one superseded, this depends only on the schedule when no two
+  // tasks of a resource have the same ready time: it is what runs report.
+  std::uint64_t woken_on(std::uint32_t resource) const { return state_[resource].woken; }
+  std::uint64_t tasks_woken() const { return woken_; }
+  // Break ties between tasks ready at the same time on one resource by
+  // activation time, then keys[task] (distinct among one resource's tasks),
+  // instead of by activation order (call before start(); `keys` must outlive
+  // the run). Then, when every task becomes ready strictly after it is
+  // activated, the schedule is a function of times and keys alone, whatever
+  // order simultaneous events ran in: a resource free at t starts the least
+  // (ready, activation time, key) of its tasks ready by t, all of which were
+  // activated before t. Tasks ready the moment they are activated (at time 0,
+  // an op without a fixed cost) keep that property when they are the tasks
+  // start() activates, which all wait for a wake-up at time 0 that chooses
+  // among them, or when no other such task of their resource is activated at
+  // the same moment. A quotient run needs it (driver/translations.hpp).
+  void order_ties_by(std::span<const std::uint32_t> keys) { keys_ = keys; }
+  // Record the first task ready the moment it was activated, after start(),
+  // beside another of its resource activated so at the same moment (call
+  // before start()).
+  void watch_zero_lag() { zero_lag_at_.assign(resources_.size(), Tick::from_ps(-1)); }
+  std::optional<TaskId> first_zero_lag() const { return zero_lag_; }
   // The first task whose arrival would pass kMaxTick (the run stopped there), if any.
   std::optional<TaskId> overflowed_task() const { return overflow_; }
 
@@ -99,9 +123,16 @@ class Executor final : public EventHandler {
 
   struct Waiting {
     Tick ready_at;
-    std::uint64_t order;  // activation sequence << 32 | task
-    bool operator>(const Waiting& o) const { return ready_at != o.ready_at ? ready_at > o.ready_at : order > o.order; }
+    // activation sequence << 32 | task; with keys, the activation time's rank
+    // among the run's activation times << 32 | task.
+    std::uint64_t order;
   };
+  // Whether `a` goes after `b`.
+  bool later(const Waiting& a, const Waiting& b) const {
+    if (a.ready_at != b.ready_at) return a.ready_at > b.ready_at;
+    if ((a.order >> 32) != (b.order >> 32) || keys_.empty()) return a.order > b.order;
+    return keys_[a.order & 0xffffffffu] > keys_[b.order & 0xffffffffu];
+  }
   // Tasks waiting for a resource, in (ready time, activation) order, in a ring
   // buffer (a power-of-two size) that starts inside the resource's own state
   // (most queues never hold more than two: no separate allocation to miss in
@@ -111,7 +142,7 @@ class Executor final : public EventHandler {
    public:
     bool empty() const { return count_ == 0; }
     const Waiting& front() const { return data()[head_]; }
-    void push(const Waiting& w);
+    void push(const Waiting& w, const Executor& by);
     Waiting pop();
 
    private:
@@ -132,9 +163,17 @@ class Executor final : public EventHandler {
     bool wake_pending = false;
     Tick chunk_time;               // serialization time of one forwarding chunk
     std::uint64_t events = 0;      // wake-up events scheduled
+    std::uint64_t woken = 0;       // tasks a wake-up started
   };
   std::vector<ResourceState> state_;
   std::uint64_t activations_ = 0;
+  std::uint64_t woken_ = 0;
+  std::span<const std::uint32_t> keys_;
+  Tick last_activation_ = Tick::from_ps(-1);  // with keys: the latest activation time, and its rank
+  std::uint64_t activation_rank_ = 0;
+  std::vector<Tick> zero_lag_at_;  // with watch_zero_lag: per resource, when a task last became ready as activated
+  std::optional<TaskId> zero_lag_;
+  bool running_ = false;  // start() has activated the tasks without predecessors
 
   std::vector<TaskId> work_;  // tasks whose last predecessor just resolved, FIFO
   std::size_t work_head_ = 0;

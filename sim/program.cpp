@@ -33,9 +33,9 @@ TaskId ProgramBuilder::compute(std::uint32_t unit, Tick duration, OpId op) {
   return add(static_cast<std::uint64_t>(duration.ps()), unit, op, TaskKind::Compute, 0);
 }
 
-TaskId ProgramBuilder::join(OpId op, Tick delay) {
+TaskId ProgramBuilder::join(OpId op, Tick delay, std::uint32_t chip) {
   MESHSIM_ASSERT(delay >= kZeroTick, "negative join delay");
-  return add(static_cast<std::uint64_t>(delay.ps()), 0, op, TaskKind::Join, 0);
+  return add(static_cast<std::uint64_t>(delay.ps()), chip, op, TaskKind::Join, 0);
 }
 
 void ProgramBuilder::depend(TaskId before, TaskId after, EdgeKind kind) {

@@ -32,7 +32,7 @@ enum class EdgeKind : std::uint8_t { Full, Stream };
 
 struct Task {
   std::uint64_t amount = 0;     // Transfer: bytes. Compute: duration in ps. Join: delay in ps.
-  std::uint32_t resource = 0;   // Transfer: link id. Compute: compute unit id. Join: unused.
+  std::uint32_t resource = 0;   // Transfer: link id. Compute: compute unit id. Join: its chip (no resource).
   std::uint32_t op_kind = 0;    // op << 2 | kind (16 bytes a task: programs reach millions)
   OpId op() const { return op_kind >> 2; }
   TaskKind kind() const { return static_cast<TaskKind>(op_kind & 3u); }
@@ -74,8 +74,10 @@ class ProgramBuilder {
   OpId add_op() { return num_ops_++; }
   TaskId transfer(std::uint32_t link, std::uint64_t bytes, OpId op, std::uint16_t step = 0);
   TaskId compute(std::uint32_t unit, Tick duration, OpId op);
-  // A join that completes `delay` after its last predecessor arrived (no resource).
-  TaskId join(OpId op, Tick delay = kZeroTick);
+  // A join that completes `delay` after its last predecessor arrived (no
+  // resource). `chip`: the chip it belongs to, kept in Task::resource; nothing
+  // runs on it (the translation quotient, driver/translations.hpp, maps joins by it).
+  TaskId join(OpId op, Tick delay = kZeroTick, std::uint32_t chip = 0);
   // `after` may not start before `before` (see EdgeKind).
   void depend(TaskId before, TaskId after, EdgeKind kind = EdgeKind::Full);
   std::size_t num_tasks() const { return tasks_.size(); }

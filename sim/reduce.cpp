@@ -196,7 +196,7 @@ std::optional<Reduced> reduce(const Program& p, std::span<const Resource> resour
         id = b.compute(task.resource, Tick::from_ps(static_cast<std::int64_t>(task.amount)), task.op());
         break;
       case TaskKind::Join:
-        id = b.join(task.op(), Tick::from_ps(static_cast<std::int64_t>(task.amount)));
+        id = b.join(task.op(), Tick::from_ps(static_cast<std::int64_t>(task.amount)), task.resource);
         break;
     }
     new_id[t] = id;

@@ -143,7 +143,7 @@ void reduce_scatter_phase(ProgramBuilder& b, const Torus& t, int axis, int size,
 std::vector<TaskId> make_joins(ProgramBuilder& b, std::span<const TaskId> like, OpId op) {
   std::vector<TaskId> out(like.size(), sim::kNoTask);
   for (std::size_t c = 0; c < like.size(); ++c)
-    if (like[c] != sim::kNoTask) out[c] = b.join(op);
+    if (like[c] != sim::kNoTask) out[c] = b.join(op, kZeroTick, static_cast<std::uint32_t>(c));
   return out;
 }
 

@@ -1,0 +1,253 @@
+#include "driver/translations.hpp"
+
+#include <algorithm>
+
+#include "base/error.hpp"
+
+namespace meshsim::driver {
+
+namespace {
+
+constexpr std::uint32_t kNone = ~std::uint32_t{0};
+
+bool same_resource(const sim::Resource& a, const sim::Resource& b) {
+  return a.bandwidth_bytes_per_s == b.bandwidth_bytes_per_s && a.latency == b.latency &&
+         a.forward_chunk_bytes == b.forward_chunk_bytes;
+}
+
+}  // namespace
+
+bool may_translate(const workloads::Workload& w, const topology::Torus& t) {
+  if (w.hardware.gpu || w.training || t.twisted() || w.ops.empty()) return false;
+  for (const workloads::Op& op : w.ops)
+    if (op.chips || op.groups || op.kind == OpKind::Send) return false;
+  for (int a = 0; a < t.num_axes(); ++a)
+    if (t.axis(a).size > 1 && (t.axis(a).wraparound || t.switched(a))) return true;
+  return false;
+}
+
+Translations::Translations(const topology::Torus& t, const Expanded& ex) : t_(&t), ex_(&ex) {}
+
+std::optional<Translations> Translations::find(const workloads::Workload& w, const topology::Torus& t,
+                                               const Expanded& ex) {
+  if (!may_translate(w, t)) return std::nullopt;
+  const std::uint32_t chips = t.num_chips();
+  // The torus' slots first (chip * 2 * axes + axis * 2 + direction), then a
+  // compute unit per chip.
+  if (ex.links != t.num_link_slots() || ex.resources.size() != ex.links + chips) return std::nullopt;
+  Translations x(t, ex);
+  x.per_chip_links_ = static_cast<std::uint32_t>(2 * t.num_axes());
+  x.resources_ = static_cast<std::uint32_t>(ex.resources.size());
+  std::uint32_t stride = 1;
+  for (int a = 0; a < t.num_axes(); ++a) {
+    const int n = t.axis(a).size;
+    if (n > 1 && (t.axis(a).wraparound || t.switched(a))) {
+      x.axes_.push_back(a);
+      x.strides_.push_back(stride);
+      x.copies_ *= static_cast<std::uint64_t>(n);
+    }
+    stride *= static_cast<std::uint32_t>(n);
+  }
+  const std::size_t k = x.axes_.size();
+  x.coords_.resize(static_cast<std::size_t>(chips) * k);
+  x.representative_chip_.assign(chips, 1);
+  for (topology::ChipId c = 0; c < chips; ++c)
+    for (std::size_t i = 0; i < k; ++i) {
+      x.coords_[c * k + i] = static_cast<std::uint16_t>(t.coord(c, x.axes_[i]));
+      if (x.coords_[c * k + i] != 0) x.representative_chip_[c] = 0;
+    }
+
+  // Every slot holds as many tasks as its representative's.
+  const sim::Program& p = ex.program;
+  const std::size_t slots = std::size_t{x.resources_} + chips;
+  x.slot_begin_.assign(slots + 1, 0);
+  for (sim::TaskId id = 0; id < p.num_tasks(); ++id) {
+    const std::uint32_t s = x.slot_of(id);
+    if (s >= slots) return std::nullopt;  // a join without its chip
+    ++x.slot_begin_[s + 1];
+  }
+  for (std::uint32_t s = 0; s < slots; ++s) {
+    const std::uint32_t c = x.chip_of_slot(s);
+    if (x.slot_begin_[s + 1] != x.slot_begin_[x.slot_on(s, x.back(c, c)) + 1]) return std::nullopt;
+  }
+  return x;
+}
+
+std::uint32_t Translations::slot_of(sim::TaskId id) const {
+  const sim::Task& task = ex_->program.task(id);
+  return task.kind() == sim::TaskKind::Join ? resources_ + task.resource : task.resource;
+}
+
+std::uint32_t Translations::chip_of_slot(std::uint32_t slot) const {
+  if (slot >= resources_) return slot - resources_;
+  if (slot >= ex_->links) return static_cast<std::uint32_t>(slot - ex_->links);
+  return slot / per_chip_links_;
+}
+
+std::uint32_t Translations::slot_on(std::uint32_t slot, std::uint32_t chip) const {
+  if (slot >= resources_) return resources_ + chip;
+  if (slot >= ex_->links) return static_cast<std::uint32_t>(ex_->links) + chip;
+  return chip * per_chip_links_ + slot % per_chip_links_;
+}
+
+std::uint32_t Translations::back(std::uint32_t chip, std::uint32_t by) const {
+  const std::size_t k = axes_.size();
+  std::uint32_t out = chip;
+  for (std::size_t i = 0; i < k; ++i) {
+    const int size = t_->axis(axes_[i]).size;
+    const int from = coords_[chip * k + i];
+    int to = from - coords_[by * k + i];
+    if (to < 0) to += size;
+    out = out + static_cast<std::uint32_t>(to) * strides_[i] - static_cast<std::uint32_t>(from) * strides_[i];
+  }
+  return out;
+}
+
+std::optional<TranslationQuotient> Translations::quotient() const {
+  const sim::Program& p = ex_->program;
+  const std::size_t n = p.num_tasks();
+  // The representatives, and the tasks their edges reach.
+  std::vector<sim::TaskId> kept, reached;
+  for (sim::TaskId id = 0; id < n; ++id) {
+    if (!on_representative(id)) continue;
+    kept.push_back(id);
+    for (std::uint32_t e : p.successors(id)) reached.push_back(e >> 1);
+  }
+  std::sort(reached.begin(), reached.end());
+  reached.erase(std::unique(reached.begin(), reached.end()), reached.end());
+  // Their positions on their slots, and each representative slot's tasks in order.
+  std::vector<std::uint32_t> position(reached.size());
+  std::vector<std::uint32_t> seen(slot_begin_.size() - 1, 0);
+  std::size_t next = 0;
+  for (sim::TaskId id = 0; id < n; ++id) {
+    const std::uint32_t s = slot_of(id);
+    const std::uint32_t at = seen[s]++;
+    if (next < reached.size() && reached[next] == id) position[next++] = at;
+  }
+  BigVector<sim::TaskId> new_id(n, kNone);
+  TranslationQuotient q;
+  // Each representative slot's tasks, in id order.
+  std::vector<std::vector<sim::TaskId>> on_slot(seen.size());
+  for (sim::TaskId id : kept) on_slot[slot_of(id)].push_back(id);
+  const auto representative = [&](sim::TaskId id) {
+    const std::size_t j = static_cast<std::size_t>(std::lower_bound(reached.begin(), reached.end(), id) - reached.begin());
+    const std::uint32_t s = slot_of(id);
+    const std::uint32_t c = chip_of_slot(s);
+    return on_slot[slot_on(s, back(c, c))][position[j]];
+  };
+
+  // The representatives' resources that carry tasks, in id order.
+  std::vector<std::uint32_t> compact(resources_, kNone);
+  for (std::uint32_t r = 0; r < resources_; ++r)
+    if (slot_begin_[r + 1] > 0 && representative_chip_[chip_of_slot(r)]) {
+      compact[r] = static_cast<std::uint32_t>(q.resources.size());
+      q.resources.push_back(ex_->resources[r]);
+      q.translated.resources.push_back(r);
+    }
+  sim::ProgramBuilder b;
+  for (std::uint32_t op = 0; op < p.num_ops(); ++op) b.add_op();
+  for (const sim::TaskId id : kept) {
+    const sim::Task& task = p.task(id);
+    switch (task.kind()) {
+      case sim::TaskKind::Transfer:
+        new_id[id] = b.transfer(compact[task.resource], task.amount, task.op(), p.step(id));
+        break;
+      case sim::TaskKind::Compute:
+        new_id[id] = b.compute(compact[task.resource], Tick::from_ps(static_cast<std::int64_t>(task.amount)), task.op());
+        break;
+      case sim::TaskKind::Join:
+        new_id[id] = b.join(task.op(), Tick::from_ps(static_cast<std::int64_t>(task.amount)), task.resource);
+        break;
+    }
+  }
+  q.full_id = std::move(kept);
+  // Each edge to its end's representative. A task whose successor would be
+  // itself cannot be invariant: an edge from t to its own translate repeats
+  // round the torus into a cycle, which a program has not; the builders' order
+  // of tasks does not follow the translations then.
+  for (const sim::TaskId id : q.full_id)
+    for (std::uint32_t e : p.successors(id)) {
+      const sim::TaskId to = new_id[representative(e >> 1)];
+      MESHSIM_ASSERT(to != kNone, "a representative outside the representative chips");
+      if (to == new_id[id]) return std::nullopt;
+      b.depend(new_id[id], to, (e & 1u) ? sim::EdgeKind::Stream : sim::EdgeKind::Full);
+    }
+  q.program = std::move(b).finish();
+  // Every other translation's images of the representatives' resources: one
+  // replica per translation, named by the chip it takes chip 0's representative
+  // (chip 0) to.
+  q.translated.copies = copies_;
+  const std::size_t k = axes_.size();
+  for (topology::ChipId c = 0; c < t_->num_chips(); ++c) {
+    if (representative_chip_[c] || back(c, c) != 0) continue;
+    std::vector<std::uint32_t> images;
+    images.reserve(q.translated.resources.size());
+    for (std::uint32_t r : q.translated.resources) {
+      // r sits on a representative chip (coordinate 0 on every translated
+      // axis): its image is that chip moved by c's coordinates.
+      std::uint32_t to = chip_of_slot(r);
+      for (std::size_t i = 0; i < k; ++i) to += coords_[c * k + i] * strides_[i];
+      images.push_back(slot_on(r, to));
+    }
+    q.translated.replicas.push_back(std::move(images));
+  }
+  MESHSIM_ASSERT(q.translated.replicas.size() + 1 == copies_, "a translation without its replica");
+  return q;
+}
+
+Translations::Index Translations::index() const {
+  const sim::Program& p = ex_->program;
+  const std::size_t n = p.num_tasks();
+  Index x;
+  x.begin = slot_begin_;
+  for (std::size_t s = 0; s + 1 < x.begin.size(); ++s) x.begin[s + 1] += x.begin[s];
+  x.on_slot.resize(n);
+  x.position.resize(n);
+  std::vector<std::uint32_t> fill(x.begin.begin(), x.begin.end() - 1);
+  for (sim::TaskId id = 0; id < n; ++id) {
+    const std::uint32_t s = slot_of(id);
+    x.position[id] = fill[s] - x.begin[s];
+    x.on_slot[fill[s]++] = id;
+  }
+  return x;
+}
+
+sim::TaskId Translations::moved(const Index& x, sim::TaskId id, std::uint32_t by) const {
+  const std::uint32_t s = slot_of(id);
+  return x.on_slot[x.begin[slot_on(s, back(chip_of_slot(s), by))] + x.position[id]];
+}
+
+BigVector<std::uint32_t> Translations::keys() const {
+  const Index x = index();
+  BigVector<std::uint32_t> out(ex_->program.num_tasks());
+  for (sim::TaskId id = 0; id < out.size(); ++id) out[id] = moved(x, id, chip_of_slot(slot_of(id)));
+  return out;
+}
+
+bool Translations::verify() const {
+  const sim::Program& p = ex_->program;
+  const Index x = index();
+  std::vector<std::uint64_t> mine, theirs;
+  for (sim::TaskId id = 0; id < p.num_tasks(); ++id) {
+    const std::uint32_t c = chip_of_slot(slot_of(id));
+    const sim::TaskId rep = moved(x, id, c);
+    const sim::Task& a = p.task(id);
+    const sim::Task& b = p.task(rep);
+    if (a.amount != b.amount || a.op_kind != b.op_kind || p.step(id) != p.step(rep)) return false;
+    if (a.kind() != sim::TaskKind::Join && !same_resource(ex_->resources[a.resource], ex_->resources[b.resource]))
+      return false;
+    const auto succ = p.successors(id);
+    const auto rep_succ = p.successors(rep);
+    if (succ.size() != rep_succ.size()) return false;
+    mine.clear();
+    theirs.clear();
+    for (std::uint32_t e : succ) mine.push_back((std::uint64_t{moved(x, e >> 1, c)} << 1) | (e & 1u));
+    for (std::uint32_t e : rep_succ) theirs.push_back(e);
+    std::sort(mine.begin(), mine.end());
+    std::sort(theirs.begin(), theirs.end());
+    if (mine != theirs) return false;
+  }
+  return true;
+}
+
+}  // namespace meshsim::driver

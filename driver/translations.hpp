@@ -1,0 +1,99 @@
+#pragma once
+// The quotient of a program by the translations of its torus (docs/MODEL.md,
+// "Exact reductions"). A collective over every wrapped axis of an untwisted
+// torus is one connected program, yet the same from every chip: translating
+// the torus by a vector v maps its links, compute units and chips onto
+// themselves, and when the builders laid every chip's tasks out alike, the k-th
+// task on a slot (a resource, or a chip for joins) maps to the k-th task on the
+// translated slot. If that map keeps every task's kind, amount, op and step and
+// carries every edge onto an edge, it is an automorphism of the program.
+//
+// The quotient keeps one task per orbit: the tasks on the representative chips
+// (coordinate 0 on every translated axis), each edge redirected to its end's
+// representative. Its run gives every task the time of its representative if
+// the full run is translation-equivariant. The full run breaks ties between
+// tasks ready at the same time on one resource by activation order, which is
+// not equivariant; when no resource serves two tasks with equal ready times,
+// though, a resource serves its tasks in ready-time order and every start is
+// max(ready, the previous task's end): the schedule is a function of times
+// alone, so the full run's is the quotient's translated. The quotient run
+// certifies that (sim::Executor::certify_no_ties), and the automorphism is
+// checked in full (verify()) before the results are used; either failing, the
+// full program runs.
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "driver/expand.hpp"
+#include "sim/executor.hpp"
+#include "sim/program.hpp"
+#include "sim/reduce.hpp"
+#include "topology/torus.hpp"
+#include "workloads/workload.hpp"
+
+namespace meshsim::driver {
+
+struct TranslationQuotient {
+  sim::Program program;                  // one task per orbit, in ascending full id
+  std::vector<sim::Resource> resources;  // the representatives' resources, numbered 0..k-1
+  std::vector<sim::TaskId> full_id;      // per quotient task: its id in the full program
+  // copies: the translations; resources: the representatives' resources (full
+  // ids, as the quotient numbers them); replicas: each translation's images.
+  sim::Reduced::Class translated;
+};
+
+// Whether the workload may be translation invariant: TPU ops on every chip (no
+// sends, no explicit chips or groups, no training step) on an untwisted torus
+// with a wrapped axis (or slices). Only a shortcut: verify() decides.
+bool may_translate(const workloads::Workload& w, const topology::Torus& t);
+
+class Translations {
+ public:
+  // The translations of `t` that may leave `ex` (expanded from `w` on `t`)
+  // unchanged; nothing when the program cannot be invariant (a slot holding
+  // fewer or more tasks than its translates). Two passes over the tasks, no
+  // per-task memory: most of a failed attempt's cost is the quotient's short run.
+  static std::optional<Translations> find(const workloads::Workload& w, const topology::Torus& t, const Expanded& ex);
+  // Nothing when an edge would join a task to itself (the builders' order of
+  // tasks does not follow the translations).
+  std::optional<TranslationQuotient> quotient() const;
+  // Whether the translations are automorphisms of the program (every task
+  // against its representative: kind, amount, op, step, resource parameters,
+  // and its successors translated, as a multiset with edge kinds). Indexes
+  // every task by slot first (8 bytes a task).
+  bool verify() const;
+  // Per task, the tie-breaking key every run of this program uses
+  // (sim::Executor::order_ties_by): its representative's id, which its
+  // translates share and no other task of its resource has.
+  BigVector<std::uint32_t> keys() const;
+  std::uint64_t copies() const { return copies_; }
+
+ private:
+  Translations(const topology::Torus& t, const Expanded& ex);
+  std::uint32_t slot_of(sim::TaskId id) const;
+  std::uint32_t chip_of_slot(std::uint32_t slot) const;
+  std::uint32_t slot_on(std::uint32_t slot, std::uint32_t chip) const;  // the same kind of slot on `chip`
+  // `chip` translated by minus the translation that takes a representative to `by`.
+  std::uint32_t back(std::uint32_t chip, std::uint32_t by) const;
+  struct Index {  // every task by slot, in id order, and its position there
+    std::vector<std::uint32_t> begin;
+    BigVector<sim::TaskId> on_slot;
+    BigVector<std::uint32_t> position;
+  };
+  Index index() const;
+  // Task `id` translated by minus the translation that takes a representative to chip `by`.
+  sim::TaskId moved(const Index& x, sim::TaskId id, std::uint32_t by) const;
+  bool on_representative(sim::TaskId id) const { return representative_chip_[chip_of_slot(slot_of(id))] != 0; }
+
+  const topology::Torus* t_;
+  const Expanded* ex_;
+  std::uint32_t per_chip_links_ = 0;  // link slots per chip
+  std::uint32_t resources_ = 0;       // slots below are resources, the rest chips (joins)
+  std::vector<int> axes_;             // the translated axes
+  std::vector<std::uint32_t> strides_;  // their chip id strides
+  std::vector<std::uint16_t> coords_;   // chip * axes_.size() + i: coordinate on axes_[i]
+  std::vector<std::uint8_t> representative_chip_;  // per chip: coordinate 0 on every translated axis
+  std::uint64_t copies_ = 1;
+  std::vector<std::uint32_t> slot_begin_;  // per slot: its task count, then (verify) where its tasks begin
+};
+}  // namespace meshsim::driver

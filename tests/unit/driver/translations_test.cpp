@@ -1,0 +1,166 @@
+// The quotient by a torus' translations (driver/translations.hpp): when it
+// applies, that it gives the very bytes of the full simulation, and that it
+// steps aside (the full program runs) when a tie, an asymmetry or a program the
+// builders did not lay out alike would make it inexact.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "driver/expand.hpp"
+#include "driver/report.hpp"
+#include "driver/simulate.hpp"
+#include "driver/translations.hpp"
+#include "workloads/workload.hpp"
+
+using namespace meshsim;
+
+namespace {
+
+workloads::Workload parse(const std::string& text) { return workloads::parse_workload(text, "t.json"); }
+
+struct Run {
+  std::string json;
+  std::uint64_t translations = 0;
+  std::uint64_t simulated = 0;
+};
+
+Run run(const std::string& text, bool reduce) {
+  const workloads::Workload w = parse(text);
+  driver::SimulateOptions o;
+  o.reduce = reduce;
+  o.busiest_links = 8;
+  const driver::RunResult r = driver::simulate(w, o);
+  return {driver::format_json(w, r), r.translations, r.simulated_transfers};
+}
+
+const std::string kV4 = R"({"hardware": "tpu-v4", "mesh": {"X": 4, "Y": 4, "Z": 8}, "ops": [)";
+
+}  // namespace
+
+TEST_CASE("translations: a collective over every axis runs one chip's tasks, with the full run's bytes",
+          "[translations]") {
+  // Each case: the workload, and how many translations the quotient uses (0: it must not apply).
+  const std::vector<std::pair<std::string, std::uint64_t>> cases = {
+      // Every axis of a 4x4x8 v4 (all wrapped): 128 translations.
+      {kV4 + R"({"name": "ar", "kind": "all_reduce", "bytes": 16777216, "axes": ["X", "Y", "Z"]}]})", 128},
+      // Three ops one after another.
+      {kV4 + R"({"name": "ar", "kind": "all_reduce", "bytes": 16777216, "axes": ["X", "Y", "Z"]},
+               {"name": "ag", "kind": "all_gather", "bytes": 8388608, "axes": ["X", "Y", "Z"], "after": ["ar"]},
+               {"name": "rs", "kind": "reduce_scatter", "bytes": 8388608, "axes": ["Z"], "after": ["ag"]}]})",
+       128},
+      // A v5e 8x16 wraps on its 16 axis only: 16 translations, the line of 8 stays whole.
+      {R"({"hardware": "tpu-v5e", "mesh": {"X": 8, "Y": 16}, "ops": [
+           {"name": "ag", "kind": "all_gather", "bytes": 8388608, "axes": ["X", "Y"]}]})",
+       16},
+      // A 2x2 ring-of-rings on a v5e 4x4 with wraparound given.
+      {R"({"hardware": "tpu-v5e", "topology": {"shape": [4, 4], "wraparound": true}, "mesh": {"X": 4, "Y": 4},
+           "ops": [{"name": "rs", "kind": "reduce_scatter", "bytes": 4194304, "axes": ["X", "Y"]}]})",
+       16},
+      // No wraparound anywhere: no translation leaves the program alone.
+      {R"({"hardware": "tpu-v5e", "mesh": {"X": 4, "Y": 8}, "ops": [
+           {"name": "ag", "kind": "all_gather", "bytes": 8388608, "axes": ["X", "Y"]}]})",
+       0},
+      // Two ops at once on the same links: tasks ready at the same time on one
+      // link, in every run ordered by activation time and then by keys that
+      // every translate shares.
+      {kV4 + R"({"name": "ar", "kind": "all_reduce", "bytes": 16777216, "axes": ["X", "Y", "Z"]},
+               {"name": "ag", "kind": "all_gather", "bytes": 8388608, "axes": ["X", "Y", "Z"]}]})",
+       128},
+      // An all-to-all sends each piece straight to its member: the builders
+      // list the pieces by source, so a link's k-th task is not its translate's
+      // (an edge would join a quotient task to itself): the full program runs.
+      {kV4 + R"({"name": "a2a", "kind": "all_to_all", "bytes": 16777216, "axes": ["X", "Y", "Z"]}]})", 0},
+      // A send singles out two chips.
+      {kV4 + R"({"name": "ar", "kind": "all_reduce", "bytes": 16777216, "axes": ["X", "Y", "Z"]},
+               {"name": "s", "kind": "send", "bytes": 4096, "from": [0, 0, 0], "to": [1, 0, 0], "after": ["ar"]}]})",
+       0},
+  };
+  for (const auto& [text, translations] : cases) {
+    INFO(text);
+    const Run reduced = run(text, true);
+    const Run full = run(text, false);
+    CHECK(reduced.json == full.json);
+    CHECK(reduced.translations == translations);
+    CHECK(full.translations == 0);
+    if (translations > 0) CHECK(reduced.simulated * translations == full.simulated);
+  }
+}
+
+TEST_CASE("translations: the quotient's tasks and the automorphism check", "[translations]") {
+  const workloads::Workload w =
+      parse(kV4 + R"({"name": "ar", "kind": "all_reduce", "bytes": 16777216, "axes": ["X", "Y", "Z"]}]})");
+  const topology::Torus t = w.make_torus();
+  const driver::Expanded ex = driver::expand(w, t);
+  std::optional<driver::Translations> x = driver::Translations::find(w, t, ex);
+  REQUIRE(x.has_value());
+  CHECK(x->copies() == 128);
+  const std::optional<driver::TranslationQuotient> q = x->quotient();
+  REQUIRE(q.has_value());
+  // One task of every 128, on chip 0's links and compute unit.
+  CHECK(q->program.num_tasks() * 128 == ex.program.num_tasks());
+  CHECK(q->program.num_edges() * 128 == ex.program.num_edges());
+  CHECK(q->translated.copies == 128);
+  CHECK(q->translated.replicas.size() == 127);
+  for (std::uint32_t r : q->translated.resources) CHECK(ex.resource_ends[r].first == 0);
+  for (const std::vector<std::uint32_t>& images : q->translated.replicas) {
+    REQUIRE(images.size() == q->translated.resources.size());
+    for (std::size_t k = 0; k < images.size(); ++k) CHECK(images[k] != q->translated.resources[k]);
+  }
+  CHECK(x->verify());
+
+  // The same program with one chip's transfer made longer is not invariant:
+  // the per-slot counts agree, the check does not.
+  sim::ProgramBuilder b;
+  const sim::Program& p = ex.program;
+  for (std::uint32_t op = 0; op < p.num_ops(); ++op) b.add_op();
+  bool changed = false;
+  for (sim::TaskId id = 0; id < p.num_tasks(); ++id) {
+    const sim::Task& task = p.task(id);
+    switch (task.kind()) {
+      case sim::TaskKind::Transfer: {
+        const bool bump = !changed && ex.resource_ends[task.resource].first == 5;
+        changed = changed || bump;
+        b.transfer(task.resource, task.amount + (bump ? 1 : 0), task.op(), p.step(id));
+        break;
+      }
+      case sim::TaskKind::Compute:
+        b.compute(task.resource, Tick::from_ps(static_cast<std::int64_t>(task.amount)), task.op());
+        break;
+      case sim::TaskKind::Join:
+        b.join(task.op(), Tick::from_ps(static_cast<std::int64_t>(task.amount)), task.resource);
+        break;
+    }
+  }
+  for (sim::TaskId id = 0; id < p.num_tasks(); ++id)
+    for (std::uint32_t e : p.successors(id))
+      b.depend(id, e >> 1, (e & 1u) ? sim::EdgeKind::Stream : sim::EdgeKind::Full);
+  REQUIRE(changed);
+  driver::Expanded bumped = ex;
+  bumped.program = std::move(b).finish();
+  std::optional<driver::Translations> y = driver::Translations::find(w, t, bumped);
+  REQUIRE(y.has_value());
+  CHECK_FALSE(y->verify());
+  // Through the driver: the bumped program runs in full, as --no-reduce would.
+  driver::SimulateOptions full;
+  full.reduce = false;
+  const driver::RunResult a = driver::simulate_expanded(w, t, bumped);
+  const driver::RunResult c = driver::simulate_expanded(w, t, bumped, full);
+  CHECK(a.translations == 0);
+  CHECK(driver::format_json(w, a) == driver::format_json(w, c));
+}
+
+TEST_CASE("translations: only TPU ops on every chip of an untwisted torus with a wrapped axis", "[translations]") {
+  const auto may = [](const std::string& text) {
+    const workloads::Workload w = parse(text);
+    return driver::may_translate(w, w.make_torus());
+  };
+  CHECK(may(kV4 + R"({"name": "ar", "kind": "all_reduce", "bytes": 1024, "axes": ["X"]}]})"));
+  CHECK_FALSE(may(kV4 + R"({"name": "s", "kind": "send", "bytes": 1024, "from": [0, 0, 0], "to": [1, 0, 0]}]})"));
+  CHECK_FALSE(may(R"({"hardware": "tpu-v4", "topology": {"shape": [4, 4, 8], "twisted": true},
+                      "mesh": {"X": 4, "Y": 4, "Z": 8},
+                      "ops": [{"name": "ar", "kind": "all_reduce", "bytes": 1024, "axes": ["X", "Y", "Z"]}]})"));
+  CHECK_FALSE(may(R"({"hardware": "h100-dgx", "topology": {"nodes": 2}, "mesh": {"G": 8, "N": 2},
+                      "ops": [{"name": "ar", "kind": "all_reduce", "bytes": 1024, "axes": ["G", "N"]}]})"));
+  CHECK_FALSE(may(R"({"hardware": "tpu-v5e", "mesh": {"X": 4, "Y": 8}, "ops": [
+                      {"name": "ag", "kind": "all_gather", "bytes": 1024, "axes": ["X", "Y"]}]})"));
+}
