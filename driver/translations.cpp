@@ -1,6 +1,8 @@
 #include "driver/translations.hpp"
 
 #include <algorithm>
+#include <system_error>
+#include <thread>
 
 #include "base/error.hpp"
 
@@ -226,28 +228,48 @@ BigVector<std::uint32_t> Translations::keys() const {
 
 bool Translations::verify() const {
   const sim::Program& p = ex_->program;
+  const std::size_t n = p.num_tasks();
   const Index x = index();
-  std::vector<std::uint64_t> mine, theirs;
-  for (sim::TaskId id = 0; id < p.num_tasks(); ++id) {
-    const std::uint32_t c = chip_of_slot(slot_of(id));
-    const sim::TaskId rep = moved(x, id, c);
-    const sim::Task& a = p.task(id);
-    const sim::Task& b = p.task(rep);
-    if (a.amount != b.amount || a.op_kind != b.op_kind || p.step(id) != p.step(rep)) return false;
-    if (a.kind() != sim::TaskKind::Join && !same_resource(ex_->resources[a.resource], ex_->resources[b.resource]))
-      return false;
-    const auto succ = p.successors(id);
-    const auto rep_succ = p.successors(rep);
-    if (succ.size() != rep_succ.size()) return false;
-    mine.clear();
-    theirs.clear();
-    for (std::uint32_t e : succ) mine.push_back((std::uint64_t{moved(x, e >> 1, c)} << 1) | (e & 1u));
-    for (std::uint32_t e : rep_succ) theirs.push_back(e);
-    std::sort(mine.begin(), mine.end());
-    std::sort(theirs.begin(), theirs.end());
-    if (mine != theirs) return false;
+  // Tasks [from, to) against their representatives.
+  const auto check = [&](sim::TaskId from, sim::TaskId to) {
+    std::vector<std::uint64_t> mine, theirs;
+    for (sim::TaskId id = from; id < to; ++id) {
+      const std::uint32_t c = chip_of_slot(slot_of(id));
+      const sim::TaskId rep = moved(x, id, c);
+      const sim::Task& a = p.task(id);
+      const sim::Task& b = p.task(rep);
+      if (a.amount != b.amount || a.op_kind != b.op_kind || p.step(id) != p.step(rep)) return false;
+      if (a.kind() != sim::TaskKind::Join && !same_resource(ex_->resources[a.resource], ex_->resources[b.resource]))
+        return false;
+      const auto succ = p.successors(id);
+      const auto rep_succ = p.successors(rep);
+      if (succ.size() != rep_succ.size()) return false;
+      mine.clear();
+      theirs.assign(rep_succ.begin(), rep_succ.end());
+      for (std::uint32_t e : succ) mine.push_back((std::uint64_t{moved(x, e >> 1, c)} << 1) | (e & 1u));
+      if (mine.size() > 1) {
+        std::sort(mine.begin(), mine.end());
+        std::sort(theirs.begin(), theirs.end());
+      }
+      if (mine != theirs) return false;
+    }
+    return true;
+  };
+  // A pass that reads the whole program: on two threads when it is large (the
+  // answer is the same, a conjunction).
+  const unsigned threads = n < (std::size_t{1} << 20) ? 1u : std::clamp(std::thread::hardware_concurrency(), 1u, 2u);
+  if (threads == 1) return check(0, static_cast<sim::TaskId>(n));
+  const auto half = static_cast<sim::TaskId>(n / 2);
+  bool second = false;
+  std::thread other;
+  try {
+    other = std::thread([&] { second = check(half, static_cast<sim::TaskId>(n)); });
+  } catch (const std::system_error&) {  // no thread to be had: one pass
+    return check(0, static_cast<sim::TaskId>(n));
   }
-  return true;
+  const bool first = check(0, half);
+  other.join();
+  return first && second;
 }
 
 }  // namespace meshsim::driver
