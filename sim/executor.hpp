@@ -63,8 +63,9 @@ class Executor final : public EventHandler {
   std::uint64_t events_on(std::uint32_t resource) const { return state_[resource].events; }
   // Tasks on `resource` that a wake-up event started (the others started the
   // moment they became ready). Unlike events_on, which also counts wake-ups that
-  // an earlier one superseded, this depends only on the schedule when no two
-  // tasks of a resource have the same ready time: it is what runs report.
+  // an earlier one superseded, this depends only on the schedule (when no two
+  // tasks of a resource are ready at the same time, or ties go by keys, below),
+  // not on the order of simultaneous events: it is what runs report.
   std::uint64_t woken_on(std::uint32_t resource) const { return state_[resource].woken; }
   std::uint64_t tasks_woken() const { return woken_; }
   // Break ties between tasks ready at the same time on one resource by
