@@ -20,7 +20,7 @@ bool same_resource(const sim::Resource& a, const sim::Resource& b) {
 }  // namespace
 
 bool may_translate(const workloads::Workload& w, const topology::Torus& t) {
-  if (w.hardware.gpu || w.training || t.twisted() || w.ops.empty()) return false;
+  if (w.hardware.gpu || t.twisted() || w.ops.empty()) return false;
   for (const workloads::Op& op : w.ops)
     if (op.chips || op.groups || op.kind == OpKind::Send) return false;
   for (int a = 0; a < t.num_axes(); ++a)
@@ -45,6 +45,7 @@ std::optional<Translations> Translations::find(const workloads::Workload& w, con
     const int n = t.axis(a).size;
     if (n > 1 && (t.axis(a).wraparound || t.switched(a))) {
       x.axes_.push_back(a);
+      x.sizes_.push_back(n);
       x.strides_.push_back(stride);
       x.copies_ *= static_cast<std::uint64_t>(n);
     }
@@ -62,6 +63,11 @@ std::optional<Translations> Translations::find(const workloads::Workload& w, con
   // Every slot holds as many tasks as its representative's.
   const sim::Program& p = ex.program;
   const std::size_t slots = std::size_t{x.resources_} + chips;
+  x.slot_chip_.resize(slots);
+  for (std::uint32_t s = 0; s < slots; ++s)
+    x.slot_chip_[s] = s >= x.resources_ ? s - x.resources_
+                      : s >= ex.links   ? static_cast<std::uint32_t>(s - ex.links)
+                                        : s / x.per_chip_links_;
   x.slot_begin_.assign(slots + 1, 0);
   for (sim::TaskId id = 0; id < p.num_tasks(); ++id) {
     const std::uint32_t s = x.slot_of(id);
@@ -80,27 +86,21 @@ std::uint32_t Translations::slot_of(sim::TaskId id) const {
   return task.kind() == sim::TaskKind::Join ? resources_ + task.resource : task.resource;
 }
 
-std::uint32_t Translations::chip_of_slot(std::uint32_t slot) const {
-  if (slot >= resources_) return slot - resources_;
-  if (slot >= ex_->links) return static_cast<std::uint32_t>(slot - ex_->links);
-  return slot / per_chip_links_;
-}
-
 std::uint32_t Translations::slot_on(std::uint32_t slot, std::uint32_t chip) const {
-  if (slot >= resources_) return resources_ + chip;
-  if (slot >= ex_->links) return static_cast<std::uint32_t>(ex_->links) + chip;
-  return chip * per_chip_links_ + slot % per_chip_links_;
+  // A chip's link slots are consecutive; its compute unit and its joins' slot
+  // one per chip. (Unsigned arithmetic wraps back into range.)
+  const std::uint32_t per_chip = slot < ex_->links ? per_chip_links_ : 1;
+  return slot + (chip - slot_chip_[slot]) * per_chip;
 }
 
 std::uint32_t Translations::back(std::uint32_t chip, std::uint32_t by) const {
   const std::size_t k = axes_.size();
+  const std::uint16_t* from = &coords_[chip * k];
+  const std::uint16_t* shift = &coords_[by * k];
   std::uint32_t out = chip;
   for (std::size_t i = 0; i < k; ++i) {
-    const int size = t_->axis(axes_[i]).size;
-    const int from = coords_[chip * k + i];
-    int to = from - coords_[by * k + i];
-    if (to < 0) to += size;
-    out = out + static_cast<std::uint32_t>(to) * strides_[i] - static_cast<std::uint32_t>(from) * strides_[i];
+    const int to = from[i] >= shift[i] ? from[i] - shift[i] : from[i] - shift[i] + sizes_[i];
+    out += static_cast<std::uint32_t>(to - from[i]) * strides_[i];
   }
   return out;
 }

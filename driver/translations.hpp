@@ -43,7 +43,7 @@ struct TranslationQuotient {
 };
 
 // Whether the workload may be translation invariant: TPU ops on every chip (no
-// sends, no explicit chips or groups, no training step) on an untwisted torus
+// sends, no explicit chips or groups: a training step only without pipeline stages) on an untwisted torus
 // with a wrapped axis (or slices). Only a shortcut: verify() decides.
 bool may_translate(const workloads::Workload& w, const topology::Torus& t);
 
@@ -71,7 +71,7 @@ class Translations {
  private:
   Translations(const topology::Torus& t, const Expanded& ex);
   std::uint32_t slot_of(sim::TaskId id) const;
-  std::uint32_t chip_of_slot(std::uint32_t slot) const;
+  std::uint32_t chip_of_slot(std::uint32_t slot) const { return slot_chip_[slot]; }
   std::uint32_t slot_on(std::uint32_t slot, std::uint32_t chip) const;  // the same kind of slot on `chip`
   // `chip` translated by minus the translation that takes a representative to `by`.
   std::uint32_t back(std::uint32_t chip, std::uint32_t by) const;
@@ -90,9 +90,11 @@ class Translations {
   std::uint32_t per_chip_links_ = 0;  // link slots per chip
   std::uint32_t resources_ = 0;       // slots below are resources, the rest chips (joins)
   std::vector<int> axes_;             // the translated axes
+  std::vector<int> sizes_;              // their sizes
   std::vector<std::uint32_t> strides_;  // their chip id strides
   std::vector<std::uint16_t> coords_;   // chip * axes_.size() + i: coordinate on axes_[i]
   std::vector<std::uint8_t> representative_chip_;  // per chip: coordinate 0 on every translated axis
+  std::vector<std::uint32_t> slot_chip_;           // per slot: its chip
   std::uint64_t copies_ = 1;
   std::vector<std::uint32_t> slot_begin_;  // per slot: its task count, then (verify) where its tasks begin
 };
