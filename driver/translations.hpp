@@ -11,15 +11,17 @@
 // The quotient keeps one task per orbit: the tasks on the representative chips
 // (coordinate 0 on every translated axis), each edge redirected to its end's
 // representative. Its run gives every task the time of its representative if
-// the full run is translation-equivariant. The full run breaks ties between
-// tasks ready at the same time on one resource by activation order, which is
-// not equivariant; when no resource serves two tasks with equal ready times,
-// though, a resource serves its tasks in ready-time order and every start is
-// max(ready, the previous task's end): the schedule is a function of times
-// alone, so the full run's is the quotient's translated. The quotient run
-// certifies that (sim::Executor::certify_no_ties), and the automorphism is
-// checked in full (verify()) before the results are used; either failing, the
-// full program runs.
+// the full run is translation-equivariant. Activation order, which breaks ties
+// between tasks ready at the same time on one resource, is not; so every run
+// of a program that may be invariant, reduced or not, breaks them by
+// activation time and then by keys() (sim::Executor::order_ties_by). A resource
+// free at t then starts the least (ready, activation time, key) of its tasks
+// ready by t, all of which are waiting at t: the schedule is a function of
+// times and keys, and the full run's is the quotient's translated. The quotient
+// run reports a task ready the moment it was activated beside another of its
+// resource (sim::Executor::watch_zero_lag), and the automorphism is checked in
+// full (verify()) before the results are used; either failing, the full
+// program runs.
 #include <cstdint>
 #include <optional>
 #include <vector>
