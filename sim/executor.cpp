@@ -72,7 +72,6 @@ void Executor::schedule_wake(std::uint32_t resource, Tick now) {
   r.wake_pending = true;
   r.wake_at = at;
   ++r.generation;
-  ++r.events;
   engine_.schedule(at, self_, (std::uint64_t{r.generation} << 32) | resource);
 }
 

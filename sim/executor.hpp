@@ -58,12 +58,9 @@ class Executor final : public EventHandler {
   std::size_t tasks_completed() const { return completed_; }
   // Tasks that never ran (a dependency cycle or a schedule bug): empty after a good run.
   std::vector<TaskId> unfinished_tasks() const;
-  // Engine events this executor scheduled for `resource` (each is executed once;
-  // their sum over resources is the engine's count when nothing else schedules).
-  std::uint64_t events_on(std::uint32_t resource) const { return state_[resource].events; }
   // Tasks on `resource` that a wake-up event started (the others started the
-  // moment they became ready). Unlike events_on, which also counts wake-ups that
-  // an earlier one superseded, this depends only on the schedule (when no two
+  // moment they became ready). Unlike the engine's count of events, which also
+  // counts wake-ups that an earlier one superseded, this depends only on the schedule (when no two
   // tasks of a resource are ready at the same time, or ties go by keys, below),
   // not on the order of simultaneous events: it is what runs report.
   std::uint64_t woken_on(std::uint32_t resource) const { return state_[resource].woken; }
@@ -163,7 +160,6 @@ class Executor final : public EventHandler {
     std::uint32_t generation = 0;  // wake-up events of older generations are stale
     bool wake_pending = false;
     Tick chunk_time;               // serialization time of one forwarding chunk
-    std::uint64_t events = 0;      // wake-up events scheduled
     std::uint64_t woken = 0;       // tasks a wake-up started
   };
   std::vector<ResourceState> state_;
