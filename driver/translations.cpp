@@ -150,17 +150,7 @@ std::optional<TranslationQuotient> Translations::quotient() const {
   for (std::uint32_t op = 0; op < p.num_ops(); ++op) b.add_op();
   for (const sim::TaskId id : kept) {
     const sim::Task& task = p.task(id);
-    switch (task.kind()) {
-      case sim::TaskKind::Transfer:
-        new_id[id] = b.transfer(compact[task.resource], task.amount, task.op(), p.step(id));
-        break;
-      case sim::TaskKind::Compute:
-        new_id[id] = b.compute(compact[task.resource], Tick::from_ps(static_cast<std::int64_t>(task.amount)), task.op());
-        break;
-      case sim::TaskKind::Join:
-        new_id[id] = b.join(task.op(), Tick::from_ps(static_cast<std::int64_t>(task.amount)), task.resource);
-        break;
-    }
+    new_id[id] = b.copy(task, task.kind() == sim::TaskKind::Join ? task.resource : compact[task.resource], p.step(id));
   }
   q.full_id = std::move(kept);
   // Each edge to its end's representative. A task whose successor would be

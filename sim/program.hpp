@@ -78,6 +78,9 @@ class ProgramBuilder {
   // resource). `chip`: the chip it belongs to, kept in Task::resource; nothing
   // runs on it (the translation quotient, driver/translations.hpp, maps joins by it).
   TaskId join(OpId op, Tick delay = kZeroTick, std::uint32_t chip = 0);
+  // A task like `task` (its kind, amount and op) at algorithm step `step`, on
+  // `resource` (a join: its chip): a program rebuilt from part of another.
+  TaskId copy(const Task& task, std::uint32_t resource, std::uint16_t step);
   // `after` may not start before `before` (see EdgeKind).
   void depend(TaskId before, TaskId after, EdgeKind kind = EdgeKind::Full);
   std::size_t num_tasks() const { return tasks_.size(); }

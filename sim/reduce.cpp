@@ -186,20 +186,7 @@ std::optional<Reduced> reduce(const Program& p, std::span<const Resource> resour
   out.full_id.reserve(kept);
   for (TaskId t = 0; t < n; ++t) {
     if (representative[class_of[component[t]]] != component[t]) continue;
-    const Task& task = p.task(t);
-    TaskId id = 0;
-    switch (task.kind()) {
-      case TaskKind::Transfer:
-        id = b.transfer(task.resource, task.amount, task.op(), p.step(t));
-        break;
-      case TaskKind::Compute:
-        id = b.compute(task.resource, Tick::from_ps(static_cast<std::int64_t>(task.amount)), task.op());
-        break;
-      case TaskKind::Join:
-        id = b.join(task.op(), Tick::from_ps(static_cast<std::int64_t>(task.amount)), task.resource);
-        break;
-    }
-    new_id[t] = id;
+    new_id[t] = b.copy(p.task(t), p.task(t).resource, p.step(t));
     out.full_id.push_back(t);
   }
   for (TaskId t = 0; t < n; ++t) {

@@ -115,21 +115,12 @@ TEST_CASE("translations: the quotient's tasks and the automorphism check", "[tra
   for (std::uint32_t op = 0; op < p.num_ops(); ++op) b.add_op();
   bool changed = false;
   for (sim::TaskId id = 0; id < p.num_tasks(); ++id) {
-    const sim::Task& task = p.task(id);
-    switch (task.kind()) {
-      case sim::TaskKind::Transfer: {
-        const bool bump = !changed && ex.resource_ends[task.resource].first == 5;
-        changed = changed || bump;
-        b.transfer(task.resource, task.amount + (bump ? 1 : 0), task.op(), p.step(id));
-        break;
-      }
-      case sim::TaskKind::Compute:
-        b.compute(task.resource, Tick::from_ps(static_cast<std::int64_t>(task.amount)), task.op());
-        break;
-      case sim::TaskKind::Join:
-        b.join(task.op(), Tick::from_ps(static_cast<std::int64_t>(task.amount)), task.resource);
-        break;
-    }
+    sim::Task task = p.task(id);
+    const bool bump =
+        !changed && task.kind() == sim::TaskKind::Transfer && ex.resource_ends[task.resource].first == 5;
+    changed = changed || bump;
+    task.amount += bump ? 1 : 0;
+    b.copy(task, task.resource, p.step(id));
   }
   for (sim::TaskId id = 0; id < p.num_tasks(); ++id)
     for (std::uint32_t e : p.successors(id))
