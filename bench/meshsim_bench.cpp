@@ -236,16 +236,17 @@ const std::vector<std::string> kScaleCases = {
     "bench/cases/allreduce_in_node_h100_100k.json",   // 100,000 GPUs on three tiers, in-node: reduced
     "bench/cases/allreduce_h100_16384.json",          // 16,384 GPUs, one group
     "bench/cases/allreduce_dcn_v5p_12pods.json",      // 12 v5p pods (107,520 chips), data parallel over the DCN
-    // The training steps, refused today by the size limits, which count
-    // the whole program (the quotient by translations still builds all of it;
-    // the 405B step has pipeline stages and is on a GPU fabric, where it does
-    // not apply). 405B with 128 layers, so that 16 stages divide them.
+    // The training steps. 405B with 128 layers, so that 16 stages
+    // divide them; its pipeline stages and GPU fabric are outside the quotient
+    // by translations, and the size limits refuse the whole program.
     "bench/cases/training_llama3_405b_h100_16384.json",  // TP8 x PP16 x DP128 on 2,048 DGX H100 nodes
-    // 70B with 16 KV heads: the pod's axes are 16, 20 and 28 and a mesh axis is
-    // whole torus axes, so tensor parallelism is 16 wide.
-    "bench/cases/training_llama3_70b_v5p_pod.json",   // TP16 (x) x FSDP560 (y, z) on the full v5p pod
-    // A step that the torus' translations leave unchanged: one chip's tasks run.
-    "bench/cases/training_llama3_70b_v5p_512.json",   // TP8 (x) x FSDP64 (y, z) on a v5p 8x8x8
+    // Steps that the torus' translations leave unchanged: one chip's tasks run,
+    // built op by op (each distinct op's program once, in full). 70B with 16
+    // KV heads: the pod's axes are 16, 20 and 28 and a mesh axis is whole torus
+    // axes, so tensor parallelism is 16 wide.
+    "bench/cases/training_llama3_70b_v5p_pod.json",     // TP16 (x) x FSDP560 (y, z) on the full v5p pod
+    "bench/cases/training_llama3_70b_v5p_512.json",     // TP8 (x) x FSDP64 (y, z) on a v5p 8x8x8
+    "bench/cases/training_llama3_70b_v5p_12pods.json",  // the pod's plan x DP12 over the DCN: 107,520 chips
 };
 
 struct ChildRun {

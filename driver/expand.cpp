@@ -181,6 +181,24 @@ RunSize estimate_run(const workloads::Workload& w, const topology::Torus& torus)
   return size;
 }
 
+RunSize translated_size(const RunSize& full, std::uint64_t translations) {
+  RunSize out = full;
+  if (translations <= 1) return out;
+  const auto share = [&](std::uint64_t n) { return n / translations + (n % translations != 0); };
+  out.transfers = share(full.transfers);
+  out.tasks = share(full.tasks);
+  out.edges = share(full.edges);
+  out.biggest_op_transfers = share(full.biggest_op_transfers);
+  // The largest op's program, its share of the memory by its transfers.
+  const double biggest = full.transfers == 0 ? 0.0
+                                             : static_cast<double>(full.memory_bytes) *
+                                                   static_cast<double>(full.biggest_op_transfers) /
+                                                   static_cast<double>(full.transfers);
+  out.memory_bytes = share(full.memory_bytes) + static_cast<std::uint64_t>(std::min(biggest, 1.8e19));
+  out.translations = translations;
+  return out;
+}
+
 void check_limits(const workloads::Workload& w, const RunSize& size, const Limits& limits) {
   const bool transfers = size.transfers > limits.max_transfers;
   const bool tasks = !transfers && size.tasks > kMaxTasks;  // the program's own limit (32-bit ids, edges)
@@ -206,6 +224,8 @@ void check_limits(const workloads::Workload& w, const RunSize& size, const Limit
                                size.transfers,
                                size.groups > 1
                                    ? fmt::format(" (simulating one of its {} identical independent groups)", size.groups)
+                               : size.translations > 1
+                                   ? fmt::format(" (simulating one task of each set of {} translates)", size.translations)
                                    : std::string(),
                                size_text(size.memory_bytes), limit, size.biggest_op_transfers,
                                w.hardware.gpu ? ", a larger forward_chunk_bytes" : "",

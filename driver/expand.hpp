@@ -59,7 +59,15 @@ struct RunSize {
   // The workload's identical independent groups, of which the estimate is one
   // (driver/groups.hpp: only group 0 is built and run); 1: the whole workload.
   std::uint64_t groups = 1;
+  // The translations of the torus whose quotient is simulated
+  // (driver/translations.hpp), of which the estimate is one chip's share; 1: none.
+  std::uint64_t translations = 1;
 };
+// `full` (the whole workload's estimate) for the quotient by `translations`
+// translations: their share of the transfers, tasks, edges and memory, and
+// beside them the memory of the largest op, which the quotient's builder
+// expands alone in full.
+RunSize translated_size(const RunSize& full, std::uint64_t translations);
 // Saturates instead of overflowing. Throws InputError when a named GPU algorithm
 // does not apply (as expand() would).
 RunSize estimate_run(const workloads::Workload& w, const topology::Torus& torus);

@@ -397,16 +397,39 @@ bool may_repeat(const workloads::Workload& w, const topology::Torus& torus) {
   return true;
 }
 
-RunResult run_native(const workloads::Workload& w, const topology::Torus& torus, const Expanded& ex,
-                     const SimulateOptions& options, const sim::Reduced::Class* translated);
+std::optional<RunResult> run_native(const workloads::Workload& w, const topology::Torus& torus, const Expanded& ex,
+                                    const SimulateOptions& options, const sim::Reduced::Class* translated,
+                                    const TranslationQuotient* quotient = nullptr);
 
 }  // namespace
 
+namespace {
+
+// Whether a run may simulate less than the whole program: not on SimGrid, nor
+// with a trace or critical paths, which want every task's own timing.
+bool may_reduce_run(const SimulateOptions& options) {
+  return options.reduce && options.engine == EngineKind::Native && options.trace_path.empty() && !options.critical_path;
+}
+
+}  // namespace
+
+RunSize run_size(const workloads::Workload& w, const topology::Torus& torus, const SimulateOptions& options) {
+  if (may_reduce_run(options)) {
+    if (const std::optional<TranslatedGroups> groups = translated_groups(w, torus)) {
+      RunSize size = estimate_run(first_group(w, *groups), torus);
+      size.groups = groups->copies();
+      return size;
+    }
+    if (may_translate(w, torus)) return translated_size(estimate_run(w, torus), translation_count(torus));
+  }
+  return estimate_run(w, torus);
+}
+
 RunResult simulate(const workloads::Workload& w, const SimulateOptions& options) {
   const topology::Torus torus = w.make_torus();
-  // Identical independent groups known from the workload (driver/groups.hpp):
-  // group 0 alone is built, checked against the limits and run.
-  if (options.reduce && options.engine == EngineKind::Native && options.trace_path.empty() && !options.critical_path)
+  if (may_reduce_run(options)) {
+    // Identical independent groups known from the workload (driver/groups.hpp):
+    // group 0 alone is built, checked against the limits and run.
     if (const std::optional<TranslatedGroups> groups = translated_groups(w, torus)) {
       const workloads::Workload first = first_group(w, *groups);
       RunSize size = estimate_run(first, torus);
@@ -414,8 +437,18 @@ RunResult simulate(const workloads::Workload& w, const SimulateOptions& options)
       check_limits(first, size, options.limits);
       const Expanded ex = expand(first, torus);
       const sim::Reduced::Class translated = translated_class(*groups, w, torus, ex);
-      return run_native(w, torus, ex, options, &translated);
+      return *run_native(w, torus, ex, options, &translated);
     }
+    // A program that the torus' translations may leave unchanged: its quotient,
+    // built op by op without the whole program (driver/translations.hpp).
+    if (may_translate(w, torus)) {
+      check_limits(w, run_size(w, torus, options), options.limits);
+      if (const std::optional<OpQuotient> q = quotient_by_ops(w, torus))
+        if (std::optional<RunResult> r = run_native(w, torus, q->ex, options, &q->quotient.translated, &q->quotient))
+          return std::move(*r);
+      // Not invariant, or a tie the quotient cannot stand for: the whole program.
+    }
+  }
   check_limits(w, estimate_run(w, torus), options.limits);
   const Expanded ex = expand(w, torus);
   return simulate_expanded(w, torus, ex, options);
@@ -423,15 +456,18 @@ RunResult simulate(const workloads::Workload& w, const SimulateOptions& options)
 
 RunResult simulate_expanded(const workloads::Workload& w, const topology::Torus& torus, const Expanded& ex,
                             const SimulateOptions& options) {
-  return run_native(w, torus, ex, options, nullptr);
+  return *run_native(w, torus, ex, options, nullptr);
 }
 
 namespace {
 
 // Runs `ex` (the whole of `w`, or with `translated` group 0 of its identical
-// groups, whose class gives every other group's resources).
-RunResult run_native(const workloads::Workload& w, const topology::Torus& torus, const Expanded& ex,
-                     const SimulateOptions& options, const sim::Reduced::Class* translated) {
+// groups, whose class gives every other group's resources), or with `quotient`
+// the quotient by the torus' translations (`ex` its layout, `translated` its
+// class): nothing then when its run cannot stand for the full one.
+std::optional<RunResult> run_native(const workloads::Workload& w, const topology::Torus& torus, const Expanded& ex,
+                                    const SimulateOptions& options, const sim::Reduced::Class* translated,
+                                    const TranslationQuotient* quotient) {
   if (!options.trace_path.empty())
     for (std::uint32_t chip : options.trace.chips)
       if (chip >= torus.num_chips())
@@ -444,17 +480,17 @@ RunResult run_native(const workloads::Workload& w, const topology::Torus& torus,
   // A program that the torus' translations may leave unchanged (and that is not
   // split into translated groups, which run group 0 alone) breaks ties between
   // tasks ready at once on one link by keys its translates share, in every run,
-  // reduced or not; a reduced run then simulates the quotient
-  // (driver/translations.hpp). Else identical independent components.
+  // reduced or not (driver/translations.hpp); its reduced run is the quotient,
+  // which simulate() builds. Else identical independent components.
   std::optional<Translations> translations;
   if (!translated && may_translate(w, torus) && !translated_groups(w, torus))
     translations = Translations::find(w, torus, ex);
-  std::optional<TranslationQuotient> quotient;
-  if (may_reduce && translations && (quotient = translations->quotient())) translated = &quotient->translated;
   BigVector<std::uint32_t> keys;
-  if (translations && !quotient) keys = translations->keys();
+  if (translations) keys = translations->keys();
+  translations.reset();  // its index of every task: memory the run needs
+  const bool keyed = !keys.empty();
   std::optional<sim::Reduced> reduced;
-  if (may_reduce && !translations && may_repeat(w, torus)) reduced = sim::reduce(ex.program, ex.resources);
+  if (may_reduce && !keyed && may_repeat(w, torus)) reduced = sim::reduce(ex.program, ex.resources);
   // Translated groups: group 0 runs on its own resources alone, numbered in the
   // class's order (the system's other links and units would only cost memory).
   std::optional<sim::Program> compact;
@@ -474,9 +510,9 @@ RunResult run_native(const workloads::Workload& w, const topology::Torus& torus,
   const std::span<const sim::Resource> resources = quotient  ? std::span<const sim::Resource>(quotient->resources)
                                                    : compact ? std::span<const sim::Resource>(compact_resources)
                                                              : std::span<const sim::Resource>(ex.resources);
-  // A task's id in the full program (a reduced program or a quotient lists a subset).
-  const std::vector<sim::TaskId>* subset = quotient ? &quotient->full_id : reduced ? &reduced->full_id : nullptr;
-  const auto full_id = [&](sim::TaskId id) { return subset ? (*subset)[id] : id; };
+  // A task's id in the full program (a reduced program lists a subset; a
+  // quotient's layout numbers its op ports as the quotient does).
+  const std::vector<sim::TaskId>* subset = reduced ? &reduced->full_id : nullptr;
 
   // When every chip may start each op: the completion of its last entry join.
   struct EntryWatch final : sim::ExecutionObserver {
@@ -524,24 +560,18 @@ RunResult run_native(const workloads::Workload& w, const topology::Torus& torus,
       options.progress(now, engine.events_executed(), static_cast<double>(executor.tasks_completed()) / tasks);
     });
   }
-  if (quotient) {  // a quotient task's key is its full id: its translates' representative
-    executor.order_ties_by(quotient->full_id);
+  if (quotient) {  // keys in the order of the full ids of the translates' representative
+    executor.order_ties_by(quotient->keys);
     executor.watch_zero_lag();
-  } else if (translations) {
+  } else if (keyed) {
     executor.order_ties_by(keys);
   }
   executor.start();
   engine.run();
   // A quotient's run stands for the full one only when every task became ready
-  // after it was activated and the translations are automorphisms; else the
-  // full program runs.
+  // after it was activated (its automorphism was checked as it was built).
   const bool broken = executor.overflowed_task() || !executor.unfinished_tasks().empty();
-  if (quotient && (broken || executor.first_zero_lag() || !translations->verify())) {
-    SimulateOptions full = options;
-    full.reduce = false;
-    translations.reset();  // its index of every task: memory the full run needs
-    return run_native(w, torus, ex, full, nullptr);
-  }
+  if (quotient && (broken || executor.first_zero_lag())) return std::nullopt;
   if (reduced && broken) {
     // Errors are reported from the full program, task by task.
     SimulateOptions full = options;
@@ -549,7 +579,7 @@ RunResult run_native(const workloads::Workload& w, const topology::Torus& torus,
     return run_native(w, torus, ex, full, nullptr);
   }
   if (const auto overflow = executor.overflowed_task()) {
-    const auto& op = w.ops[ex.program.task(full_id(*overflow)).op()];
+    const auto& op = w.ops[program.task(*overflow).op()];
     throw InputError(w.file, op.pointer,
                      fmt::format("simulated time would exceed the limit of {:.3g} s (2^62 ps); reduce the sizes",
                                  kMaxTick.seconds()));
@@ -600,7 +630,7 @@ RunResult run_native(const workloads::Workload& w, const topology::Torus& torus,
   r.link_bytes = stats.total_bytes();
   r.capacity_respected = stats.capacity_respected();
   r.ops = op_results(w, torus, ex, executor.op_timings(), entries.all_ready);
-  if (translated && !quotient)  // every group ran each op's transfers (a quotient's ex is the full program)
+  if (translated && !quotient)  // every group ran each op's transfers (a quotient's ex counts the whole program's)
     for (OpResult& o : r.ops) o.transfers *= translated->copies, o.link_bytes *= translated->copies;
   if (recorder) {
     std::FILE* f = std::fopen(options.trace_path.c_str(), "wb");

@@ -112,6 +112,14 @@ struct SimulateOptions {
 // their chips and a dependency cycle) instead of reporting a truncated run.
 RunResult simulate(const workloads::Workload& w, const SimulateOptions& options = {});
 
+// The size of the run simulate() makes with `options`, as it checks it against
+// options.limits before building anything: one of the workload's identical
+// independent groups (RunSize::groups), one chip's share of the quotient by
+// the torus' translations beside its largest op, which is built alone in full
+// (RunSize::translations), or the whole workload. Should the quotient not
+// apply after all (an op not invariant), simulate() checks the whole workload.
+RunSize run_size(const workloads::Workload& w, const topology::Torus& torus, const SimulateOptions& options = {});
+
 // simulate() on a program already expanded from `w` (expand(w, torus), or in
 // tests a deliberately broken one with the same layout); options.limits unused.
 RunResult simulate_expanded(const workloads::Workload& w, const topology::Torus& torus, const Expanded& ex,

@@ -1,10 +1,14 @@
 #include "driver/translations.hpp"
 
 #include <algorithm>
+#include <map>
+#include <string>
 #include <system_error>
 #include <thread>
+#include <tuple>
 
 #include "base/error.hpp"
+#include "driver/costs.hpp"
 
 namespace meshsim::driver {
 
@@ -18,6 +22,13 @@ bool same_resource(const sim::Resource& a, const sim::Resource& b) {
 }
 
 }  // namespace
+
+std::uint64_t translation_count(const topology::Torus& t) {
+  std::uint64_t n = 1;
+  for (int a = 0; a < t.num_axes(); ++a)
+    if (t.axis(a).size > 1 && (t.axis(a).wraparound || t.switched(a))) n *= static_cast<std::uint64_t>(t.axis(a).size);
+  return n;
+}
 
 bool may_translate(const workloads::Workload& w, const topology::Torus& t) {
   if (w.hardware.gpu || t.twisted() || w.ops.empty()) return false;
@@ -38,6 +49,7 @@ std::optional<Translations> Translations::find(const workloads::Workload& w, con
   // compute unit per chip.
   if (ex.links != t.num_link_slots() || ex.resources.size() != ex.links + chips) return std::nullopt;
   Translations x(t, ex);
+  x.links_ = static_cast<std::uint32_t>(ex.links);
   x.per_chip_links_ = static_cast<std::uint32_t>(2 * t.num_axes());
   x.resources_ = static_cast<std::uint32_t>(ex.resources.size());
   std::uint32_t stride = 1;
@@ -66,7 +78,7 @@ std::optional<Translations> Translations::find(const workloads::Workload& w, con
   x.slot_chip_.resize(slots);
   for (std::uint32_t s = 0; s < slots; ++s)
     x.slot_chip_[s] = s >= x.resources_ ? s - x.resources_
-                      : s >= ex.links   ? static_cast<std::uint32_t>(s - ex.links)
+                      : s >= x.links_   ? s - x.links_
                                         : s / x.per_chip_links_;
   x.slot_begin_.assign(slots + 1, 0);
   for (sim::TaskId id = 0; id < p.num_tasks(); ++id) {
@@ -89,7 +101,7 @@ std::uint32_t Translations::slot_of(sim::TaskId id) const {
 std::uint32_t Translations::slot_on(std::uint32_t slot, std::uint32_t chip) const {
   // A chip's link slots are consecutive; its compute unit and its joins' slot
   // one per chip. (Unsigned arithmetic wraps back into range.)
-  const std::uint32_t per_chip = slot < ex_->links ? per_chip_links_ : 1;
+  const std::uint32_t per_chip = slot < links_ ? per_chip_links_ : 1;
   return slot + (chip - slot_chip_[slot]) * per_chip;
 }
 
@@ -152,12 +164,12 @@ std::optional<TranslationQuotient> Translations::quotient() const {
     const sim::Task& task = p.task(id);
     new_id[id] = b.copy(task, task.kind() == sim::TaskKind::Join ? task.resource : compact[task.resource], p.step(id));
   }
-  q.full_id = std::move(kept);
+  q.keys = std::move(kept);
   // Each edge to its end's representative. A task whose successor would be
   // itself cannot be invariant: an edge from t to its own translate repeats
   // round the torus into a cycle, which a program has not; the builders' order
   // of tasks does not follow the translations then.
-  for (const sim::TaskId id : q.full_id)
+  for (const sim::TaskId id : q.keys)
     for (std::uint32_t e : p.successors(id)) {
       const sim::TaskId to = new_id[representative(e >> 1)];
       MESHSIM_ASSERT(to != kNone, "a representative outside the representative chips");
@@ -165,26 +177,31 @@ std::optional<TranslationQuotient> Translations::quotient() const {
       b.depend(new_id[id], to, (e & 1u) ? sim::EdgeKind::Stream : sim::EdgeKind::Full);
     }
   q.program = std::move(b).finish();
+  complete(q.translated);
+  return q;
+}
+
+void Translations::complete(sim::Reduced::Class& c) const {
   // Every other translation's images of the representatives' resources: one
   // replica per translation, named by the chip it takes chip 0's representative
   // (chip 0) to.
-  q.translated.copies = copies_;
+  c.copies = copies_;
+  c.replicas.clear();
   const std::size_t k = axes_.size();
-  for (topology::ChipId c = 0; c < t_->num_chips(); ++c) {
-    if (representative_chip_[c] || back(c, c) != 0) continue;
+  for (topology::ChipId chip = 0; chip < t_->num_chips(); ++chip) {
+    if (representative_chip_[chip] || back(chip, chip) != 0) continue;
     std::vector<std::uint32_t> images;
-    images.reserve(q.translated.resources.size());
-    for (std::uint32_t r : q.translated.resources) {
+    images.reserve(c.resources.size());
+    for (std::uint32_t r : c.resources) {
       // r sits on a representative chip (coordinate 0 on every translated
-      // axis): its image is that chip moved by c's coordinates.
+      // axis): its image is that chip moved by `chip`'s coordinates.
       std::uint32_t to = chip_of_slot(r);
-      for (std::size_t i = 0; i < k; ++i) to += coords_[c * k + i] * strides_[i];
+      for (std::size_t i = 0; i < k; ++i) to += coords_[chip * k + i] * strides_[i];
       images.push_back(slot_on(r, to));
     }
-    q.translated.replicas.push_back(std::move(images));
+    c.replicas.push_back(std::move(images));
   }
-  MESHSIM_ASSERT(q.translated.replicas.size() + 1 == copies_, "a translation without its replica");
-  return q;
+  MESHSIM_ASSERT(c.replicas.size() + 1 == copies_, "a translation without its replica");
 }
 
 Translations::Index Translations::index() const {
@@ -260,6 +277,142 @@ bool Translations::verify() const {
   const bool first = check(0, half);
   other.join();
   return first && second;
+}
+
+namespace {
+
+// One op's own program, reduced: its quotient (op 0, resources numbered by
+// `resources`, the full ones), where its tasks sit in the op's own program, and
+// the representative chips' entry and exit joins among them.
+struct OpPart {
+  sim::Program program;
+  std::vector<std::uint32_t> resources;  // quotient resource k: its full id
+  std::vector<sim::TaskId> own_id;       // per quotient task: its id in the op's own program
+  std::vector<sim::TaskId> entry, exit;  // per representative chip: its entry's and exit's quotient task
+  std::uint64_t tasks = 0;               // the op's own program's tasks
+  std::uint64_t transfers = 0, link_bytes = 0;
+};
+
+}  // namespace
+
+std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const topology::Torus& t) {
+  if (!may_translate(w, t)) return std::nullopt;
+  // A workload without ops: the system alone, every op expanded into it by itself.
+  workloads::Workload one = w;
+  one.ops.clear();
+  one.arrays.clear();
+  one.declared.clear();
+  one.explanations.clear();
+  one.training.reset();
+  OpQuotient out;
+  out.ex = expand(one, t);
+  const std::uint32_t chips = t.num_chips();
+
+  // What expand() reads of an op on every chip of a torus (may_translate: no
+  // chips, groups or pairs): ops with the same key build the same program.
+  using Key = std::tuple<int, std::vector<int>, std::uint64_t, std::string, std::int64_t, std::int64_t>;
+  std::map<Key, std::size_t> known;
+  std::vector<OpPart> parts;
+  std::vector<std::size_t> part_of(w.ops.size());
+  std::optional<Translations> layout;  // any op's: the translations depend on the torus alone
+  std::vector<sim::TaskId> representatives;
+  for (std::size_t i = 0; i < w.ops.size(); ++i) {
+    const workloads::Op& op = w.ops[i];
+    const Key key{static_cast<int>(op.kind), op.hw_axes, op.bytes, op.algorithm, comm_fixed_cost(op, w, t).ps(),
+                  is_local(op.kind) ? local_cost(op, w.hardware, w.file).time().ps() : 0};
+    if (const auto it = known.find(key); it != known.end()) {
+      part_of[i] = it->second;
+      continue;
+    }
+    one.ops.assign(1, op);
+    one.ops[0].deps.clear();
+    const Expanded ex = expand(one, t);
+    std::optional<Translations> x = Translations::find(one, t, ex);
+    if (!x) return std::nullopt;
+    std::optional<TranslationQuotient> q = x->quotient();
+    if (!q || !x->verify()) return std::nullopt;
+    OpPart part;
+    part.program = std::move(q->program);
+    part.resources = std::move(q->translated.resources);
+    part.own_id = std::move(q->keys);
+    part.tasks = ex.program.num_tasks();
+    part.transfers = ex.op_transfers[0];
+    part.link_bytes = ex.op_link_bytes[0];
+    // The op's entry joins are its own tasks 0..chips-1, its exits the next
+    // chips; the quotient keeps those on representative chips, in id order.
+    std::vector<sim::TaskId> chips_here;
+    for (sim::TaskId k = 0; k < part.own_id.size() && part.own_id[k] < 2 * chips; ++k) {
+      if (part.own_id[k] < chips) {
+        part.entry.push_back(k);
+        chips_here.push_back(part.own_id[k]);
+      } else {
+        part.exit.push_back(k);
+      }
+    }
+    if (representatives.empty()) representatives = chips_here;
+    MESHSIM_ASSERT(chips_here == representatives && part.exit.size() == representatives.size(),
+                   "an op's quotient without every representative chip's joins");
+    out.built_tasks += part.tasks;
+    part_of[i] = parts.size();
+    known.emplace(key, parts.size());
+    parts.push_back(std::move(part));
+    if (!layout) layout = std::move(x);
+  }
+  if (!layout) return std::nullopt;
+  out.built_ops = parts.size();
+
+  // The representatives' resources that carry tasks, ascending.
+  std::vector<std::uint8_t> used(out.ex.resources.size(), 0);
+  for (const OpPart& part : parts)
+    for (std::uint32_t r : part.resources) used[r] = 1;
+  std::vector<std::uint32_t> compact(used.size(), kNone);
+  TranslationQuotient& q = out.quotient;
+  for (std::uint32_t r = 0; r < used.size(); ++r)
+    if (used[r]) {
+      compact[r] = static_cast<std::uint32_t>(q.resources.size());
+      q.resources.push_back(out.ex.resources[r]);
+      q.translated.resources.push_back(r);
+    }
+
+  // The ops end to end, as expand() numbers the whole program.
+  sim::ProgramBuilder b;
+  std::uint64_t tasks = 0, edges = 0;
+  for (std::size_t i = 0; i < w.ops.size(); ++i) {
+    tasks += parts[part_of[i]].program.num_tasks();
+    edges += parts[part_of[i]].program.num_edges() + w.ops[i].deps.size() * representatives.size();
+  }
+  b.reserve(tasks, edges);
+  q.keys.reserve(tasks);
+  std::vector<sim::TaskId> first(w.ops.size());  // per op: its first quotient task
+  const sim::ChipSet representative_set = std::make_shared<const std::vector<std::uint32_t>>(representatives);
+  std::uint64_t full = 0;                        // the whole program's tasks
+  for (std::size_t i = 0; i < w.ops.size(); ++i) {
+    const OpPart& part = parts[part_of[i]];
+    const sim::OpId id = b.add_op();
+    first[i] = static_cast<sim::TaskId>(b.num_tasks());
+    out.ex.op_ports.push_back(sim::OpChips{first[i], representative_set, chips});
+    out.ex.op_transfers.push_back(part.transfers);
+    out.ex.op_link_bytes.push_back(part.link_bytes);
+    for (sim::TaskId k = 0; k < part.program.num_tasks(); ++k) {
+      sim::Task task = part.program.task(k);
+      task.op_kind = (id << 2) | (task.op_kind & 3u);
+      b.copy(task, task.kind() == sim::TaskKind::Join ? task.resource : compact[part.resources[task.resource]],
+             part.program.step(k));
+      q.keys.push_back(static_cast<sim::TaskId>(q.keys.size()));
+    }
+    for (sim::TaskId k = 0; k < part.program.num_tasks(); ++k)
+      for (std::uint32_t e : part.program.successors(k))
+        b.depend(first[i] + k, first[i] + (e >> 1), (e & 1u) ? sim::EdgeKind::Stream : sim::EdgeKind::Full);
+    // An op waits on chip c for the ops it depends on (all on every chip).
+    for (std::uint32_t dep : w.ops[i].deps)
+      for (std::size_t c = 0; c < representatives.size(); ++c)
+        b.depend(first[dep] + parts[part_of[dep]].exit[c], first[i] + part.entry[c]);
+    full += part.tasks;
+  }
+  out.full_tasks = full;
+  q.program = std::move(b).finish();
+  layout->complete(q.translated);
+  return out;
 }
 
 }  // namespace meshsim::driver

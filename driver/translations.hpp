@@ -38,11 +38,18 @@ namespace meshsim::driver {
 struct TranslationQuotient {
   sim::Program program;                  // one task per orbit, in ascending full id
   std::vector<sim::Resource> resources;  // the representatives' resources, numbered 0..k-1
-  std::vector<sim::TaskId> full_id;      // per quotient task: its id in the full program
+  // Per quotient task, the key that breaks its ties (sim::Executor::order_ties_by),
+  // ascending as the tasks' ids in the full program: Translations::quotient()
+  // gives those ids; quotient_by_ops() the quotient's own ids, which follow them.
+  std::vector<sim::TaskId> keys;
   // copies: the translations; resources: the representatives' resources (full
   // ids, as the quotient numbers them); replicas: each translation's images.
   sim::Reduced::Class translated;
 };
+
+// How many translations of `t` a quotient would use: the product of its wrapped
+// (or switched) axes' sizes; 1 when none.
+std::uint64_t translation_count(const topology::Torus& t);
 
 // Whether the workload may be translation invariant: TPU ops on every chip (no
 // sends, no explicit chips or groups: a training step only without pipeline stages) on an untwisted torus
@@ -69,6 +76,9 @@ class Translations {
   // translates share and no other task of its resource has.
   BigVector<std::uint32_t> keys() const;
   std::uint64_t copies() const { return copies_; }
+  // `c.resources` (representative chips' resources, ascending) with the rest
+  // of the class: the translations, and each one's images of them.
+  void complete(sim::Reduced::Class& c) const;
 
  private:
   Translations(const topology::Torus& t, const Expanded& ex);
@@ -89,6 +99,7 @@ class Translations {
 
   const topology::Torus* t_;
   const Expanded* ex_;
+  std::uint32_t links_ = 0;           // resources below this are links
   std::uint32_t per_chip_links_ = 0;  // link slots per chip
   std::uint32_t resources_ = 0;       // slots below are resources, the rest chips (joins)
   std::vector<int> axes_;             // the translated axes
@@ -100,4 +111,32 @@ class Translations {
   std::uint64_t copies_ = 1;
   std::vector<std::uint32_t> slot_begin_;  // per slot: its task count, then (verify) where its tasks begin
 };
+
+// The quotient of the program expand(w, t) would build, built without that
+// program, so that a training step of thousands of ops on thousands of chips
+// costs its distinct ops, not its tasks. Each op's own program (its entry and
+// exit joins and its body, as expand() lays them out) is expanded alone, its
+// quotient taken and its automorphism checked in full, once for all the ops
+// that build the same program (same kind, axes, bytes, schedule, fixed cost
+// and kernel time); the quotients are then laid end to end with the ops'
+// per-chip dependencies between the representative chips' joins. That is the
+// quotient of the whole program: each op's tasks are contiguous ids there, its
+// count on every slot equals its translates', so a task's position on its slot
+// is the same offset plus its position in its op's own program, and the ops'
+// dependencies join a chip's exit to the same chip's entry on every chip
+// (docs/MODEL.md, "Translations of the torus"). The whole program may pass
+// 2^32 tasks: nothing numbers it. Nothing when an op is not invariant or the
+// workload cannot be.
+struct OpQuotient {
+  // The whole program's layout without its tasks: its resources and per-op
+  // counts; op_ports in the quotient's numbering (each op's entry joins on the
+  // representative chips, then their exits, first among its tasks).
+  Expanded ex;
+  TranslationQuotient quotient;
+  std::size_t built_ops = 0;        // distinct op programs expanded and checked in full
+  std::uint64_t built_tasks = 0;    // their tasks
+  std::uint64_t full_tasks = 0;     // the tasks of the whole program
+};
+std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const topology::Torus& t);
+
 }  // namespace meshsim::driver

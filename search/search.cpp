@@ -652,7 +652,9 @@ SearchResult run_search(const SearchSpec& spec, const SearchOptions& options) {
     const topology::Torus torus = w->make_torus();
     out.chips = torus.num_chips();
     try {
-      driver::check_limits(*w, driver::estimate_run(*w, torus), options.limits);
+      driver::SimulateOptions sized;
+      sized.limits = options.limits;
+      driver::check_limits(*w, driver::run_size(*w, torus, sized), options.limits);
     } catch (const InputError& e) {
       ++out.too_large;
       if (out.too_large_reasons.size() < 3)

@@ -35,28 +35,35 @@ class Chains {
   void build(ProgramBuilder& b, const Torus& t, int axis, std::span<const TaskId> entry,
              std::span<const TaskId> exit, OpId op, bool deliver_each) {
     const bool dcn = t.switched(axis);
+    // Between slices both directions share a chip's DCN links: a step's Plus
+    // hops come before its Minus hops there, so that every link's k-th task is
+    // its translates' (driver/translations.hpp); on the torus each direction
+    // has its own links.
+    const int passes = dcn ? 2 : 1;
     for (int k = 0; k < max_hops_; ++k) {
-      for (Chain& c : chains_) {
-        if (k >= c.hops) continue;
-        const std::uint64_t n = k + 1 == c.hops ? c.bytes.last : k == 0 ? c.bytes.first : c.bytes.middle;
-        const auto step = static_cast<std::uint16_t>(k + 1);
-        // One hop: the link to the neighbour, or between slices the chip's DCN
-        // link out and the next slice's chip's link in (forwarded cut-through).
-        const auto link = dcn ? t.dcn_out(c.from) : t.link(c.from, axis, c.dir);
-        MESHSIM_ASSERT(link != topology::kNoLink, "ring step over a missing link");
-        TaskId x = b.transfer(link, n, op, step);
-        b.depend(entry[c.from], x);
-        if (k > 0) b.depend(c.prev, x, sim::EdgeKind::Stream);
-        if (dcn) {
-          c.from = t.neighbor(c.from, axis, c.dir);
-          const TaskId in = b.transfer(t.dcn_in(c.from), n, op, step);
-          b.depend(x, in, sim::EdgeKind::Stream);
-          x = in;
-        } else {
-          c.from = t.link_info(link).dst;  // the chain advances one chip
+      for (int pass = 0; pass < passes; ++pass) {
+        for (Chain& c : chains_) {
+          if (k >= c.hops || (dcn && (c.dir == Direction::Plus) != (pass == 0))) continue;
+          const std::uint64_t n = k + 1 == c.hops ? c.bytes.last : k == 0 ? c.bytes.first : c.bytes.middle;
+          const auto step = static_cast<std::uint16_t>(k + 1);
+          // One hop: the link to the neighbour, or between slices the chip's DCN
+          // link out and the next slice's chip's link in (forwarded cut-through).
+          const auto link = dcn ? t.dcn_out(c.from) : t.link(c.from, axis, c.dir);
+          MESHSIM_ASSERT(link != topology::kNoLink, "ring step over a missing link");
+          TaskId x = b.transfer(link, n, op, step);
+          b.depend(entry[c.from], x);
+          if (k > 0) b.depend(c.prev, x, sim::EdgeKind::Stream);
+          if (dcn) {
+            c.from = t.neighbor(c.from, axis, c.dir);
+            const TaskId in = b.transfer(t.dcn_in(c.from), n, op, step);
+            b.depend(x, in, sim::EdgeKind::Stream);
+            x = in;
+          } else {
+            c.from = t.link_info(link).dst;  // the chain advances one chip
+          }
+          if (deliver_each || k + 1 == c.hops) b.depend(x, exit[c.from]);
+          c.prev = x;
         }
-        if (deliver_each || k + 1 == c.hops) b.depend(x, exit[c.from]);
-        c.prev = x;
       }
     }
   }

@@ -2,9 +2,12 @@
 // run, without running it. The same checks, in the same order, as `meshsim run`
 // before its simulation starts, so a bad file gives the same error line.
 #include <cstdio>
+#include <optional>
 
 #include "base/error.hpp"
 #include "driver/expand.hpp"
+#include "driver/simulate.hpp"
+#include "driver/translations.hpp"
 #include "tools/meshsim/commands.hpp"
 #include "workloads/workload.hpp"
 
@@ -23,11 +26,22 @@ Subcommand add_validate_command(CLI::App& app) {
               const workloads::Workload w = workloads::load_workload(*path);
               const topology::Torus torus = w.make_torus();
               // run's default size limits, checked from the estimate before anything is built
-              driver::check_limits(w, driver::estimate_run(w, torus), driver::Limits{});
-              const driver::Expanded ex = driver::expand(w, torus);
+              const driver::SimulateOptions defaults;
+              const driver::RunSize size = driver::run_size(w, torus, defaults);
+              driver::check_limits(w, size, defaults.limits);
+              // What run builds: the quotient by the torus' translations (each
+              // distinct op's program in full), else the whole program (with
+              // identical groups, it too, though run builds one).
+              std::uint64_t tasks = 0;
+              if (size.translations > 1)
+                if (const std::optional<driver::OpQuotient> q = driver::quotient_by_ops(w, torus)) tasks = q->full_tasks;
+              if (tasks == 0) {
+                if (size.translations > 1 || size.groups > 1) driver::check_limits(w, driver::estimate_run(w, torus), defaults.limits);
+                tasks = driver::expand(w, torus).program.num_tasks();
+              }
               if (!*quiet)
-                std::printf("%s: valid: %zu ops, %u chips, %zu tasks\n", path->c_str(), w.ops.size(), ex.chips,
-                            ex.program.num_tasks());
+                std::printf("%s: valid: %zu ops, %u chips, %llu tasks\n", path->c_str(), w.ops.size(),
+                            torus.num_chips(), static_cast<unsigned long long>(tasks));
               return 0;
             });
           }};

@@ -5,6 +5,7 @@
 
 #include "base/error.hpp"
 #include "driver/expand.hpp"
+#include "driver/simulate.hpp"
 #include "workloads/workload.hpp"
 
 using namespace meshsim;
@@ -55,4 +56,27 @@ TEST_CASE("Limits: transfers within the bound but tasks past the program's limit
   CHECK_THROWS_WITH(driver::check_limits(w, size, driver::Limits{}),
                     Catch::StartsWith("w.json:/ops/0: the run would need about 66060288 hop transfers") &&
                         Catch::Contains("more than meshsim's limit of 67108864 tasks"));
+}
+
+TEST_CASE("Limits: a run that the torus' translations reduce counts what it simulates and builds", "[limits]") {
+  // 56 all-reduces over every axis of a 16x16x16 v4 (all wrapped): the whole
+  // program is past the task limit, its quotient one chip's share of each op,
+  // and the largest op is built alone in full.
+  const workloads::Workload w = allreduces(56);
+  const topology::Torus torus = w.make_torus();
+  const driver::RunSize full = driver::estimate_run(w, torus);
+  const driver::RunSize size = driver::run_size(w, torus);
+  CHECK(size.translations == 4096);
+  CHECK(size.transfers == 56ull * 1179648 / 4096);
+  CHECK(size.biggest_op_transfers == 1179648 / 4096);
+  CHECK(size.memory_bytes > full.memory_bytes / 56);  // the largest op, in full
+  CHECK(size.memory_bytes < full.memory_bytes / 28);
+  CHECK_NOTHROW(driver::check_limits(w, size, driver::Limits{}));
+  CHECK_THROWS_WITH(driver::check_limits(w, size, driver::Limits{10000, std::uint64_t{8} << 30}),
+                    Catch::Contains("16128 hop transfers (simulating one task of each set of 4096 translates)") &&
+                        Catch::Contains("more than the limit of 10000 transfers (--max-transfers)"));
+  // Without the reduction (meshsim run --no-reduce) the whole program counts.
+  driver::SimulateOptions whole;
+  whole.reduce = false;
+  CHECK(driver::run_size(w, torus, whole).transfers == full.transfers);
 }

@@ -4,6 +4,7 @@
 // builders did not lay out alike would make it inexact.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <string>
 
 #include "driver/expand.hpp"
@@ -136,8 +137,74 @@ TEST_CASE("translations: the quotient's tasks and the automorphism check", "[tra
   full.reduce = false;
   const driver::RunResult a = driver::simulate_expanded(w, t, bumped);
   const driver::RunResult c = driver::simulate_expanded(w, t, bumped, full);
+  // simulate_expanded runs the program it is given, with the tie keys of its
+  // translations: the bumped one in full either way.
   CHECK(a.translations == 0);
   CHECK(driver::format_json(w, a) == driver::format_json(w, c));
+}
+
+TEST_CASE("translations: the quotient built op by op is the whole program's", "[translations]") {
+  // A training step (many ops, some alike, dependencies and streams), several
+  // ops at once, and data parallelism between three slices (both directions of
+  // the DCN ring on each chip's links).
+  const std::vector<std::string> cases = {
+      R"({"hardware": "tpu-v5p", "topology": {"shape": [4, 4, 4]}, "mesh": {"T": 4, "F": 16},
+          "training": {"model": {"layers": 2, "d_model": 256, "heads": 8, "kv_heads": 4, "ffn": 512, "vocab": 256,
+                                 "seq_len": 64, "gated": true},
+                       "global_batch": 32, "microbatch": 2, "parallelism": {"tensor": ["T"], "fsdp": ["F"]}}})",
+      kV4 + R"({"name": "ar", "kind": "all_reduce", "bytes": 16777216, "axes": ["X", "Y", "Z"]},
+               {"name": "ag", "kind": "all_gather", "bytes": 8388608, "axes": ["X", "Y", "Z"]},
+               {"name": "rs", "kind": "reduce_scatter", "bytes": 8388608, "axes": ["Z"], "after": ["ar", "ag"]},
+               {"name": "ar2", "kind": "all_reduce", "bytes": 16777216, "axes": ["X", "Y", "Z"], "after": ["rs"]}]})",
+      R"({"hardware": "tpu-v5p", "topology": {"shape": [4, 4, 4], "slices": 3}, "mesh": {"F": 64, "D": 3},
+          "ops": [{"name": "ag", "kind": "all_gather", "bytes": 6291456, "axes": ["F"]},
+                  {"name": "dp", "kind": "all_reduce", "bytes": 6291456, "axes": ["D"], "after": ["ag"]},
+                  {"name": "all", "kind": "all_reduce", "bytes": 6291456, "axes": ["F", "D"], "after": ["dp"]}]})",
+  };
+  for (const std::string& text : cases) {
+    INFO(text);
+    const workloads::Workload w = parse(text);
+    const topology::Torus t = w.make_torus();
+    const driver::Expanded ex = driver::expand(w, t);
+    const std::optional<driver::Translations> x = driver::Translations::find(w, t, ex);
+    REQUIRE(x.has_value());
+    REQUIRE(x->verify());
+    const std::optional<driver::TranslationQuotient> whole = x->quotient();
+    const std::optional<driver::OpQuotient> by_ops = driver::quotient_by_ops(w, t);
+    REQUIRE(whole.has_value());
+    REQUIRE(by_ops.has_value());
+    const sim::Program& a = whole->program;
+    const sim::Program& b = by_ops->quotient.program;
+    // Ops alike are built once: the step's layers; "ar2" like "ar".
+    CHECK(by_ops->built_ops < w.ops.size() + (t.dcn_axis() >= 0 ? 1 : 0));
+    CHECK(by_ops->full_tasks == ex.program.num_tasks());
+    // Task for task, in the same order (the keys follow the full ids), with the
+    // same successors; resources numbered alike (the same ones, ascending).
+    REQUIRE(a.num_tasks() == b.num_tasks());
+    CHECK(a.num_edges() == b.num_edges());
+    CHECK(whole->translated.resources == by_ops->quotient.translated.resources);
+    CHECK(whole->translated.replicas == by_ops->quotient.translated.replicas);
+    CHECK(whole->translated.copies == by_ops->quotient.translated.copies);
+    CHECK(std::is_sorted(whole->keys.begin(), whole->keys.end()));
+    CHECK(std::is_sorted(by_ops->quotient.keys.begin(), by_ops->quotient.keys.end()));
+    std::int64_t first_different = -1;
+    for (sim::TaskId id = 0; id < a.num_tasks() && first_different < 0; ++id) {
+      const sim::Task& p = a.task(id);
+      const sim::Task& q = b.task(id);
+      std::vector<std::uint32_t> sa(a.successors(id).begin(), a.successors(id).end());
+      std::vector<std::uint32_t> sb(b.successors(id).begin(), b.successors(id).end());
+      std::sort(sa.begin(), sa.end());
+      std::sort(sb.begin(), sb.end());
+      if (p.amount != q.amount || p.resource != q.resource || p.op_kind != q.op_kind || a.step(id) != b.step(id) ||
+          sa != sb)
+        first_different = id;
+    }
+    CHECK(first_different == -1);
+    // The layout: every op's counts as the whole program has them.
+    CHECK(by_ops->ex.op_transfers == ex.op_transfers);
+    CHECK(by_ops->ex.op_link_bytes == ex.op_link_bytes);
+    CHECK(by_ops->ex.resources.size() == ex.resources.size());
+  }
 }
 
 TEST_CASE("translations: only TPU ops on every chip of an untwisted torus with a wrapped axis", "[translations]") {
