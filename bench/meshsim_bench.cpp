@@ -237,8 +237,8 @@ const std::vector<std::string> kScaleCases = {
     "bench/cases/allreduce_h100_16384.json",          // 16,384 GPUs, one group
     "bench/cases/allreduce_dcn_v5p_12pods.json",      // 12 v5p pods (107,520 chips), data parallel over the DCN
     // The training steps. 405B with 128 layers, so that 16 stages
-    // divide them; its pipeline stages and GPU fabric are outside the quotient
-    // by translations, and the size limits refuse the whole program.
+    // divide them; a GPU fabric is outside the quotient by translations, and
+    // the size limits refuse the whole program.
     "bench/cases/training_llama3_405b_h100_16384.json",  // TP8 x PP16 x DP128 on 2,048 DGX H100 nodes
     // Steps that the torus' translations leave unchanged: one chip's tasks run,
     // built op by op (each distinct op's program once, in full). 70B with 16
@@ -247,6 +247,8 @@ const std::vector<std::string> kScaleCases = {
     "bench/cases/training_llama3_70b_v5p_pod.json",     // TP16 (x) x FSDP560 (y, z) on the full v5p pod
     "bench/cases/training_llama3_70b_v5p_512.json",     // TP8 (x) x FSDP64 (y, z) on a v5p 8x8x8
     "bench/cases/training_llama3_70b_v5p_12pods.json",  // the pod's plan x DP12 over the DCN: 107,520 chips
+    // Pipeline stages along X: the translations along Y and Z keep every stage.
+    "bench/cases/training_llama3_70b_v5p_pod_pp16.json",  // PP16 (x) x FSDP560 (y, z) on the full v5p pod
 };
 
 struct ChildRun {

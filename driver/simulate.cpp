@@ -420,7 +420,7 @@ RunSize run_size(const workloads::Workload& w, const topology::Torus& torus, con
       size.groups = groups->copies();
       return size;
     }
-    if (may_translate(w, torus)) return translated_size(estimate_run(w, torus), translation_count(torus));
+    if (may_translate(w, torus)) return translated_size(estimate_run(w, torus), translation_count(w, torus));
   }
   return estimate_run(w, torus);
 }

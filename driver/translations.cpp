@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -23,27 +24,61 @@ bool same_resource(const sim::Resource& a, const sim::Resource& b) {
 
 }  // namespace
 
-std::uint64_t translation_count(const topology::Torus& t) {
+std::vector<int> translated_axes(const workloads::Workload& w, const topology::Torus& t) {
+  std::vector<int> out;
+  if (w.hardware.gpu || t.twisted() || w.ops.empty()) return out;
+  for (const workloads::Op& op : w.ops)
+    if (op.groups) return out;
+  // A set of chips (ascending) that a step along `axis` maps onto itself.
+  const auto kept = [&](const std::vector<topology::ChipId>& chips, int axis) {
+    for (topology::ChipId c : chips)
+      if (!std::binary_search(chips.begin(), chips.end(), t.neighbor(c, axis, topology::Direction::Plus))) return false;
+    return true;
+  };
+  for (int a = 0; a < t.num_axes(); ++a) {
+    if (t.axis(a).size < 2 || !(t.axis(a).wraparound || t.switched(a))) continue;
+    bool ok = true;
+    const std::vector<topology::ChipId>* checked = nullptr;  // ops in a row share their set
+    for (std::size_t i = 0; i < w.ops.size() && ok; ++i) {
+      const workloads::Op& op = w.ops[i];
+      if (op.chips && op.chips.get() != checked) {
+        ok = kept(*op.chips, a);
+        checked = op.chips.get();
+      }
+      if (ok && op.kind == OpKind::Send) {
+        auto pairs = workloads::send_pairs(op);
+        std::sort(pairs.begin(), pairs.end());
+        for (const auto& [src, dst] : pairs)
+          ok = ok && std::binary_search(pairs.begin(), pairs.end(),
+                                        std::pair{t.neighbor(src, a, topology::Direction::Plus),
+                                                  t.neighbor(dst, a, topology::Direction::Plus)});
+      }
+    }
+    if (ok) out.push_back(a);
+  }
+  return out;
+}
+
+std::uint64_t translation_count(const workloads::Workload& w, const topology::Torus& t) {
   std::uint64_t n = 1;
-  for (int a = 0; a < t.num_axes(); ++a)
-    if (t.axis(a).size > 1 && (t.axis(a).wraparound || t.switched(a))) n *= static_cast<std::uint64_t>(t.axis(a).size);
+  for (int a : translated_axes(w, t)) n *= static_cast<std::uint64_t>(t.axis(a).size);
   return n;
 }
 
-bool may_translate(const workloads::Workload& w, const topology::Torus& t) {
-  if (w.hardware.gpu || t.twisted() || w.ops.empty()) return false;
-  for (const workloads::Op& op : w.ops)
-    if (op.chips || op.groups || op.kind == OpKind::Send) return false;
-  for (int a = 0; a < t.num_axes(); ++a)
-    if (t.axis(a).size > 1 && (t.axis(a).wraparound || t.switched(a))) return true;
-  return false;
-}
+bool may_translate(const workloads::Workload& w, const topology::Torus& t) { return !translated_axes(w, t).empty(); }
 
 Translations::Translations(const topology::Torus& t, const Expanded& ex) : t_(&t), ex_(&ex) {}
 
 std::optional<Translations> Translations::find(const workloads::Workload& w, const topology::Torus& t,
                                                const Expanded& ex) {
-  if (!may_translate(w, t)) return std::nullopt;
+  const std::vector<int> axes = translated_axes(w, t);
+  if (axes.empty()) return std::nullopt;
+  return find(t, ex, axes);
+}
+
+std::optional<Translations> Translations::find(const topology::Torus& t, const Expanded& ex,
+                                               const std::vector<int>& axes) {
+  if (axes.empty()) return std::nullopt;
   const std::uint32_t chips = t.num_chips();
   // The torus' slots first (chip * 2 * axes + axis * 2 + direction), then a
   // compute unit per chip.
@@ -55,7 +90,8 @@ std::optional<Translations> Translations::find(const workloads::Workload& w, con
   std::uint32_t stride = 1;
   for (int a = 0; a < t.num_axes(); ++a) {
     const int n = t.axis(a).size;
-    if (n > 1 && (t.axis(a).wraparound || t.switched(a))) {
+    if (std::find(axes.begin(), axes.end(), a) != axes.end()) {
+      MESHSIM_ASSERT(n > 1 && (t.axis(a).wraparound || t.switched(a)), "a translated axis without wraparound");
       x.axes_.push_back(a);
       x.sizes_.push_back(n);
       x.strides_.push_back(stride);
@@ -288,15 +324,24 @@ struct OpPart {
   sim::Program program;
   std::vector<std::uint32_t> resources;  // quotient resource k: its full id
   std::vector<sim::TaskId> own_id;       // per quotient task: its id in the op's own program
-  std::vector<sim::TaskId> entry, exit;  // per representative chip: its entry's and exit's quotient task
-  std::uint64_t tasks = 0;               // the op's own program's tasks
+  // The op's representative chips (ascending), and per chip its entry's and exit's quotient task.
+  std::shared_ptr<const std::vector<std::uint32_t>> chips;
+  std::vector<sim::TaskId> entry, exit;
+  std::uint64_t tasks = 0;  // the op's own program's tasks
   std::uint64_t transfers = 0, link_bytes = 0;
+  // The quotient task of the entry or exit join on representative chip `c`, if the op runs there.
+  std::optional<sim::TaskId> join_on(std::uint32_t c, bool exit_join) const {
+    const auto it = std::lower_bound(chips->begin(), chips->end(), c);
+    if (it == chips->end() || *it != c) return std::nullopt;
+    return (exit_join ? exit : entry)[static_cast<std::size_t>(it - chips->begin())];
+  }
 };
 
 }  // namespace
 
 std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const topology::Torus& t) {
-  if (!may_translate(w, t)) return std::nullopt;
+  const std::vector<int> axes = translated_axes(w, t);
+  if (axes.empty()) return std::nullopt;
   // A workload without ops: the system alone, every op expanded into it by itself.
   workloads::Workload one = w;
   one.ops.clear();
@@ -306,20 +351,27 @@ std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const to
   one.training.reset();
   OpQuotient out;
   out.ex = expand(one, t);
-  const std::uint32_t chips = t.num_chips();
 
-  // What expand() reads of an op on every chip of a torus (may_translate: no
-  // chips, groups or pairs): ops with the same key build the same program.
-  using Key = std::tuple<int, std::vector<int>, std::uint64_t, std::string, std::int64_t, std::int64_t>;
+  // What expand() reads of an op on a torus (translated_axes: no groups): ops
+  // with the same key build the same program. Their chips by identity: the
+  // ops of a pipeline stage share one set.
+  using Key = std::tuple<int, std::vector<int>, std::uint64_t, std::string, std::int64_t, std::int64_t,
+                         const void*, std::vector<std::pair<topology::ChipId, topology::ChipId>>>;
   std::map<Key, std::size_t> known;
   std::vector<OpPart> parts;
   std::vector<std::size_t> part_of(w.ops.size());
-  std::optional<Translations> layout;  // any op's: the translations depend on the torus alone
-  std::vector<sim::TaskId> representatives;
+  std::optional<Translations> layout;  // any op's: the translations depend on the torus and the axes alone
   for (std::size_t i = 0; i < w.ops.size(); ++i) {
     const workloads::Op& op = w.ops[i];
-    const Key key{static_cast<int>(op.kind), op.hw_axes, op.bytes, op.algorithm, comm_fixed_cost(op, w, t).ps(),
-                  is_local(op.kind) ? local_cost(op, w.hardware, w.file).time().ps() : 0};
+    const Key key{static_cast<int>(op.kind),
+                  op.hw_axes,
+                  op.bytes,
+                  op.algorithm,
+                  comm_fixed_cost(op, w, t).ps(),
+                  is_local(op.kind) ? local_cost(op, w.hardware, w.file).time().ps() : 0,
+                  op.chips.get(),
+                  op.kind == OpKind::Send ? workloads::send_pairs(op)
+                                          : std::vector<std::pair<topology::ChipId, topology::ChipId>>()};
     if (const auto it = known.find(key); it != known.end()) {
       part_of[i] = it->second;
       continue;
@@ -327,7 +379,7 @@ std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const to
     one.ops.assign(1, op);
     one.ops[0].deps.clear();
     const Expanded ex = expand(one, t);
-    std::optional<Translations> x = Translations::find(one, t, ex);
+    std::optional<Translations> x = Translations::find(t, ex, axes);
     if (!x) return std::nullopt;
     std::optional<TranslationQuotient> q = x->quotient();
     if (!q || !x->verify()) return std::nullopt;
@@ -338,20 +390,19 @@ std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const to
     part.tasks = ex.program.num_tasks();
     part.transfers = ex.op_transfers[0];
     part.link_bytes = ex.op_link_bytes[0];
-    // The op's entry joins are its own tasks 0..chips-1, its exits the next
-    // chips; the quotient keeps those on representative chips, in id order.
-    std::vector<sim::TaskId> chips_here;
-    for (sim::TaskId k = 0; k < part.own_id.size() && part.own_id[k] < 2 * chips; ++k) {
-      if (part.own_id[k] < chips) {
-        part.entry.push_back(k);
-        chips_here.push_back(part.own_id[k]);
-      } else {
-        part.exit.push_back(k);
-      }
+    // The op's entry joins are its own tasks 0..n-1 for the n chips of its set
+    // (ascending), its exits the next n; the quotient keeps those on
+    // representative chips, in id order.
+    const sim::OpChips& ports = ex.op_ports[0];
+    const std::uint32_t n = ports.count();
+    std::vector<std::uint32_t> entry_chips, exit_chips;
+    for (sim::TaskId k = 0; k < part.own_id.size() && part.own_id[k] < 2 * n; ++k) {
+      const sim::TaskId own = part.own_id[k];
+      (own < n ? part.entry : part.exit).push_back(k);
+      (own < n ? entry_chips : exit_chips).push_back(ports.chip_at(own < n ? own : own - n));
     }
-    if (representatives.empty()) representatives = chips_here;
-    MESHSIM_ASSERT(chips_here == representatives && part.exit.size() == representatives.size(),
-                   "an op's quotient without every representative chip's joins");
+    MESHSIM_ASSERT(entry_chips == exit_chips, "an op's quotient with entries and exits on different chips");
+    part.chips = std::make_shared<const std::vector<std::uint32_t>>(std::move(entry_chips));
     out.built_tasks += part.tasks;
     part_of[i] = parts.size();
     known.emplace(key, parts.size());
@@ -378,19 +429,19 @@ std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const to
   sim::ProgramBuilder b;
   std::uint64_t tasks = 0, edges = 0;
   for (std::size_t i = 0; i < w.ops.size(); ++i) {
-    tasks += parts[part_of[i]].program.num_tasks();
-    edges += parts[part_of[i]].program.num_edges() + w.ops[i].deps.size() * representatives.size();
+    const OpPart& part = parts[part_of[i]];
+    tasks += part.program.num_tasks();
+    edges += part.program.num_edges() + w.ops[i].deps.size() * part.chips->size();
   }
   b.reserve(tasks, edges);
   q.keys.reserve(tasks);
   std::vector<sim::TaskId> first(w.ops.size());  // per op: its first quotient task
-  const sim::ChipSet representative_set = std::make_shared<const std::vector<std::uint32_t>>(representatives);
   std::uint64_t full = 0;                        // the whole program's tasks
   for (std::size_t i = 0; i < w.ops.size(); ++i) {
     const OpPart& part = parts[part_of[i]];
     const sim::OpId id = b.add_op();
     first[i] = static_cast<sim::TaskId>(b.num_tasks());
-    out.ex.op_ports.push_back(sim::OpChips{first[i], representative_set, chips});
+    out.ex.op_ports.push_back(sim::OpChips{first[i], part.chips, t.num_chips()});
     out.ex.op_transfers.push_back(part.transfers);
     out.ex.op_link_bytes.push_back(part.link_bytes);
     for (sim::TaskId k = 0; k < part.program.num_tasks(); ++k) {
@@ -403,10 +454,13 @@ std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const to
     for (sim::TaskId k = 0; k < part.program.num_tasks(); ++k)
       for (std::uint32_t e : part.program.successors(k))
         b.depend(first[i] + k, first[i] + (e >> 1), (e & 1u) ? sim::EdgeKind::Stream : sim::EdgeKind::Full);
-    // An op waits on chip c for the ops it depends on (all on every chip).
-    for (std::uint32_t dep : w.ops[i].deps)
-      for (std::size_t c = 0; c < representatives.size(); ++c)
-        b.depend(first[dep] + parts[part_of[dep]].exit[c], first[i] + part.entry[c]);
+    // An op waits on chip c for the ops it depends on that also run on c.
+    for (std::size_t k = 0; k < part.chips->size(); ++k) {
+      const std::uint32_t c = (*part.chips)[k];
+      for (std::uint32_t dep : w.ops[i].deps)
+        if (const std::optional<sim::TaskId> exit = parts[part_of[dep]].join_on(c, true))
+          b.depend(first[dep] + *exit, first[i] + part.entry[k]);
+    }
     full += part.tasks;
   }
   out.full_tasks = full;

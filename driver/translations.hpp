@@ -47,13 +47,19 @@ struct TranslationQuotient {
   sim::Reduced::Class translated;
 };
 
-// How many translations of `t` a quotient would use: the product of its wrapped
-// (or switched) axes' sizes; 1 when none.
-std::uint64_t translation_count(const topology::Torus& t);
+// The axes a quotient translates along: the wrapped (or switched) axes of an
+// untwisted TPU torus along which every op's chips, and every send's pairs,
+// are the same set after a step. Empty for a GPU fabric, a twisted torus, or
+// a collective over explicit groups. A pipeline's stages along one axis leave
+// the others.
+std::vector<int> translated_axes(const workloads::Workload& w, const topology::Torus& t);
 
-// Whether the workload may be translation invariant: TPU ops on every chip (no
-// sends, no explicit chips or groups: a training step only without pipeline stages) on an untwisted torus
-// with a wrapped axis (or slices). Only a shortcut: verify() decides.
+// How many translations the quotient of `w` uses: the product of the sizes of
+// translated_axes(w, t); 1 when none.
+std::uint64_t translation_count(const workloads::Workload& w, const topology::Torus& t);
+
+// Whether the workload may be translation invariant: translated_axes is not
+// empty. Only a shortcut: verify() decides.
 bool may_translate(const workloads::Workload& w, const topology::Torus& t);
 
 class Translations {
@@ -63,6 +69,8 @@ class Translations {
   // fewer or more tasks than its translates). Two passes over the tasks, no
   // per-task memory: most of a failed attempt's cost is the quotient's short run.
   static std::optional<Translations> find(const workloads::Workload& w, const topology::Torus& t, const Expanded& ex);
+  // The same along `axes` (translated_axes of the whole workload when `ex` is one op of it).
+  static std::optional<Translations> find(const topology::Torus& t, const Expanded& ex, const std::vector<int>& axes);
   // Nothing when an edge would join a task to itself (the builders' order of
   // tasks does not follow the translations).
   std::optional<TranslationQuotient> quotient() const;
@@ -123,8 +131,10 @@ class Translations {
 // quotient of the whole program: each op's tasks are contiguous ids there, its
 // count on every slot equals its translates', so a task's position on its slot
 // is the same offset plus its position in its op's own program, and the ops'
-// dependencies join a chip's exit to the same chip's entry on every chip
-// (docs/MODEL.md, "Translations of the torus"). The whole program may pass
+// dependencies join a chip's exit to the same chip's entry on every chip both run on
+// (docs/MODEL.md, "Translations of the torus"), also for ops on part of the
+// chips (a pipeline's stages, their sends), whose sets the translations keep.
+// The whole program may pass
 // 2^32 tasks: nothing numbers it. Nothing when an op is not invariant or the
 // workload cannot be.
 struct OpQuotient {

@@ -36,6 +36,15 @@ Run run(const std::string& text, bool reduce) {
 
 const std::string kV4 = R"({"hardware": "tpu-v4", "mesh": {"X": 4, "Y": 4, "Z": 8}, "ops": [)";
 
+// A training step with pipeline stages along X, tensor parallelism along Y and
+// data parallelism along Z of a v5p 4x4x8.
+const std::string kPipeline = R"({"hardware": "tpu-v5p", "topology": {"shape": [4, 4, 8]},
+    "mesh": {"P": 4, "T": 4, "D": 8},
+    "training": {"model": {"layers": 4, "d_model": 256, "heads": 8, "kv_heads": 4, "ffn": 512, "vocab": 256,
+                           "seq_len": 64, "gated": true},
+                 "global_batch": 64, "microbatch": 2,
+                 "parallelism": {"pipeline": "P", "tensor": ["T"], "data": ["D"]}}})";
+
 }  // namespace
 
 TEST_CASE("translations: a collective over every axis runs one chip's tasks, with the full run's bytes",
@@ -71,6 +80,9 @@ TEST_CASE("translations: a collective over every axis runs one chip's tasks, wit
       // list the pieces by source, so a link's k-th task is not its translate's
       // (an edge would join a quotient task to itself): the full program runs.
       {kV4 + R"({"name": "a2a", "kind": "all_to_all", "bytes": 16777216, "axes": ["X", "Y", "Z"]}]})", 0},
+      // A pipeline of 4 stages along X (its stages' ops and sends on part of
+      // the chips): the translations along Y and Z keep every stage, 32 of them.
+      {kPipeline, 32},
       // A send singles out two chips.
       {kV4 + R"({"name": "ar", "kind": "all_reduce", "bytes": 16777216, "axes": ["X", "Y", "Z"]},
                {"name": "s", "kind": "send", "bytes": 4096, "from": [0, 0, 0], "to": [1, 0, 0], "after": ["ar"]}]})",
@@ -144,10 +156,12 @@ TEST_CASE("translations: the quotient's tasks and the automorphism check", "[tra
 }
 
 TEST_CASE("translations: the quotient built op by op is the whole program's", "[translations]") {
-  // A training step (many ops, some alike, dependencies and streams), several
-  // ops at once, and data parallelism between three slices (both directions of
-  // the DCN ring on each chip's links).
+  // A training step with pipeline stages (ops and sends on part of the chips)
+  // and one without (many ops, some alike, dependencies), several ops at once,
+  // and data parallelism between three slices (both directions of the DCN ring
+  // on each chip's links).
   const std::vector<std::string> cases = {
+      kPipeline,
       R"({"hardware": "tpu-v5p", "topology": {"shape": [4, 4, 4]}, "mesh": {"T": 4, "F": 16},
           "training": {"model": {"layers": 2, "d_model": 256, "heads": 8, "kv_heads": 4, "ffn": 512, "vocab": 256,
                                  "seq_len": 64, "gated": true},
@@ -207,7 +221,28 @@ TEST_CASE("translations: the quotient built op by op is the whole program's", "[
   }
 }
 
-TEST_CASE("translations: only TPU ops on every chip of an untwisted torus with a wrapped axis", "[translations]") {
+TEST_CASE("translations: along the wrapped axes that keep every op's chips and every send's pairs",
+          "[translations]") {
+  const workloads::Workload w = parse(kPipeline);
+  const topology::Torus t = w.make_torus();
+  // The stages lie along X (axis 0): Y and Z keep them.
+  CHECK(driver::translated_axes(w, t) == std::vector<int>{1, 2});
+  CHECK(driver::translation_count(w, t) == 32);
+  // A send from every chip to its +X neighbour is kept by every translation; one
+  // pair alone by none.
+  const workloads::Workload all = parse(kV4 + R"({"name": "ar", "kind": "all_reduce", "bytes": 4096, "axes": ["X"]}]})");
+  workloads::Workload shift = all;
+  shift.ops[0].kind = OpKind::Send;
+  shift.ops[0].hw_axes.clear();
+  const topology::Torus v4 = shift.make_torus();
+  for (topology::ChipId c = 0; c < v4.num_chips(); ++c)
+    shift.ops[0].pairs.emplace_back(c, v4.neighbor(c, 0, topology::Direction::Plus));
+  CHECK(driver::translated_axes(shift, v4) == std::vector<int>{0, 1, 2});
+  shift.ops[0].pairs.resize(1);
+  CHECK(driver::translated_axes(shift, v4).empty());
+}
+
+TEST_CASE("translations: only on an untwisted TPU torus with a wrapped axis", "[translations]") {
   const auto may = [](const std::string& text) {
     const workloads::Workload w = parse(text);
     return driver::may_translate(w, w.make_torus());
