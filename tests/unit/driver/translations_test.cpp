@@ -76,10 +76,15 @@ TEST_CASE("translations: a collective over every axis runs one chip's tasks, wit
       {kV4 + R"({"name": "ar", "kind": "all_reduce", "bytes": 16777216, "axes": ["X", "Y", "Z"]},
                {"name": "ag", "kind": "all_gather", "bytes": 8388608, "axes": ["X", "Y", "Z"]}]})",
        128},
-      // An all-to-all sends each piece straight to its member: the builders
-      // list the pieces by source, so a link's k-th task is not its translate's
-      // (an edge would join a quotient task to itself): the full program runs.
-      {kV4 + R"({"name": "a2a", "kind": "all_to_all", "bytes": 16777216, "axes": ["X", "Y", "Z"]}]})", 0},
+      // An all-to-all sends each piece straight to its member, offset by
+      // offset and hop by hop over every chip, so a link's k-th task is its
+      // translate's.
+      {kV4 + R"({"name": "a2a", "kind": "all_to_all", "bytes": 16777216, "axes": ["X", "Y", "Z"]}]})", 128},
+      // Over Z alone after an all-reduce over X and Y (every chip in one
+      // component, no identical groups): still every translation.
+      {kV4 + R"({"name": "ar", "kind": "all_reduce", "bytes": 1048576, "axes": ["X", "Y"]},
+               {"name": "a2a", "kind": "all_to_all", "bytes": 16777216, "axes": ["Z"], "after": ["ar"]}]})",
+       128},
       // A pipeline of 4 stages along X (its stages' ops and sends on part of
       // the chips): the translations along Y and Z keep every stage, 32 of them.
       {kPipeline, 32},
@@ -169,7 +174,8 @@ TEST_CASE("translations: the quotient built op by op is the whole program's", "[
       kV4 + R"({"name": "ar", "kind": "all_reduce", "bytes": 16777216, "axes": ["X", "Y", "Z"]},
                {"name": "ag", "kind": "all_gather", "bytes": 8388608, "axes": ["X", "Y", "Z"]},
                {"name": "rs", "kind": "reduce_scatter", "bytes": 8388608, "axes": ["Z"], "after": ["ar", "ag"]},
-               {"name": "ar2", "kind": "all_reduce", "bytes": 16777216, "axes": ["X", "Y", "Z"], "after": ["rs"]}]})",
+               {"name": "ar2", "kind": "all_reduce", "bytes": 16777216, "axes": ["X", "Y", "Z"], "after": ["rs"]},
+               {"name": "a2a", "kind": "all_to_all", "bytes": 4194304, "axes": ["Y", "Z"], "after": ["ar2"]}]})",
       R"({"hardware": "tpu-v5p", "topology": {"shape": [4, 4, 4], "slices": 3}, "mesh": {"F": 64, "D": 3},
           "ops": [{"name": "ag", "kind": "all_gather", "bytes": 6291456, "axes": ["F"]},
                   {"name": "dp", "kind": "all_reduce", "bytes": 6291456, "axes": ["D"], "after": ["ag"]},
