@@ -263,3 +263,21 @@ TEST_CASE("translations: only on an untwisted TPU torus with a wrapped axis", "[
   CHECK_FALSE(may(R"({"hardware": "tpu-v5e", "mesh": {"X": 4, "Y": 8}, "ops": [
                       {"name": "ag", "kind": "all_gather", "bytes": 1024, "axes": ["X", "Y"]}]})"));
 }
+
+TEST_CASE("translations: a quotient run past the time limit reports it, though the whole program is too big",
+          "[translations]") {
+  // Three all-gathers at once whose simulated time passes 2^62 ps: the
+  // quotient reaches the limit where the full run would, and the error names
+  // the same op, even when only the quotient fits the run-size limits.
+  const workloads::Workload w = parse(R"({"hardware": "tpu-v4", "mesh": {"X": 4, "Y": 4, "Z": 4}, "ops": [
+      {"kind": "all_gather", "bytes": 8e17, "axes": ["X", "Y", "Z"]},
+      {"kind": "all_gather", "bytes": 8e17, "axes": ["X", "Y", "Z"]},
+      {"kind": "all_gather", "bytes": 8e17, "axes": ["X", "Y", "Z"]}]})");
+  const topology::Torus t = w.make_torus();
+  driver::SimulateOptions o;
+  o.limits.max_transfers = driver::run_size(w, t).transfers;
+  REQUIRE(o.limits.max_transfers * 64 <= driver::estimate_run(w, t).transfers);
+  CHECK_THROWS_WITH(driver::simulate(w, o), Catch::Contains("t.json:/ops/1: simulated time would exceed the limit"));
+  o.reduce = false;
+  CHECK_THROWS_WITH(driver::simulate(w, o), Catch::Contains("the run would need about"));
+}
