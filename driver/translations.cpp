@@ -35,17 +35,19 @@ std::vector<int> translated_axes(const workloads::Workload& w, const topology::T
       if (!std::binary_search(chips.begin(), chips.end(), t.neighbor(c, axis, topology::Direction::Plus))) return false;
     return true;
   };
+  // The distinct sets of chips (a training step's ops share their stage's).
+  std::vector<const std::vector<topology::ChipId>*> sets;
+  for (const workloads::Op& op : w.ops)
+    if (op.chips) sets.push_back(op.chips.get());
+  std::sort(sets.begin(), sets.end());
+  sets.erase(std::unique(sets.begin(), sets.end()), sets.end());
   for (int a = 0; a < t.num_axes(); ++a) {
     if (t.axis(a).size < 2 || !(t.axis(a).wraparound || t.switched(a))) continue;
     bool ok = true;
-    const std::vector<topology::ChipId>* checked = nullptr;  // ops in a row share their set
+    for (const std::vector<topology::ChipId>* chips : sets) ok = ok && kept(*chips, a);
     for (std::size_t i = 0; i < w.ops.size() && ok; ++i) {
       const workloads::Op& op = w.ops[i];
-      if (op.chips && op.chips.get() != checked) {
-        ok = kept(*op.chips, a);
-        checked = op.chips.get();
-      }
-      if (ok && op.kind == OpKind::Send) {
+      if (op.kind == OpKind::Send) {
         auto pairs = workloads::send_pairs(op);
         std::sort(pairs.begin(), pairs.end());
         for (const auto& [src, dst] : pairs)
