@@ -225,7 +225,8 @@ void check_limits(const workloads::Workload& w, const RunSize& size, const Limit
                                size.groups > 1
                                    ? fmt::format(" (simulating one of its {} identical independent groups)", size.groups)
                                : size.translations > 1
-                                   ? fmt::format(" (simulating one task of each set of {} translates)", size.translations)
+                                   ? fmt::format(" (simulating one task of each set of {} translates)",
+                                                 size.translations)
                                    : std::string(),
                                size_text(size.memory_bytes), limit, size.biggest_op_transfers,
                                w.hardware.gpu ? ", a larger forward_chunk_bytes" : "",

@@ -131,12 +131,11 @@ class Translations {
 // quotient of the whole program: each op's tasks are contiguous ids there, its
 // count on every slot equals its translates', so a task's position on its slot
 // is the same offset plus its position in its op's own program, and the ops'
-// dependencies join a chip's exit to the same chip's entry on every chip both run on
-// (docs/MODEL.md, "Translations of the torus"), also for ops on part of the
-// chips (a pipeline's stages, their sends), whose sets the translations keep.
-// The whole program may pass
-// 2^32 tasks: nothing numbers it. Nothing when an op is not invariant or the
-// workload cannot be.
+// dependencies join a chip's exit to the same chip's entry on every chip both
+// run on (docs/MODEL.md, "Translations of the torus"). This holds for ops on
+// part of the chips too (a pipeline's stages, their sends), whose sets the
+// translations keep. The whole program may pass 2^32 tasks: nothing numbers
+// it. Nothing when an op is not invariant or the workload cannot be.
 struct OpQuotient {
   // The whole program's layout without its tasks: its resources and per-op
   // counts; op_ports in the quotient's numbering (each op's entry joins on the

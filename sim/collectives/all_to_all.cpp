@@ -71,7 +71,8 @@ void all_to_all(ProgramBuilder& b, const Torus& t, std::span<const int> axes, st
       if (ports.active(src)) sources.push_back(src);
     if (sources.empty()) return;
     std::vector<std::pair<int, std::uint32_t>> offsets;  // (hops, offset)
-    for (std::uint32_t i = 1; i < group; ++i) offsets.emplace_back(t.hop_distance(sources[0], member(sources[0], i, true)), i);
+    for (std::uint32_t i = 1; i < group; ++i)
+      offsets.emplace_back(t.hop_distance(sources[0], member(sources[0], i, true)), i);
     std::stable_sort(offsets.begin(), offsets.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
     std::vector<std::vector<std::vector<LinkId>>> all(sources.size());  // per source: its routes to the offset
     std::vector<TaskId> prev(sources.size());
@@ -93,7 +94,8 @@ void all_to_all(ProgramBuilder& b, const Torus& t, std::span<const int> axes, st
               b.depend(prev[s], x, sim::EdgeKind::Stream);
             prev[s] = x;
           }
-        for (std::size_t s = 0; s < sources.size(); ++s) b.depend(prev[s], ports.exit[t.link_info(all[s][r].back()).dst]);
+        for (std::size_t s = 0; s < sources.size(); ++s)
+          b.depend(prev[s], ports.exit[t.link_info(all[s][r].back()).dst]);
       }
     }
     return;

@@ -34,9 +34,11 @@ Subcommand add_validate_command(CLI::App& app) {
               // identical groups, it too, though run builds one).
               std::uint64_t tasks = 0;
               if (size.translations > 1)
-                if (const std::optional<driver::OpQuotient> q = driver::quotient_by_ops(w, torus)) tasks = q->full_tasks;
+                if (const std::optional<driver::OpQuotient> q = driver::quotient_by_ops(w, torus))
+                  tasks = q->full_tasks;
               if (tasks == 0) {
-                if (size.translations > 1 || size.groups > 1) driver::check_limits(w, driver::estimate_run(w, torus), defaults.limits);
+                if (size.translations > 1 || size.groups > 1)
+                  driver::check_limits(w, driver::estimate_run(w, torus), defaults.limits);
                 tasks = driver::expand(w, torus).program.num_tasks();
               }
               if (!*quiet)
