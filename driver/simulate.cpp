@@ -420,13 +420,14 @@ RunSize run_size(const workloads::Workload& w, const topology::Torus& torus, con
       size.groups = groups->copies();
       return size;
     }
-    if (may_translate(w, torus)) return translated_size(estimate_run(w, torus), translation_count(w, torus));
+    if (const std::uint64_t n = translation_count(w, torus); n > 1) return translated_size(estimate_run(w, torus), n);
   }
   return estimate_run(w, torus);
 }
 
 RunResult simulate(const workloads::Workload& w, const SimulateOptions& options) {
   const topology::Torus torus = w.make_torus();
+  std::optional<RunSize> whole;  // the whole workload's size, once estimated
   if (may_reduce_run(options)) {
     // Identical independent groups known from the workload (driver/groups.hpp):
     // group 0 alone is built, checked against the limits and run.
@@ -441,15 +442,18 @@ RunResult simulate(const workloads::Workload& w, const SimulateOptions& options)
     }
     // A program that the torus' translations may leave unchanged: its quotient,
     // built op by op without the whole program (driver/translations.hpp).
-    if (may_translate(w, torus)) {
-      check_limits(w, run_size(w, torus, options), options.limits);
+    const RunSize size = run_size(w, torus, options);
+    if (size.translations == 1) {
+      whole = size;  // run_size's is then the whole workload's
+    } else {
+      check_limits(w, size, options.limits);
       if (const std::optional<OpQuotient> q = quotient_by_ops(w, torus))
         if (std::optional<RunResult> r = run_native(w, torus, q->ex, options, &q->quotient.translated, &q->quotient))
           return std::move(*r);
       // Not invariant, or a tie the quotient cannot stand for: the whole program.
     }
   }
-  check_limits(w, estimate_run(w, torus), options.limits);
+  check_limits(w, whole ? *whole : estimate_run(w, torus), options.limits);
   const Expanded ex = expand(w, torus);
   return simulate_expanded(w, torus, ex, options);
 }

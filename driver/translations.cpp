@@ -41,21 +41,22 @@ std::vector<int> translated_axes(const workloads::Workload& w, const topology::T
     if (op.chips) sets.push_back(op.chips.get());
   std::sort(sets.begin(), sets.end());
   sets.erase(std::unique(sets.begin(), sets.end()), sets.end());
+  // Every send's pairs, ascending.
+  std::vector<std::vector<std::pair<topology::ChipId, topology::ChipId>>> sends;
+  for (const workloads::Op& op : w.ops)
+    if (op.kind == OpKind::Send) {
+      sends.push_back(workloads::send_pairs(op));
+      std::sort(sends.back().begin(), sends.back().end());
+    }
   for (int a = 0; a < t.num_axes(); ++a) {
     if (t.axis(a).size < 2 || !(t.axis(a).wraparound || t.switched(a))) continue;
     bool ok = true;
     for (const std::vector<topology::ChipId>* chips : sets) ok = ok && kept(*chips, a);
-    for (std::size_t i = 0; i < w.ops.size() && ok; ++i) {
-      const workloads::Op& op = w.ops[i];
-      if (op.kind == OpKind::Send) {
-        auto pairs = workloads::send_pairs(op);
-        std::sort(pairs.begin(), pairs.end());
-        for (const auto& [src, dst] : pairs)
-          ok = ok && std::binary_search(pairs.begin(), pairs.end(),
-                                        std::pair{t.neighbor(src, a, topology::Direction::Plus),
-                                                  t.neighbor(dst, a, topology::Direction::Plus)});
-      }
-    }
+    for (const auto& pairs : sends)
+      for (const auto& [src, dst] : pairs)
+        ok = ok && std::binary_search(pairs.begin(), pairs.end(),
+                                      std::pair{t.neighbor(src, a, topology::Direction::Plus),
+                                                t.neighbor(dst, a, topology::Direction::Plus)});
     if (ok) out.push_back(a);
   }
   return out;
@@ -400,8 +401,13 @@ std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const to
     std::vector<std::uint32_t> entry_chips, exit_chips;
     for (sim::TaskId k = 0; k < part.own_id.size() && part.own_id[k] < 2 * n; ++k) {
       const sim::TaskId own = part.own_id[k];
-      (own < n ? part.entry : part.exit).push_back(k);
-      (own < n ? entry_chips : exit_chips).push_back(ports.chip_at(own < n ? own : own - n));
+      if (own < n) {
+        part.entry.push_back(k);
+        entry_chips.push_back(ports.chip_at(own));
+      } else {
+        part.exit.push_back(k);
+        exit_chips.push_back(ports.chip_at(own - n));
+      }
     }
     MESHSIM_ASSERT(entry_chips == exit_chips, "an op's quotient with entries and exits on different chips");
     part.chips = std::make_shared<const std::vector<std::uint32_t>>(std::move(entry_chips));
@@ -447,10 +453,9 @@ std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const to
     out.ex.op_transfers.push_back(part.transfers);
     out.ex.op_link_bytes.push_back(part.link_bytes);
     for (sim::TaskId k = 0; k < part.program.num_tasks(); ++k) {
-      sim::Task task = part.program.task(k);
-      task.op_kind = (id << 2) | (task.op_kind & 3u);
+      const sim::Task& task = part.program.task(k);
       b.copy(task, task.kind() == sim::TaskKind::Join ? task.resource : compact[part.resources[task.resource]],
-             part.program.step(k));
+             part.program.step(k), id);
       q.keys.push_back(static_cast<sim::TaskId>(q.keys.size()));
     }
     for (sim::TaskId k = 0; k < part.program.num_tasks(); ++k)

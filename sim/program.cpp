@@ -38,16 +38,16 @@ TaskId ProgramBuilder::join(OpId op, Tick delay, std::uint32_t chip) {
   return add(static_cast<std::uint64_t>(delay.ps()), chip, op, TaskKind::Join, 0);
 }
 
-TaskId ProgramBuilder::copy(const Task& task, std::uint32_t resource, std::uint16_t step) {
+TaskId ProgramBuilder::copy(const Task& task, std::uint32_t resource, std::uint16_t step, OpId op) {
   switch (task.kind()) {
     case TaskKind::Transfer:
-      return transfer(resource, task.amount, task.op(), step);
+      return transfer(resource, task.amount, op, step);
     case TaskKind::Compute:
-      return compute(resource, Tick::from_ps(static_cast<std::int64_t>(task.amount)), task.op());
+      return compute(resource, Tick::from_ps(static_cast<std::int64_t>(task.amount)), op);
     case TaskKind::Join:
       break;
   }
-  return join(task.op(), Tick::from_ps(static_cast<std::int64_t>(task.amount)), resource);
+  return join(op, Tick::from_ps(static_cast<std::int64_t>(task.amount)), resource);
 }
 
 void ProgramBuilder::depend(TaskId before, TaskId after, EdgeKind kind) {

@@ -80,7 +80,11 @@ class ProgramBuilder {
   TaskId join(OpId op, Tick delay = kZeroTick, std::uint32_t chip = 0);
   // A task like `task` (its kind, amount and op) at algorithm step `step`, on
   // `resource` (a join: its chip): a program rebuilt from part of another.
-  TaskId copy(const Task& task, std::uint32_t resource, std::uint16_t step);
+  TaskId copy(const Task& task, std::uint32_t resource, std::uint16_t step) {
+    return copy(task, resource, step, task.op());
+  }
+  // The same, of op `op`.
+  TaskId copy(const Task& task, std::uint32_t resource, std::uint16_t step, OpId op);
   // `after` may not start before `before` (see EdgeKind).
   void depend(TaskId before, TaskId after, EdgeKind kind = EdgeKind::Full);
   std::size_t num_tasks() const { return tasks_.size(); }

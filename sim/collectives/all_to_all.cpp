@@ -54,7 +54,6 @@ void all_to_all(ProgramBuilder& b, const Torus& t, std::span<const int> axes, st
     }
     return d;
   };
-  std::vector<std::vector<LinkId>> routes;
 
   bool wrapped = !t.twisted();
   for (int a : axes) wrapped = wrapped && (t.axis(a).wraparound || t.switched(a));
@@ -80,12 +79,13 @@ void all_to_all(ProgramBuilder& b, const Torus& t, std::span<const int> axes, st
       for (std::size_t s = 0; s < sources.size(); ++s) {
         routes_to(sources[s], member(sources[s], i, true), all[s]);
         MESHSIM_ASSERT(all[s].size() == all[0].size(), "a wrapped torus' routes differ from chip to chip");
+        for (std::size_t r = 0; r < all[s].size(); ++r)
+          MESHSIM_ASSERT(all[s][r].size() == all[0][r].size(), "a wrapped torus' routes differ from chip to chip");
       }
       const std::uint64_t share = ceil_div(piece, all[0].size());
       for (std::size_t r = 0; r < all[0].size(); ++r) {
         for (std::size_t h = 0; h < all[0][r].size(); ++h)
           for (std::size_t s = 0; s < sources.size(); ++s) {
-            MESHSIM_ASSERT(all[s][r].size() == all[0][r].size(), "a wrapped torus' routes differ from chip to chip");
             const LinkId link = all[s][r][h];
             const TaskId x = b.transfer(link, share, ports.op, static_cast<std::uint16_t>(h + 1));
             if (h == 0)
@@ -110,6 +110,7 @@ void all_to_all(ProgramBuilder& b, const Torus& t, std::span<const int> axes, st
     ChipId chip;
   };
   std::vector<Dest> dests;
+  std::vector<std::vector<LinkId>> routes;
   for (ChipId src = 0; src < t.num_chips(); ++src) {
     if (!ports.active(src)) continue;  // not in the op's chips (nor is its group)
     // The group of src: every chip that differs from it only on `axes`.
