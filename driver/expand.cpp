@@ -233,14 +233,21 @@ void check_limits(const workloads::Workload& w, const RunSize& size, const Limit
                                largest || tasks ? "" : " or raise the limit"));
 }
 
-Expanded expand(const workloads::Workload& w, const topology::Torus& torus) {
-  Expanded out;
+struct Expander::System {
+  System(const workloads::Workload& w, const topology::Torus& t) : torus(t), estimator(w, t) {}
+  const topology::Torus& torus;
+  Estimator estimator;
+  Expanded layout;  // the resources and the network, no ops
+};
+
+Expander::Expander(const workloads::Workload& w, const topology::Torus& torus)
+    : system_(std::make_unique<System>(w, torus)) {
+  Expanded& out = system_->layout;
   const std::uint32_t chips = torus.num_chips();
   out.chips = chips;
   // Resources: the links (torus link slots, or the fabric's links), then one
   // compute unit per chip.
-  Estimator estimator(w, torus);
-  const topology::Fabric* fabric = estimator.fabric();
+  const topology::Fabric* fabric = system_->estimator.fabric();
   if (fabric) {
     // Switch nodes after the GPUs (Fabric::link_ends).
     for (topology::LinkId l = 0; l < fabric->num_links(); ++l) {
@@ -271,6 +278,16 @@ Expanded expand(const workloads::Workload& w, const topology::Torus& torus) {
   for (std::uint32_t c = 0; c < chips; ++c) out.resource_ends.emplace_back(c, c);
   out.nodes = chips;
   for (const auto& [from, to] : out.resource_ends) out.nodes = std::max({out.nodes, from + 1, to + 1});
+}
+
+Expander::~Expander() = default;
+
+Expanded Expander::operator()(const workloads::Workload& w) const {
+  const topology::Torus& torus = system_->torus;
+  Estimator& estimator = system_->estimator;
+  const topology::Fabric* fabric = estimator.fabric();
+  Expanded out = system_->layout;
+  const std::uint32_t chips = out.chips;
   const auto compute_unit = [&](std::uint32_t chip) { return static_cast<std::uint32_t>(out.links + chip); };
   sim::ProgramBuilder b;
   {
@@ -383,5 +400,7 @@ Expanded expand(const workloads::Workload& w, const topology::Torus& torus) {
   out.program = std::move(b).finish();
   return out;
 }
+
+Expanded expand(const workloads::Workload& w, const topology::Torus& torus) { return Expander(w, torus)(w); }
 
 }  // namespace meshsim::driver

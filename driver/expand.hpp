@@ -4,6 +4,7 @@
 // exits on chip c of the ops it depends on; the collective algorithms fill in the
 // transfers between.
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "sim/executor.hpp"
@@ -34,6 +35,24 @@ struct Expanded {
 // Refuses (InputError at the op, before building it) a program whose tasks would
 // exceed kMaxTasks.
 Expanded expand(const workloads::Workload& w, const topology::Torus& torus);
+
+// expand() in two parts, for expanding many workloads on one system (the ops of
+// one workload one by one): the system's resources and network, and on a GPU
+// fabric the fabric and the algorithm choices, are laid out once.
+class Expander {
+ public:
+  // `w`: the system (hardware, topology); it must outlive the expander.
+  Expander(const workloads::Workload& w, const topology::Torus& torus);
+  ~Expander();
+  Expander(const Expander&) = delete;
+  Expander& operator=(const Expander&) = delete;
+  // expand(w, torus) for a workload `w` on this system (its ops may be any).
+  Expanded operator()(const workloads::Workload& w) const;
+
+ private:
+  struct System;
+  std::unique_ptr<System> system_;
+};
 
 constexpr std::size_t kMaxTasks = std::size_t{1} << 26;
 

@@ -119,7 +119,7 @@ std::string reduction_note(const RunResult& r) {
   if (r.reduced_classes == 0) return {};
   if (r.translations > 0)
     return fmt::format("exact reduction: simulated {} of the {} transfers, one task of each set of {} translates "
-                       "(the torus' translations along its wrapped axes leave the program unchanged); --no-reduce "
+                       "(shifts of the chips along the system's axes that leave the program unchanged); --no-reduce "
                        "simulates all, with the same results\n",
                        r.simulated_transfers, r.transfers, r.translations);
   return fmt::format("exact reduction: simulated {} of the {} transfers, one of each set of identical independent "

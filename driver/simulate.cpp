@@ -481,16 +481,19 @@ std::optional<RunResult> run_native(const workloads::Workload& w, const topology
   // Exact reductions (sim/reduce.hpp): not with a trace or critical paths, which
   // want every task's own timing.
   const bool may_reduce = !translated && options.reduce && options.trace_path.empty() && !options.critical_path;
-  // A program that the torus' translations may leave unchanged (and that is not
-  // split into translated groups, which run group 0 alone) breaks ties between
-  // tasks ready at once on one link by keys its translates share, in every run,
+  // A program that the translations leave unchanged (and that is not split
+  // into translated groups, which run group 0 alone) breaks ties between tasks
+  // ready at once on one link by keys its translates share, in every run,
   // reduced or not (driver/translations.hpp); its reduced run is the quotient,
-  // which simulate() builds. Else identical independent components.
+  // which simulate() builds, and whose ops were checked as this program is.
+  // Else identical independent components.
   std::optional<Translations> translations;
-  if (!translated && may_translate(w, torus) && !translated_groups(w, torus))
-    translations = Translations::find(w, torus, ex);
+  if (!translated) {
+    const std::vector<Shift> axes = translated_axes(w, torus);  // once: on a GPU fabric it lays out the fabric
+    if (!axes.empty() && !translated_groups(w, torus)) translations = Translations::find(torus, ex, axes, w.hardware.gpu);
+  }
   BigVector<std::uint32_t> keys;
-  if (translations) keys = translations->keys();
+  if (translations && translations->verify()) keys = translations->keys();
   translations.reset();  // its index of every task: memory the run needs
   const bool keyed = !keys.empty();
   std::optional<sim::Reduced> reduced;

@@ -24,16 +24,43 @@ bool same_resource(const sim::Resource& a, const sim::Resource& b) {
 
 }  // namespace
 
-std::vector<int> translated_axes(const workloads::Workload& w, const topology::Torus& t) {
-  std::vector<int> out;
-  if (w.hardware.gpu || t.twisted() || w.ops.empty()) return out;
+std::vector<Shift> translated_axes(const workloads::Workload& w, const topology::Torus& t) {
+  std::vector<Shift> out;
+  if (t.twisted() || w.ops.empty()) return out;
   for (const workloads::Op& op : w.ops)
     if (op.groups) return out;
-  // A set of chips (ascending) that a step along `axis` maps onto itself.
-  const auto kept = [&](const std::vector<topology::ChipId>& chips, int axis) {
-    for (topology::ChipId c : chips)
-      if (!std::binary_search(chips.begin(), chips.end(), t.neighbor(c, axis, topology::Direction::Plus))) return false;
-    return true;
+  const bool gpu = w.hardware.gpu;
+  // On a GPU fabric, what a shift of the nodes cannot keep (Translations::verify
+  // would refuse it, after building each op): NCCL's tree across nodes, whose
+  // positions are absolute. A ring through the GPUs of several nodes runs every
+  // other node of the ring backwards, so a shift must move it by an even number
+  // of positions; a group inside each node lists its GPUs by the node's parity
+  // (gpu::rings), so a shift must move by an even number of nodes.
+  bool in_node = false;
+  std::vector<std::vector<int>> crossing;  // per ring through several nodes' GPUs: its node axes, in order
+  if (gpu) {
+    GpuChoices choices(w, t);
+    for (const workloads::Op& op : w.ops) {
+      if (!is_collective(op.kind)) continue;
+      bool local = false, across = false;
+      std::vector<int> nodes;
+      for (int a : op.hw_axes) {
+        if (t.axis(a).size < 2) continue;
+        (a == 0 ? local : across) = true;
+        if (a > 0) nodes.push_back(a);
+      }
+      using collectives::gpu::Algorithm;
+      const Algorithm alg = choices(op).algorithm;
+      if (across && alg == Algorithm::Tree) return out;
+      if (local && across && (alg == Algorithm::Ring || alg == Algorithm::Hierarchical)) crossing.push_back(nodes);
+      in_node = in_node || local;
+    }
+  }
+  // `n` steps along `axis`: to the torus' neighbour (n = 1), or on a GPU
+  // fabric to the same GPU of the node n on along a node axis (round to the first).
+  const auto move = [&](topology::ChipId c, int axis, int n) {
+    if (!gpu) return t.neighbor(c, axis, topology::Direction::Plus);
+    return t.with_coord(c, axis, (t.coord(c, axis) + n) % t.axis(axis).size);
   };
   // The distinct sets of chips (a training step's ops share their stage's).
   std::vector<const std::vector<topology::ChipId>*> sets;
@@ -48,23 +75,53 @@ std::vector<int> translated_axes(const workloads::Workload& w, const topology::T
       sends.push_back(workloads::send_pairs(op));
       std::sort(sends.back().begin(), sends.back().end());
     }
-  for (int a = 0; a < t.num_axes(); ++a) {
-    if (t.axis(a).size < 2 || !(t.axis(a).wraparound || t.switched(a))) continue;
-    bool ok = true;
-    for (const std::vector<topology::ChipId>* chips : sets) ok = ok && kept(*chips, a);
+  // Whether `n` steps along `a` keep every op's chips and every send's pairs.
+  const auto keeps = [&](int a, int n) {
+    for (const std::vector<topology::ChipId>* chips : sets)
+      for (topology::ChipId c : *chips)
+        if (!std::binary_search(chips->begin(), chips->end(), move(c, a, n))) return false;
     for (const auto& pairs : sends)
       for (const auto& [src, dst] : pairs)
-        ok = ok && std::binary_search(pairs.begin(), pairs.end(),
-                                      std::pair{t.neighbor(src, a, topology::Direction::Plus),
-                                                t.neighbor(dst, a, topology::Direction::Plus)});
-    if (ok) out.push_back(a);
+        if (!std::binary_search(pairs.begin(), pairs.end(), std::pair{move(src, a, n), move(dst, a, n)})) return false;
+    return true;
+  };
+  for (int a = 0; a < t.num_axes(); ++a) {
+    const int size = t.axis(a).size;
+    if (!gpu) {
+      if (size >= 2 && (t.axis(a).wraparound || t.switched(a)) && keeps(a, 1)) out.push_back({a, 1});
+      continue;
+    }
+    // On a GPU fabric the node axes (a permutation of nodes keeps every GPU's
+    // NVLink and NIC links; Translations::find refuses a program on the
+    // switches' cables, which it may not keep), never the GPUs of a node; a
+    // step of 1 node, or 2 where parity asks it.
+    if (a == 0) continue;
+    int node_stride = 1;  // nodes between a node and the next along `a`
+    for (int b = 1; b < a; ++b) node_stride *= t.axis(b).size;
+    for (int n = 1; n <= 2; ++n) {
+      if (size % n != 0 || size / n < 2) break;
+      bool even = !in_node || node_stride * n % 2 == 0;
+      for (const std::vector<int>& ring : crossing) {
+        int positions = 1;  // ring positions between a node and the next along `a`
+        for (int b : ring) {
+          if (b == a) {
+            even = even && positions * n % 2 == 0;
+            break;
+          }
+          positions *= t.axis(b).size;
+        }
+      }
+      if (!even) continue;
+      if (keeps(a, n)) out.push_back({a, n});
+      break;
+    }
   }
   return out;
 }
 
 std::uint64_t translation_count(const workloads::Workload& w, const topology::Torus& t) {
   std::uint64_t n = 1;
-  for (int a : translated_axes(w, t)) n *= static_cast<std::uint64_t>(t.axis(a).size);
+  for (const Shift& s : translated_axes(w, t)) n *= static_cast<std::uint64_t>(t.axis(s.axis).size / s.step);
   return n;
 }
 
@@ -74,31 +131,39 @@ Translations::Translations(const topology::Torus& t, const Expanded& ex) : t_(&t
 
 std::optional<Translations> Translations::find(const workloads::Workload& w, const topology::Torus& t,
                                                const Expanded& ex) {
-  const std::vector<int> axes = translated_axes(w, t);
+  const std::vector<Shift> axes = translated_axes(w, t);
   if (axes.empty()) return std::nullopt;
-  return find(t, ex, axes);
+  return find(t, ex, axes, w.hardware.gpu);
 }
 
 std::optional<Translations> Translations::find(const topology::Torus& t, const Expanded& ex,
-                                               const std::vector<int>& axes) {
+                                               const std::vector<Shift>& axes, bool fabric) {
   if (axes.empty()) return std::nullopt;
   const std::uint32_t chips = t.num_chips();
-  // The torus' slots first (chip * 2 * axes + axis * 2 + direction), then a
-  // compute unit per chip.
-  if (ex.links != t.num_link_slots() || ex.resources.size() != ex.links + chips) return std::nullopt;
+  // The links first, then a compute unit per chip. A torus' links are its slots,
+  // chip * 2 * axes + axis * 2 + direction; a GPU fabric's are every GPU's
+  // NVLink up, NVLink down, NIC up and NIC down (kind * chips + GPU), then the
+  // switches' cables, which belong to no GPU.
+  if ((!fabric && ex.links != t.num_link_slots()) || (fabric && ex.links < 4 * std::size_t{chips}) ||
+      ex.resources.size() != ex.links + chips)
+    return std::nullopt;
   Translations x(t, ex);
   x.links_ = static_cast<std::uint32_t>(ex.links);
-  x.per_chip_links_ = static_cast<std::uint32_t>(2 * t.num_axes());
+  x.link_stride_ = fabric ? 1 : static_cast<std::uint32_t>(2 * t.num_axes());
   x.resources_ = static_cast<std::uint32_t>(ex.resources.size());
   std::uint32_t stride = 1;
   for (int a = 0; a < t.num_axes(); ++a) {
     const int n = t.axis(a).size;
-    if (std::find(axes.begin(), axes.end(), a) != axes.end()) {
-      MESHSIM_ASSERT(n > 1 && (t.axis(a).wraparound || t.switched(a)), "a translated axis without wraparound");
+    const auto it = std::find_if(axes.begin(), axes.end(), [&](const Shift& s) { return s.axis == a; });
+    if (it != axes.end()) {
+      MESHSIM_ASSERT(n > 1 && (fabric ? a >= 1 : t.axis(a).wraparound || t.switched(a)),
+                     "a translated axis without wraparound");
+      MESHSIM_ASSERT(it->step >= 1 && n % it->step == 0 && n / it->step >= 2, "a step that does not divide its axis");
       x.axes_.push_back(a);
       x.sizes_.push_back(n);
+      x.steps_.push_back(it->step);
       x.strides_.push_back(stride);
-      x.copies_ *= static_cast<std::uint64_t>(n);
+      x.copies_ *= static_cast<std::uint64_t>(n / it->step);
     }
     stride *= static_cast<std::uint32_t>(n);
   }
@@ -108,7 +173,7 @@ std::optional<Translations> Translations::find(const topology::Torus& t, const E
   for (topology::ChipId c = 0; c < chips; ++c)
     for (std::size_t i = 0; i < k; ++i) {
       x.coords_[c * k + i] = static_cast<std::uint16_t>(t.coord(c, x.axes_[i]));
-      if (x.coords_[c * k + i] != 0) x.representative_chip_[c] = 0;
+      if (x.coords_[c * k + i] >= x.steps_[i]) x.representative_chip_[c] = 0;
     }
 
   // Every slot holds as many tasks as its representative's.
@@ -118,15 +183,18 @@ std::optional<Translations> Translations::find(const topology::Torus& t, const E
   for (std::uint32_t s = 0; s < slots; ++s)
     x.slot_chip_[s] = s >= x.resources_ ? s - x.resources_
                       : s >= x.links_   ? s - x.links_
-                                        : s / x.per_chip_links_;
+                      : !fabric         ? s / x.link_stride_
+                      : s < 4 * chips   ? s % chips
+                                        : kNone;
   x.slot_begin_.assign(slots + 1, 0);
   for (sim::TaskId id = 0; id < p.num_tasks(); ++id) {
     const std::uint32_t s = x.slot_of(id);
-    if (s >= slots) return std::nullopt;  // a join without its chip
+    if (s >= slots || x.slot_chip_[s] == kNone) return std::nullopt;  // a join without its chip, or a switch's cable
     ++x.slot_begin_[s + 1];
   }
   for (std::uint32_t s = 0; s < slots; ++s) {
     const std::uint32_t c = x.chip_of_slot(s);
+    if (c == kNone) continue;  // a cable, idle
     if (x.slot_begin_[s + 1] != x.slot_begin_[x.slot_on(s, x.back(c, c)) + 1]) return std::nullopt;
   }
   return x;
@@ -138,19 +206,20 @@ std::uint32_t Translations::slot_of(sim::TaskId id) const {
 }
 
 std::uint32_t Translations::slot_on(std::uint32_t slot, std::uint32_t chip) const {
-  // A chip's link slots are consecutive; its compute unit and its joins' slot
-  // one per chip. (Unsigned arithmetic wraps back into range.)
-  const std::uint32_t per_chip = slot < links_ ? per_chip_links_ : 1;
+  // The same link of the next chip is link_stride_ slots on; its compute unit
+  // and its joins' slot one per chip. (Unsigned arithmetic wraps back into range.)
+  const std::uint32_t per_chip = slot < links_ ? link_stride_ : 1;
   return slot + (chip - slot_chip_[slot]) * per_chip;
 }
 
 std::uint32_t Translations::back(std::uint32_t chip, std::uint32_t by) const {
   const std::size_t k = axes_.size();
   const std::uint16_t* from = &coords_[chip * k];
-  const std::uint16_t* shift = &coords_[by * k];
+  const std::uint16_t* at = &coords_[by * k];
   std::uint32_t out = chip;
   for (std::size_t i = 0; i < k; ++i) {
-    const int to = from[i] >= shift[i] ? from[i] - shift[i] : from[i] - shift[i] + sizes_[i];
+    const int shift = at[i] - at[i] % steps_[i];  // `by` is a representative moved by this much
+    const int to = from[i] >= shift ? from[i] - shift : from[i] - shift + sizes_[i];
     out += static_cast<std::uint32_t>(to - from[i]) * strides_[i];
   }
   return out;
@@ -232,8 +301,9 @@ void Translations::complete(sim::Reduced::Class& c) const {
     std::vector<std::uint32_t> images;
     images.reserve(c.resources.size());
     for (std::uint32_t r : c.resources) {
-      // r sits on a representative chip (coordinate 0 on every translated
-      // axis): its image is that chip moved by `chip`'s coordinates.
+      // r sits on a representative chip (coordinate below the step on every
+      // translated axis): its image is that chip moved by `chip`'s
+      // coordinates (multiples of the steps).
       std::uint32_t to = chip_of_slot(r);
       for (std::size_t i = 0; i < k; ++i) to += coords_[chip * k + i] * strides_[i];
       images.push_back(slot_on(r, to));
@@ -343,7 +413,7 @@ struct OpPart {
 }  // namespace
 
 std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const topology::Torus& t) {
-  const std::vector<int> axes = translated_axes(w, t);
+  const std::vector<Shift> axes = translated_axes(w, t);
   if (axes.empty()) return std::nullopt;
   // A workload without ops: the system alone, every op expanded into it by itself.
   workloads::Workload one = w;
@@ -353,7 +423,8 @@ std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const to
   one.explanations.clear();
   one.training.reset();
   OpQuotient out;
-  out.ex = expand(one, t);
+  const Expander expand_ops(one, t);  // the system laid out once, every op expanded into it
+  out.ex = expand_ops(one);
 
   // What expand() reads of an op on a torus (translated_axes: no groups): ops
   // with the same key build the same program. Their chips by identity: the
@@ -381,8 +452,8 @@ std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const to
     }
     one.ops.assign(1, op);
     one.ops[0].deps.clear();
-    const Expanded ex = expand(one, t);
-    std::optional<Translations> x = Translations::find(t, ex, axes);
+    const Expanded ex = expand_ops(one);
+    std::optional<Translations> x = Translations::find(t, ex, axes, w.hardware.gpu);
     if (!x) return std::nullopt;
     std::optional<TranslationQuotient> q = x->quotient();
     if (!q || !x->verify()) return std::nullopt;

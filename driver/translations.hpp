@@ -6,15 +6,18 @@
 // themselves, and when the builders laid every chip's tasks out alike, the k-th
 // task on a slot (a resource, or a chip for joins) maps to the k-th task on the
 // translated slot. If that map keeps every task's kind, amount, op and step and
-// carries every edge onto an edge, it is an automorphism of the program.
+// carries every edge onto an edge, it is an automorphism of the program. On a
+// GPU fabric whose nodes are a grid, shifting the nodes along a node axis maps
+// every GPU's NVLink and NIC links onto the same links of another GPU alike
+// (the switches' cables are not mapped: a program that uses them is refused).
 //
 // The quotient keeps one task per orbit: the tasks on the representative chips
-// (coordinate 0 on every translated axis), each edge redirected to its end's
+// (coordinate 0, or below the step, on every translated axis), each edge redirected to its end's
 // representative. Its run gives every task the time of its representative if
 // the full run is translation-equivariant. Activation order, which breaks ties
 // between tasks ready at the same time on one resource, is not; so every run
-// of a program that may be invariant, reduced or not, breaks them by
-// activation time and then by keys() (sim::Executor::order_ties_by). A resource
+// of a program that is invariant, reduced or not, breaks them by activation
+// time and then by keys() (sim::Executor::order_ties_by). A resource
 // free at t then starts the least (ready, activation time, key) of its tasks
 // ready by t, all of which are waiting at t: the schedule is a function of
 // times and keys, and the full run's is the quotient's translated. The quotient
@@ -47,15 +50,26 @@ struct TranslationQuotient {
   sim::Reduced::Class translated;
 };
 
+// A generator of the translations: `step` positions along hardware axis `axis`
+// (1 on a torus; on a GPU fabric 1 or 2 nodes).
+struct Shift {
+  int axis = 0;
+  int step = 1;
+  bool operator==(const Shift&) const = default;
+};
 // The axes a quotient translates along: the wrapped (or switched) axes of an
-// untwisted TPU torus along which every op's chips, and every send's pairs,
-// are the same set after a step. Empty for a GPU fabric, a twisted torus, or
-// a collective over explicit groups. A pipeline's stages along one axis leave
-// the others.
-std::vector<int> translated_axes(const workloads::Workload& w, const topology::Torus& t);
+// untwisted TPU torus, or a GPU fabric's node axes (a step: the same GPU of
+// the node 1 or 2 on, round to the first), along which every op's chips, and
+// every send's pairs, are the same set after a step. Empty for a twisted
+// torus, a collective over explicit groups, or on a GPU fabric NCCL's tree
+// across nodes. A GPU step is 2 nodes where 1 would reverse a ring through the
+// GPUs of several nodes (every other node's backwards) or a group inside each
+// node (listed by the node's parity); an axis that needs more is left out. A
+// pipeline's stages along one axis leave the others.
+std::vector<Shift> translated_axes(const workloads::Workload& w, const topology::Torus& t);
 
-// How many translations the quotient of `w` uses: the product of the sizes of
-// translated_axes(w, t); 1 when none.
+// How many translations the quotient of `w` uses: the product over
+// translated_axes(w, t) of size / step; 1 when none.
 std::uint64_t translation_count(const workloads::Workload& w, const topology::Torus& t);
 
 // Whether the workload may be translation invariant: translated_axes is not
@@ -69,8 +83,10 @@ class Translations {
   // fewer or more tasks than its translates). Two passes over the tasks, no
   // per-task memory: most of a failed attempt's cost is the quotient's short run.
   static std::optional<Translations> find(const workloads::Workload& w, const topology::Torus& t, const Expanded& ex);
-  // The same along `axes` (translated_axes of the whole workload when `ex` is one op of it).
-  static std::optional<Translations> find(const topology::Torus& t, const Expanded& ex, const std::vector<int>& axes);
+  // The same along `axes` (translated_axes of the whole workload when `ex` is one op of it);
+  // `fabric`: `ex` is on a GPU fabric (its links are the fabric's), `t` the GPUs' coordinates.
+  static std::optional<Translations> find(const topology::Torus& t, const Expanded& ex,
+                                          const std::vector<Shift>& axes, bool fabric);
   // Nothing when an edge would join a task to itself (the builders' order of
   // tasks does not follow the translations).
   std::optional<TranslationQuotient> quotient() const;
@@ -108,13 +124,14 @@ class Translations {
   const topology::Torus* t_;
   const Expanded* ex_;
   std::uint32_t links_ = 0;           // resources below this are links
-  std::uint32_t per_chip_links_ = 0;  // link slots per chip
+  std::uint32_t link_stride_ = 0;     // from a chip's link to the same link of the next chip
   std::uint32_t resources_ = 0;       // slots below are resources, the rest chips (joins)
   std::vector<int> axes_;             // the translated axes
   std::vector<int> sizes_;              // their sizes
+  std::vector<int> steps_;              // their steps (sizes_ / steps_ translations each)
   std::vector<std::uint32_t> strides_;  // their chip id strides
   std::vector<std::uint16_t> coords_;   // chip * axes_.size() + i: coordinate on axes_[i]
-  std::vector<std::uint8_t> representative_chip_;  // per chip: coordinate 0 on every translated axis
+  std::vector<std::uint8_t> representative_chip_;  // per chip: coordinate below the step on every translated axis
   std::vector<std::uint32_t> slot_chip_;           // per slot: its chip
   std::uint64_t copies_ = 1;
   std::vector<std::uint32_t> slot_begin_;  // per slot: its task count, then (verify) where its tasks begin

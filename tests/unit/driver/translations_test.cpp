@@ -45,6 +45,17 @@ const std::string kPipeline = R"({"hardware": "tpu-v5p", "topology": {"shape": [
                  "global_batch": 64, "microbatch": 2,
                  "parallelism": {"pipeline": "P", "tensor": ["T"], "data": ["D"]}}})";
 
+// The same on 8 DGX H100 nodes as a 2x4 grid: tensor parallelism (sequence
+// parallel) inside each node, 2 pipeline stages along the first node axis and
+// data parallelism (a sharded optimizer) along the second.
+const std::string kGpuStep = R"({"hardware": "h100-dgx", "topology": {"nodes": [2, 4]},
+    "mesh": {"T": 8, "P": 2, "D": 4},
+    "training": {"model": {"layers": 4, "d_model": 256, "heads": 8, "kv_heads": 8, "ffn": 512, "vocab": 256,
+                           "seq_len": 64, "gated": true},
+                 "global_batch": 32, "microbatch": 2,
+                 "parallelism": {"tensor": ["T"], "sequence_parallel": true, "pipeline": "P", "data": ["D"],
+                                 "sharded_optimizer": true}}})";
+
 }  // namespace
 
 TEST_CASE("translations: a collective over every axis runs one chip's tasks, with the full run's bytes",
@@ -91,6 +102,47 @@ TEST_CASE("translations: a collective over every axis runs one chip's tasks, wit
       // A send singles out two chips.
       {kV4 + R"({"name": "ar", "kind": "all_reduce", "bytes": 16777216, "axes": ["X", "Y", "Z"]},
                {"name": "s", "kind": "send", "bytes": 4096, "from": [0, 0, 0], "to": [1, 0, 0], "after": ["ar"]}]})",
+       0},
+      // GPU fabrics: shifts of the nodes. A training step on a 2x4 node grid:
+      // its stages along the first axis, the 4 data-parallel replicas along
+      // the second; in-node ops by ring, NVLS and send between stages.
+      {kGpuStep, 4},
+      // An in-node NVLS all-reduce beside rails' all-gathers (a ring through
+      // the same GPU of every node): a step of 2 nodes keeps the in-node groups.
+      {R"({"hardware": "h100-dgx", "topology": {"nodes": [2, 4]}, "mesh": {"X": 8, "P": 2, "D": 4}, "ops": [
+           {"name": "ar", "kind": "all_reduce", "bytes": 16777216, "axes": ["X"], "algorithm": "nvls"},
+           {"name": "ag", "kind": "all_gather", "bytes": 1048576, "axes": ["D"]},
+           {"name": "rs", "kind": "reduce_scatter", "bytes": 1048576, "axes": ["P", "D"], "after": ["ar"]}]})",
+       4},
+      // With one node axis, a step of one node would reverse the in-node
+      // groups' order: steps of 2 nodes, 2 translations.
+      {R"({"hardware": "h100-dgx", "topology": {"nodes": 4}, "mesh": {"X": 8, "N": 4}, "ops": [
+           {"name": "ar", "kind": "all_reduce", "bytes": 16777216, "axes": ["X"], "algorithm": "nvls"},
+           {"name": "ag", "kind": "all_gather", "bytes": 1048576, "axes": ["N"]}]})",
+       2},
+      // A ring through all 64 GPUs of 8 nodes, every other node backwards,
+      // beside an in-node all-gather: steps of 2 nodes, 4 translations.
+      {R"({"hardware": "h100-dgx", "topology": {"nodes": 8}, "mesh": {"X": 8, "N": 8}, "ops": [
+           {"name": "ar", "kind": "all_reduce", "bytes": 16777216, "axes": ["X", "N"], "algorithm": "ring"},
+           {"name": "ag", "kind": "all_gather", "bytes": 8388608, "axes": ["X"]}]})",
+       4},
+      // A training step on 8 nodes in a row: tensor parallelism inside each
+      // node, data parallelism over the nodes (a sharded optimizer: rings;
+      // NCCL's tree, which an all-reduce there takes, has no such shift): 4
+      // translations.
+      {R"({"hardware": "h100-dgx", "topology": {"nodes": 8}, "mesh": {"T": 8, "D": 8},
+           "training": {"model": {"layers": 2, "d_model": 256, "heads": 8, "kv_heads": 8, "ffn": 512, "vocab": 256,
+                                  "seq_len": 64, "gated": true},
+                        "global_batch": 16, "microbatch": 2,
+                        "parallelism": {"tensor": ["T"], "data": ["D"], "sharded_optimizer": true}}})",
+       4},
+      // The same under leaves of 2 nodes: the reduce-scatter crosses the spine
+      // cables, which are not the nodes'.
+      {R"({"hardware": {"preset": "h100-dgx", "leaf_nodes": 2}, "topology": {"nodes": [2, 4]},
+           "mesh": {"X": 8, "P": 2, "D": 4}, "ops": [
+           {"name": "ar", "kind": "all_reduce", "bytes": 16777216, "axes": ["X"], "algorithm": "nvls"},
+           {"name": "ag", "kind": "all_gather", "bytes": 1048576, "axes": ["D"]},
+           {"name": "rs", "kind": "reduce_scatter", "bytes": 1048576, "axes": ["P", "D"], "after": ["ar"]}]})",
        0},
   };
   for (const auto& [text, translations] : cases) {
@@ -180,6 +232,13 @@ TEST_CASE("translations: the quotient built op by op is the whole program's", "[
           "ops": [{"name": "ag", "kind": "all_gather", "bytes": 6291456, "axes": ["F"]},
                   {"name": "dp", "kind": "all_reduce", "bytes": 6291456, "axes": ["D"], "after": ["ag"]},
                   {"name": "all", "kind": "all_reduce", "bytes": 6291456, "axes": ["F", "D"], "after": ["dp"]}]})",
+      kGpuStep,
+      // Steps of 2 nodes (in-node groups on 8 nodes in a row): two representative nodes.
+      R"({"hardware": "h100-dgx", "topology": {"nodes": 8}, "mesh": {"T": 8, "D": 8},
+          "training": {"model": {"layers": 2, "d_model": 256, "heads": 8, "kv_heads": 8, "ffn": 512, "vocab": 256,
+                                 "seq_len": 64, "gated": true},
+                       "global_batch": 16, "microbatch": 2,
+                       "parallelism": {"tensor": ["T"], "data": ["D"], "sharded_optimizer": true}}})",
   };
   for (const std::string& text : cases) {
     INFO(text);
@@ -232,7 +291,7 @@ TEST_CASE("translations: along the wrapped axes that keep every op's chips and e
   const workloads::Workload w = parse(kPipeline);
   const topology::Torus t = w.make_torus();
   // The stages lie along X (axis 0): Y and Z keep them.
-  CHECK(driver::translated_axes(w, t) == std::vector<int>{1, 2});
+  CHECK(driver::translated_axes(w, t) == std::vector<driver::Shift>{{1, 1}, {2, 1}});
   CHECK(driver::translation_count(w, t) == 32);
   // A send from every chip to its +X neighbour is kept by every translation; one
   // pair alone by none.
@@ -242,12 +301,13 @@ TEST_CASE("translations: along the wrapped axes that keep every op's chips and e
   const topology::Torus v4 = shift.make_torus();
   for (topology::ChipId c = 0; c < v4.num_chips(); ++c)
     shift.ops[0].pairs.emplace_back(c, v4.neighbor(c, 0, topology::Direction::Plus));
-  CHECK(driver::translated_axes(shift, v4) == std::vector<int>{0, 1, 2});
+  CHECK(driver::translated_axes(shift, v4) == std::vector<driver::Shift>{{0, 1}, {1, 1}, {2, 1}});
   shift.ops[0].pairs.resize(1);
   CHECK(driver::translated_axes(shift, v4).empty());
 }
 
-TEST_CASE("translations: only on an untwisted TPU torus with a wrapped axis", "[translations]") {
+TEST_CASE("translations: only on an untwisted TPU torus with a wrapped axis, or a GPU fabric's nodes",
+          "[translations]") {
   const auto may = [](const std::string& text) {
     const workloads::Workload w = parse(text);
     return driver::may_translate(w, w.make_torus());
@@ -257,8 +317,24 @@ TEST_CASE("translations: only on an untwisted TPU torus with a wrapped axis", "[
   CHECK_FALSE(may(R"({"hardware": "tpu-v4", "topology": {"shape": [4, 4, 8], "twisted": true},
                       "mesh": {"X": 4, "Y": 4, "Z": 8},
                       "ops": [{"name": "ar", "kind": "all_reduce", "bytes": 1024, "axes": ["X", "Y", "Z"]}]})"));
+  // A GPU fabric's node axes, but not for NCCL's tree or a ring through the
+  // GPUs of several nodes (every other node's backwards).
   CHECK_FALSE(may(R"({"hardware": "h100-dgx", "topology": {"nodes": 2}, "mesh": {"G": 8, "N": 2},
                       "ops": [{"name": "ar", "kind": "all_reduce", "bytes": 1024, "axes": ["G", "N"]}]})"));
+  CHECK_FALSE(may(R"({"hardware": "h100-dgx", "topology": {"nodes": 4}, "mesh": {"G": 8, "N": 4},
+                      "ops": [{"name": "ar", "kind": "all_reduce", "bytes": 1073741824, "axes": ["N"],
+                               "algorithm": "tree"}]})"));
+  CHECK(may(R"({"hardware": "h100-dgx", "topology": {"nodes": 4}, "mesh": {"G": 8, "N": 4},
+                "ops": [{"name": "ar", "kind": "all_reduce", "bytes": 1073741824, "axes": ["N"],
+                         "algorithm": "ring"}]})"));
+  // A program on the switches' cables (leaves of 2 nodes, rings across them):
+  // Translations::find maps the GPUs' links only.
+  const workloads::Workload cables = parse(R"({"hardware": {"preset": "h100-dgx", "leaf_nodes": 2},
+      "topology": {"nodes": 4}, "mesh": {"G": 8, "N": 4},
+      "ops": [{"name": "ag", "kind": "all_gather", "bytes": 1048576, "axes": ["N"]}]})");
+  const topology::Torus ct = cables.make_torus();
+  CHECK(driver::translated_axes(cables, ct) == std::vector<driver::Shift>{{1, 1}});
+  CHECK_FALSE(driver::Translations::find(cables, ct, driver::expand(cables, ct)).has_value());
   CHECK_FALSE(may(R"({"hardware": "tpu-v5e", "mesh": {"X": 4, "Y": 8}, "ops": [
                       {"name": "ag", "kind": "all_gather", "bytes": 1024, "axes": ["X", "Y"]}]})"));
 }
