@@ -65,6 +65,17 @@ expect_error("meshsim: error: --max-transfers: Value 67108865 not in range 1 to 
 expect_error("meshsim: error: --max-memory: Value 0 not in range 1 to 18446744073709551615 (see meshsim --help)"
              --max-memory 0)
 
+# `meshsim validate` checks and builds what run does: one of 12,500 identical
+# in-node groups (115 M transfers in all, over the largest limit), counting the
+# whole program's tasks; it used to refuse this workload, which run simulates.
+set(groups bench/cases/allreduce_in_node_h100_100k.json)
+execute_process(COMMAND "${MESHSIM}" validate ${groups} WORKING_DIRECTORY "${SOURCE_DIR}"
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
+if(NOT "${rc}" STREQUAL "0" OR NOT "${err}" STREQUAL "" OR
+   NOT "${out}" STREQUAL "${groups}: valid: 1 ops, 100000 chips, 115400000 tasks\n")
+  string(APPEND failures "`meshsim validate ${groups}`: expected valid with 115400000 tasks, got exit ${rc}, stdout [${out}], stderr [${err}]\n")
+endif()
+
 if(NOT "${failures}" STREQUAL "")
   message(FATAL_ERROR "limits.cmake: ${MESHSIM}\n${failures}")
 endif()

@@ -6,6 +6,7 @@
 
 #include "base/error.hpp"
 #include "driver/expand.hpp"
+#include "driver/groups.hpp"
 #include "driver/simulate.hpp"
 #include "driver/translations.hpp"
 #include "tools/meshsim/commands.hpp"
@@ -29,10 +30,13 @@ Subcommand add_validate_command(CLI::App& app) {
               const driver::SimulateOptions defaults;
               const driver::RunSize size = driver::run_size(w, torus, defaults);
               driver::check_limits(w, size, defaults.limits);
-              // What run builds: the quotient by the torus' translations (each
-              // distinct op's program in full), else the whole program (with
-              // identical groups, it too, though run builds one).
+              // What run builds: group 0 of identical independent groups, the
+              // quotient by the translations (each distinct op's program in
+              // full), else the whole program. The count is the whole program's.
               std::uint64_t tasks = 0;
+              if (size.groups > 1)
+                if (const std::optional<driver::TranslatedGroups> groups = driver::translated_groups(w, torus))
+                  tasks = driver::expand(driver::first_group(w, *groups), torus).program.num_tasks() * groups->copies();
               if (size.translations > 1)
                 if (const std::optional<driver::OpQuotient> q = driver::quotient_by_ops(w, torus))
                   tasks = q->full_tasks;
