@@ -237,9 +237,11 @@ const std::vector<std::string> kScaleCases = {
     "bench/cases/allreduce_h100_16384.json",          // 16,384 GPUs, one group
     "bench/cases/allreduce_dcn_v5p_12pods.json",      // 12 v5p pods (107,520 chips), data parallel over the DCN
     // The training steps. 405B with 128 layers, so that 16 stages
-    // divide them; a GPU fabric is outside the quotient by translations, and
-    // the size limits refuse the whole program.
+    // divide them; reduced by shifts of the nodes along the data-parallel
+    // axis (whole 32-node units of leaves on the SuperPOD layout, whose
+    // shifts carry the spine cables with them).
     "bench/cases/training_llama3_405b_h100_16384.json",  // TP8 x PP16 x DP128 on 2,048 DGX H100 nodes
+    "bench/cases/training_llama3_405b_h100_16384_superpod.json",  // the same under 32-node leaves (SuperPOD units)
     // Steps that the torus' translations leave unchanged: one chip's tasks run,
     // built op by op (each distinct op's program once, in full). 70B with 16
     // KV heads: the pod's axes are 16, 20 and 28 and a mesh axis is whole torus

@@ -490,7 +490,11 @@ std::optional<RunResult> run_native(const workloads::Workload& w, const topology
   std::optional<Translations> translations;
   if (!translated) {
     const std::vector<Shift> axes = translated_axes(w, torus);  // once: on a GPU fabric it lays out the fabric
-    if (!axes.empty() && !translated_groups(w, torus)) translations = Translations::find(torus, ex, axes, w.hardware.gpu);
+    if (!axes.empty() && !translated_groups(w, torus)) {
+      std::optional<topology::Fabric> fabric;
+      if (w.hardware.gpu) fabric.emplace(w.make_fabric());
+      translations = Translations::find(torus, ex, axes, fabric ? &*fabric : nullptr);
+    }
   }
   BigVector<std::uint32_t> keys;
   if (translations && translations->verify()) keys = translations->keys();

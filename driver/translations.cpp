@@ -22,6 +22,23 @@ bool same_resource(const sim::Resource& a, const sim::Resource& b) {
          a.forward_chunk_bytes == b.forward_chunk_bytes;
 }
 
+// Nodes between a node and the next along node axis `a` (>= 1) of a GPU fabric's coordinates.
+int node_stride(const topology::Torus& t, int a) {
+  int stride = 1;
+  for (int b = 1; b < a; ++b) stride *= t.axis(b).size;
+  return stride;
+}
+
+// Whether `step` nodes along node axis `a` moves the fabric's cables with the
+// nodes (topology::Fabric::cable_period): every aligned block of `period` nodes
+// lands whole and in order on another, which holds when the shift and the
+// axis' whole span are multiples of the period (a block then sits on one side
+// of where the axis wraps, all of its nodes moved alike).
+bool moves_cables(const topology::Torus& t, int a, int step, int period) {
+  const int stride = node_stride(t, a);
+  return period > 0 && stride * step % period == 0 && stride * t.axis(a).size % period == 0;
+}
+
 }  // namespace
 
 std::vector<Shift> translated_axes(const workloads::Workload& w, const topology::Torus& t) {
@@ -38,8 +55,14 @@ std::vector<Shift> translated_axes(const workloads::Workload& w, const topology:
   // (gpu::rings), so a shift must move by an even number of nodes.
   bool in_node = false;
   std::vector<std::vector<int>> crossing;  // per ring through several nodes' GPUs: its node axes, in order
+  // With several units of leaves (or pods), the shifts move the switches'
+  // cables with the nodes, whole blocks of the fabric's cable period at a time
+  // (a program across units uses them; Translations::find maps them).
+  int cable_period = 0;
   if (gpu) {
     GpuChoices choices(w, t);
+    const topology::Fabric& fabric = choices.fabric();
+    if (fabric.units() > 1) cable_period = fabric.cable_period();
     for (const workloads::Op& op : w.ops) {
       if (!is_collective(op.kind)) continue;
       bool local = false, across = false;
@@ -92,15 +115,15 @@ std::vector<Shift> translated_axes(const workloads::Workload& w, const topology:
       continue;
     }
     // On a GPU fabric the node axes (a permutation of nodes keeps every GPU's
-    // NVLink and NIC links; Translations::find refuses a program on the
-    // switches' cables, which it may not keep), never the GPUs of a node; a
-    // step of 1 node, or 2 where parity asks it.
+    // NVLink and NIC links, and with several units the cables when it moves
+    // whole blocks of the cable period), never the GPUs of a node; a step of 1
+    // node, or 2 where parity asks it, or with several units the least
+    // multiple of it that moves the cables (the axis left out if none does).
     if (a == 0) continue;
-    int node_stride = 1;  // nodes between a node and the next along `a`
-    for (int b = 1; b < a; ++b) node_stride *= t.axis(b).size;
+    const int stride = node_stride(t, a);
     for (int n = 1; n <= 2; ++n) {
       if (size % n != 0 || size / n < 2) break;
-      bool even = !in_node || node_stride * n % 2 == 0;
+      bool even = !in_node || stride * n % 2 == 0;
       for (const std::vector<int>& ring : crossing) {
         int positions = 1;  // ring positions between a node and the next along `a`
         for (int b : ring) {
@@ -112,7 +135,10 @@ std::vector<Shift> translated_axes(const workloads::Workload& w, const topology:
         }
       }
       if (!even) continue;
-      if (keeps(a, n)) out.push_back({a, n});
+      int step = n;
+      if (cable_period > 0)
+        while (step <= size / 2 && (size % step != 0 || !moves_cables(t, a, step, cable_period))) step += n;
+      if (step <= size / 2 && size % step == 0 && keeps(a, step)) out.push_back({a, step});
       break;
     }
   }
@@ -133,23 +159,30 @@ std::optional<Translations> Translations::find(const workloads::Workload& w, con
                                                const Expanded& ex) {
   const std::vector<Shift> axes = translated_axes(w, t);
   if (axes.empty()) return std::nullopt;
-  return find(t, ex, axes, w.hardware.gpu);
+  if (!w.hardware.gpu) return find(t, ex, axes, nullptr);
+  const topology::Fabric fabric = w.make_fabric();
+  return find(t, ex, axes, &fabric);
 }
 
 std::optional<Translations> Translations::find(const topology::Torus& t, const Expanded& ex,
-                                               const std::vector<Shift>& axes, bool fabric) {
+                                               const std::vector<Shift>& axes, const topology::Fabric* fabric) {
   if (axes.empty()) return std::nullopt;
   const std::uint32_t chips = t.num_chips();
   // The links first, then a compute unit per chip. A torus' links are its slots,
   // chip * 2 * axes + axis * 2 + direction; a GPU fabric's are every GPU's
   // NVLink up, NVLink down, NIC up and NIC down (kind * chips + GPU), then the
-  // switches' cables, which belong to no GPU.
-  if ((!fabric && ex.links != t.num_link_slots()) || (fabric && ex.links < 4 * std::size_t{chips}) ||
+  // switches' cables, each of which moves with its owner GPU when every shift
+  // moves whole blocks of the cable period (else they are mapped to nothing,
+  // and a program that uses them refused).
+  if ((!fabric && ex.links != t.num_link_slots()) ||
+      (fabric && (ex.links != fabric->num_links() || fabric->num_gpus() != chips)) ||
       ex.resources.size() != ex.links + chips)
     return std::nullopt;
   Translations x(t, ex);
   x.links_ = static_cast<std::uint32_t>(ex.links);
   x.link_stride_ = fabric ? 1 : static_cast<std::uint32_t>(2 * t.num_axes());
+  x.cables_begin_ = fabric ? 4 * chips : x.links_;
+  x.gpus_per_node_ = static_cast<std::uint32_t>(t.axis(0).size);
   x.resources_ = static_cast<std::uint32_t>(ex.resources.size());
   std::uint32_t stride = 1;
   for (int a = 0; a < t.num_axes(); ++a) {
@@ -168,6 +201,10 @@ std::optional<Translations> Translations::find(const topology::Torus& t, const E
     stride *= static_cast<std::uint32_t>(n);
   }
   const std::size_t k = x.axes_.size();
+  bool cables = fabric != nullptr && x.cables_begin_ < x.links_;
+  for (const Shift& s : axes) cables = cables && moves_cables(t, s.axis, s.step, fabric->cable_period());
+  if (cables)
+    for (std::uint32_t s = x.cables_begin_; s < x.links_; ++s) x.cables_.push_back(fabric->cable_block(s));
   x.coords_.resize(static_cast<std::size_t>(chips) * k);
   x.representative_chip_.assign(chips, 1);
   for (topology::ChipId c = 0; c < chips; ++c)
@@ -185,6 +222,7 @@ std::optional<Translations> Translations::find(const topology::Torus& t, const E
                       : s >= x.links_   ? s - x.links_
                       : !fabric         ? s / x.link_stride_
                       : s < 4 * chips   ? s % chips
+                      : cables          ? x.cables_[s - x.cables_begin_].owner
                                         : kNone;
   x.slot_begin_.assign(slots + 1, 0);
   for (sim::TaskId id = 0; id < p.num_tasks(); ++id) {
@@ -207,7 +245,13 @@ std::uint32_t Translations::slot_of(sim::TaskId id) const {
 
 std::uint32_t Translations::slot_on(std::uint32_t slot, std::uint32_t chip) const {
   // The same link of the next chip is link_stride_ slots on; its compute unit
-  // and its joins' slot one per chip. (Unsigned arithmetic wraps back into range.)
+  // and its joins' slot one per chip; a cable is the same cable of `chip`'s
+  // unit or pod. (Unsigned arithmetic wraps back into range.)
+  if (slot >= cables_begin_ && slot < links_) {
+    const topology::Fabric::CableBlock& b = cables_[slot - cables_begin_];
+    const std::uint32_t per_block = b.nodes * gpus_per_node_;
+    return slot + (chip / per_block - b.owner / per_block) * b.id_stride;
+  }
   const std::uint32_t per_chip = slot < links_ ? link_stride_ : 1;
   return slot + (chip - slot_chip_[slot]) * per_chip;
 }
@@ -415,6 +459,8 @@ struct OpPart {
 std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const topology::Torus& t) {
   const std::vector<Shift> axes = translated_axes(w, t);
   if (axes.empty()) return std::nullopt;
+  std::optional<topology::Fabric> fabric;
+  if (w.hardware.gpu) fabric.emplace(w.make_fabric());
   // A workload without ops: the system alone, every op expanded into it by itself.
   workloads::Workload one = w;
   one.ops.clear();
@@ -453,7 +499,7 @@ std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const to
     one.ops.assign(1, op);
     one.ops[0].deps.clear();
     const Expanded ex = expand_ops(one);
-    std::optional<Translations> x = Translations::find(t, ex, axes, w.hardware.gpu);
+    std::optional<Translations> x = Translations::find(t, ex, axes, fabric ? &*fabric : nullptr);
     if (!x) return std::nullopt;
     std::optional<TranslationQuotient> q = x->quotient();
     if (!q || !x->verify()) return std::nullopt;

@@ -8,8 +8,11 @@
 // translated slot. If that map keeps every task's kind, amount, op and step and
 // carries every edge onto an edge, it is an automorphism of the program. On a
 // GPU fabric whose nodes are a grid, shifting the nodes along a node axis maps
-// every GPU's NVLink and NIC links onto the same links of another GPU alike
-// (the switches' cables are not mapped: a program that uses them is refused).
+// every GPU's NVLink and NIC links onto the same links of another GPU alike,
+// and, when it moves whole blocks of the fabric's cable period
+// (topology::Fabric::cable_period), every switch cable onto the same cable of
+// another unit or pod (else the cables are not mapped, and a program that uses
+// them is refused).
 //
 // The quotient keeps one task per orbit: the tasks on the representative chips
 // (coordinate 0, or below the step, on every translated axis), each edge redirected to its end's
@@ -64,8 +67,10 @@ struct Shift {
 // torus, a collective over explicit groups, or on a GPU fabric NCCL's tree
 // across nodes. A GPU step is 2 nodes where 1 would reverse a ring through the
 // GPUs of several nodes (every other node's backwards) or a group inside each
-// node (listed by the node's parity); an axis that needs more is left out. A
-// pipeline's stages along one axis leave the others.
+// node (listed by the node's parity). On a fabric of several units of leaves
+// the step is the least multiple of that which moves whole blocks of the cable
+// period, so that the cables move too; an axis where none divides its size is
+// left out. A pipeline's stages along one axis leave the others.
 std::vector<Shift> translated_axes(const workloads::Workload& w, const topology::Torus& t);
 
 // How many translations the quotient of `w` uses: the product over
@@ -84,9 +89,10 @@ class Translations {
   // per-task memory: most of a failed attempt's cost is the quotient's short run.
   static std::optional<Translations> find(const workloads::Workload& w, const topology::Torus& t, const Expanded& ex);
   // The same along `axes` (translated_axes of the whole workload when `ex` is one op of it);
-  // `fabric`: `ex` is on a GPU fabric (its links are the fabric's), `t` the GPUs' coordinates.
+  // `fabric`: the GPU fabric `ex` is on (its links are the fabric's, `t` the
+  // GPUs' coordinates); null on a torus.
   static std::optional<Translations> find(const topology::Torus& t, const Expanded& ex,
-                                          const std::vector<Shift>& axes, bool fabric);
+                                          const std::vector<Shift>& axes, const topology::Fabric* fabric);
   // Nothing when an edge would join a task to itself (the builders' order of
   // tasks does not follow the translations).
   std::optional<TranslationQuotient> quotient() const;
@@ -125,6 +131,9 @@ class Translations {
   const Expanded* ex_;
   std::uint32_t links_ = 0;           // resources below this are links
   std::uint32_t link_stride_ = 0;     // from a chip's link to the same link of the next chip
+  std::uint32_t cables_begin_ = 0;    // a GPU fabric's switch cables: links from here on
+  std::uint32_t gpus_per_node_ = 1;
+  std::vector<topology::Fabric::CableBlock> cables_;  // per cable, when the shifts move them: owner and stride
   std::uint32_t resources_ = 0;       // slots below are resources, the rest chips (joins)
   std::vector<int> axes_;             // the translated axes
   std::vector<int> sizes_;              // their sizes

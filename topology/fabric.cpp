@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <numeric>
 
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/breadth_first_search.hpp>
@@ -93,6 +94,29 @@ std::vector<LinkId> Fabric::route(ChipId src, ChipId dst) const {
           core_to_spine(spine, pod_to, core_down),
           spine_to_leaf(spine, to, down),
           nic_down(dst)};
+}
+
+int Fabric::cable_period() const {
+  if (spec_.nodes % leaf_nodes_ != 0) return 0;
+  int period = std::lcm(leaf_nodes_, spec_.spines);
+  if (pods_ > 1) {
+    if (spec_.nodes % spec_.pod_nodes != 0) return 0;
+    period = std::lcm(period, spec_.pod_nodes);
+  }
+  return period;
+}
+
+Fabric::CableBlock Fabric::cable_block(LinkId cable) const {
+  MESHSIM_ASSERT(cable >= 4 * num_gpus_ && cable < links_.size(), "not a switch's cable");
+  const FabricLink& l = links_[cable];
+  const auto g = static_cast<std::uint32_t>(spec_.gpus_per_node);
+  if (cable < core_base_) {  // a leaf's: l.a is the leaf, unit * G + rail
+    const std::uint32_t unit = l.a / g, rail = l.a % g;
+    return {unit * static_cast<std::uint32_t>(leaf_nodes_) * g + rail, static_cast<std::uint32_t>(leaf_nodes_),
+            g * static_cast<std::uint32_t>(spec_.spines * spec_.spine_cables)};
+  }
+  const auto pod_nodes = static_cast<std::uint32_t>(units_per_pod_ * leaf_nodes_);  // a core cable's: l.a is the pod
+  return {l.a * pod_nodes * g, pod_nodes, static_cast<std::uint32_t>(spec_.spines * spec_.core_cables)};
 }
 
 std::string Fabric::gpu_name(ChipId g) const { return fmt::format("n{}.g{}", node_of(g), local_rank(g)); }

@@ -106,6 +106,28 @@ class Fabric {
   // flows share them as statically routed (hashed) flows do.
   std::vector<LinkId> route(ChipId src, ChipId dst) const;
 
+  // The cables as shifts of the nodes carry them. A permutation of the nodes
+  // that moves every aligned block of cable_period() consecutive nodes onto
+  // another whole and in order keeps every node's index in its unit, its
+  // spine (node mod spines) and its cables' indices, and maps units onto units
+  // and pods onto pods: it carries route(src, dst) onto the route between the
+  // images, cable for cable (the image of a unit's leaf cable is the same cable
+  // of the image unit, of a pod's core cable the same cable of the image pod).
+  // The period is lcm(leaf_nodes, spines), and pod_nodes with several pods; 0
+  // when a unit or pod is partial (the node count not a multiple), which no
+  // such permutation keeps.
+  int cable_period() const;
+  // A cable's owner, the GPU its unit's or pod's block moves it with: for a
+  // leaf cable the GPU on its rail in the unit's first node, for a core cable
+  // GPU 0 of the pod's first node; and how far apart, in link ids, the same
+  // cable of consecutive units (pods) is, and the nodes per unit (pod).
+  struct CableBlock {
+    ChipId owner = 0;
+    std::uint32_t nodes = 0;      // nodes per unit or pod
+    std::uint32_t id_stride = 0;  // link ids between the same cable of consecutive units or pods
+  };
+  CableBlock cable_block(LinkId cable) const;  // precondition: cable >= 4 * num_gpus()
+
   std::string gpu_name(ChipId g) const;      // "n1.g3"
   std::string link_name(LinkId id) const;    // "n1.g3 nvlink up", "rail 3 -> spine 0" (", cable 2" with several)
   std::string leaf_name(int leaf) const;     // "rail 3", or with several units "unit 1 rail 3"

@@ -136,14 +136,36 @@ TEST_CASE("translations: a collective over every axis runs one chip's tasks, wit
                         "global_batch": 16, "microbatch": 2,
                         "parallelism": {"tensor": ["T"], "data": ["D"], "sharded_optimizer": true}}})",
        4},
-      // The same under leaves of 2 nodes: the reduce-scatter crosses the spine
-      // cables, which are not the nodes'.
+      // The same under leaves of 2 nodes (a unit: the 2 nodes along P): the
+      // rings cross the spine cables, which a shift of whole units carries
+      // with the nodes, one unit a step along D: 4 translations.
       {R"({"hardware": {"preset": "h100-dgx", "leaf_nodes": 2}, "topology": {"nodes": [2, 4]},
            "mesh": {"X": 8, "P": 2, "D": 4}, "ops": [
            {"name": "ar", "kind": "all_reduce", "bytes": 16777216, "axes": ["X"], "algorithm": "nvls"},
            {"name": "ag", "kind": "all_gather", "bytes": 1048576, "axes": ["D"]},
            {"name": "rs", "kind": "reduce_scatter", "bytes": 1048576, "axes": ["P", "D"], "after": ["ar"]}]})",
-       0},
+       4},
+      // Three tiers: units of 2 nodes, pods of 4 under 2 spines each (2 cables
+      // per leaf and spine, oversubscribed core), 8 nodes in a row: only a
+      // shift of whole pods keeps the routes, so 4 nodes a step, 2
+      // translations; rings and an all-to-all across the pods, and a send.
+      {R"({"hardware": {"preset": "h100-dgx", "leaf_nodes": 2, "pod_nodes": 4, "spines": 2,
+                        "leaf_oversubscription": 1, "spine_oversubscription": 2},
+           "topology": {"nodes": 8}, "mesh": {"X": 8, "N": 8}, "ops": [
+           {"name": "ag", "kind": "all_gather", "bytes": 4194304, "axes": ["N"]},
+           {"name": "a2a", "kind": "all_to_all", "bytes": 8388608, "axes": ["N"], "after": ["ag"]},
+           {"name": "ar", "kind": "all_reduce", "bytes": 8388608, "axes": ["X", "N"], "algorithm": "ring"}]})",
+       2},
+      // A training step under units of 2 nodes (a replica's 2 pipeline stages,
+      // along P) and 2 spines: a step along D moves a whole unit, 4
+      // translations; the stages leave P out.
+      {R"({"hardware": {"preset": "h100-dgx", "leaf_nodes": 2, "spines": 2}, "topology": {"nodes": [2, 4]},
+           "mesh": {"T": 8, "P": 2, "D": 4},
+           "training": {"model": {"layers": 2, "d_model": 256, "heads": 8, "kv_heads": 8, "ffn": 512, "vocab": 256,
+                                  "seq_len": 64, "gated": true},
+                        "global_batch": 16, "microbatch": 2,
+                        "parallelism": {"tensor": ["T"], "pipeline": "P", "data": ["D"], "sharded_optimizer": true}}})",
+       4},
   };
   for (const auto& [text, translations] : cases) {
     INFO(text);
@@ -328,13 +350,25 @@ TEST_CASE("translations: only on an untwisted TPU torus with a wrapped axis, or 
                 "ops": [{"name": "ar", "kind": "all_reduce", "bytes": 1073741824, "axes": ["N"],
                          "algorithm": "ring"}]})"));
   // A program on the switches' cables (leaves of 2 nodes, rings across them):
-  // Translations::find maps the GPUs' links only.
+  // a step of a whole unit carries the cables with the nodes.
   const workloads::Workload cables = parse(R"({"hardware": {"preset": "h100-dgx", "leaf_nodes": 2},
       "topology": {"nodes": 4}, "mesh": {"G": 8, "N": 4},
       "ops": [{"name": "ag", "kind": "all_gather", "bytes": 1048576, "axes": ["N"]}]})");
   const topology::Torus ct = cables.make_torus();
-  CHECK(driver::translated_axes(cables, ct) == std::vector<driver::Shift>{{1, 1}});
-  CHECK_FALSE(driver::Translations::find(cables, ct, driver::expand(cables, ct)).has_value());
+  CHECK(driver::translated_axes(cables, ct) == std::vector<driver::Shift>{{1, 2}});
+  const driver::Expanded cx = driver::expand(cables, ct);
+  std::optional<driver::Translations> moved = driver::Translations::find(cables, ct, cx);
+  REQUIRE(moved.has_value());
+  CHECK(moved->copies() == 2);
+  CHECK(moved->verify());
+  // A partial unit (6 nodes under leaves of 4): no shift keeps the cables, so
+  // they are mapped to nothing and a program on them is refused.
+  const workloads::Workload partial = parse(R"({"hardware": {"preset": "h100-dgx", "leaf_nodes": 4},
+      "topology": {"nodes": 6}, "mesh": {"G": 8, "N": 6},
+      "ops": [{"name": "ag", "kind": "all_gather", "bytes": 1048576, "axes": ["N"]}]})");
+  const topology::Torus pt = partial.make_torus();
+  CHECK(driver::translated_axes(partial, pt) == std::vector<driver::Shift>{{1, 1}});
+  CHECK_FALSE(driver::Translations::find(partial, pt, driver::expand(partial, pt)).has_value());
   CHECK_FALSE(may(R"({"hardware": "tpu-v5e", "mesh": {"X": 4, "Y": 8}, "ops": [
                       {"name": "ag", "kind": "all_gather", "bytes": 1024, "axes": ["X", "Y"]}]})"));
 }

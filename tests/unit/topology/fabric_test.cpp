@@ -122,3 +122,45 @@ TEST_CASE("Fabric: full-bisection tiers give any permutation its own cables", "[
     for (LinkId l : over.route(over.gpu(n, 0), over.gpu((n + 4) % 32, 0))) ++used[l];
   CHECK(*std::max_element(used.begin() + 4 * over.num_gpus(), used.end()) == 2);
 }
+
+TEST_CASE("Fabric: a shift of whole blocks of the cable period carries every route onto a route", "[topology]") {
+  // Every route against its image under every shift of the nodes by a
+  // multiple of cable_period(), each cable mapped as Translations maps it
+  // (the same cable of its owner's image unit or pod, cable_block).
+  struct Case {
+    int nodes, spines, spine_cables, leaf_nodes, pod_nodes, core_cables, period;
+  };
+  for (const Case& c : {Case{8, 1, 2, 2, 0, 1, 2}, Case{8, 2, 1, 2, 0, 1, 2}, Case{12, 3, 2, 2, 0, 1, 6},
+                        Case{8, 2, 2, 2, 4, 2, 4}, Case{16, 1, 1, 2, 8, 3, 8}, Case{6, 1, 1, 4, 0, 1, 0}}) {
+    INFO("nodes " << c.nodes << ", spines " << c.spines << ", leaf_nodes " << c.leaf_nodes << ", pod_nodes "
+                  << c.pod_nodes);
+    FabricSpec s = spec(2, c.nodes, c.spines);
+    s.spine_cables = c.spine_cables;
+    s.leaf_nodes = c.leaf_nodes;
+    s.pod_nodes = c.pod_nodes;
+    s.core_cables = c.core_cables;
+    const Fabric f(s);
+    REQUIRE(f.cable_period() == c.period);
+    if (c.period == 0) continue;  // a partial unit: no such shift
+    const std::uint32_t g = 2;
+    const auto image = [&](LinkId l, int shift) -> LinkId {
+      if (l < 4 * f.num_gpus()) {  // a GPU's: the same link of the shifted GPU
+        const ChipId gpu = l % f.num_gpus();
+        const ChipId to = (gpu + static_cast<ChipId>(shift) * g) % f.num_gpus();
+        return l - gpu + to;
+      }
+      const Fabric::CableBlock b = f.cable_block(l);
+      const std::uint32_t owner = b.owner / g;  // its node
+      const std::uint32_t to = (owner + static_cast<std::uint32_t>(shift)) % static_cast<std::uint32_t>(c.nodes);
+      return l + (to / b.nodes - owner / b.nodes) * b.id_stride;  // unsigned: wraps back into range
+    };
+    for (int shift = c.period; shift < c.nodes; shift += c.period)
+      for (ChipId src = 0; src < f.num_gpus(); ++src)
+        for (ChipId dst = 0; dst < f.num_gpus(); ++dst) {
+          const auto moved = [&](ChipId x) { return (x + static_cast<ChipId>(shift) * g) % f.num_gpus(); };
+          std::vector<LinkId> want;
+          for (LinkId l : f.route(src, dst)) want.push_back(image(l, shift));
+          CHECK(f.route(moved(src), moved(dst)) == want);
+        }
+  }
+}
