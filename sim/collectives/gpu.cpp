@@ -1,6 +1,7 @@
 #include "sim/collectives/gpu.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "base/error.hpp"
@@ -309,8 +310,30 @@ std::size_t tree_channel_count(const Fabric& f, const std::vector<ChipId>& group
   return 2 * static_cast<std::size_t>(here);
 }
 
+std::vector<std::uint32_t> double_binary_tree(std::uint32_t m, int tree) {
+  MESHSIM_ASSERT(m >= 1 && (tree == 0 || tree == 1), "a double binary tree of no ranks");
+  // Tree 0: rank r > 0 at level b (its lowest set bit) hangs under r with bit b
+  // cleared and bit 2b set, or with bit b cleared when that is past the last rank.
+  const auto parent0 = [m](std::uint32_t r) -> std::uint32_t {
+    if (r == 0) return 0;
+    const std::uint32_t b = r & (~r + 1);
+    const std::uint32_t up = (r ^ b) | (b << 1);
+    return up < m ? up : r ^ b;
+  };
+  std::vector<std::uint32_t> out(m);
+  for (std::uint32_t r = 0; r < m; ++r) {
+    if (tree == 0)
+      out[r] = parent0(r);
+    else if (m % 2 == 0)  // mirrored
+      out[r] = m - 1 - parent0(m - 1 - r);
+    else  // shifted by one rank
+      out[r] = (parent0((r + m - 1) % m) + 1) % m;
+  }
+  return out;
+}
+
 std::vector<TreeChannel> tree_channels(const Fabric& f, const std::vector<ChipId>& group) {
-  // The group's nodes in ring order, each with its GPUs in local order.
+  // The group's nodes in ring order (their ranks), each with its GPUs in local order.
   std::vector<std::vector<ChipId>> nodes;
   for (ChipId c : group) {
     if (nodes.empty() || f.node_of(nodes.back().front()) != f.node_of(c)) nodes.emplace_back();
@@ -318,12 +341,39 @@ std::vector<TreeChannel> tree_channels(const Fabric& f, const std::vector<ChipId
   }
   for (auto& node : nodes) std::sort(node.begin(), node.end());
   const std::size_t g = nodes.front().size(), m = nodes.size();
+  // Each tree's ranks root first, breadth first with children by rank, and
+  // each rank's parent's place in that order.
+  struct Order {
+    std::vector<std::uint32_t> ranks, parent;
+  };
+  std::array<Order, 2> orders;
+  for (int t = 0; t < 2; ++t) {
+    const std::vector<std::uint32_t> up = double_binary_tree(static_cast<std::uint32_t>(m), t);
+    std::vector<std::vector<std::uint32_t>> children(m);
+    std::uint32_t root = 0;
+    for (std::uint32_t r = 0; r < m; ++r) {
+      if (up[r] == r)
+        root = r;
+      else
+        children[up[r]].push_back(r);  // ascending
+    }
+    Order& o = orders[static_cast<std::size_t>(t)];
+    o.ranks.push_back(root);
+    o.parent.push_back(0);
+    for (std::size_t i = 0; i < o.ranks.size(); ++i)
+      for (std::uint32_t c : children[o.ranks[i]]) {
+        o.ranks.push_back(c);
+        o.parent.push_back(static_cast<std::uint32_t>(i));
+      }
+    MESHSIM_ASSERT(o.ranks.size() == m, "a double binary tree that misses a rank");
+  }
   std::vector<TreeChannel> out;
   for (std::size_t r = 0; r < g; ++r)
-    for (int t = 0; t < 2; ++t) {
+    for (const Order& o : orders) {
       TreeChannel ch;
-      for (std::size_t i = 0; i < m; ++i) {
-        const auto& node = nodes[t == 0 ? i : m - 1 - i];
+      ch.parent = o.parent;
+      for (std::uint32_t rank : o.ranks) {
+        const auto& node = nodes[rank];
         std::vector<ChipId> chain;
         for (std::size_t j = 0; j < g; ++j) chain.push_back(node[(r + j) % g]);
         ch.chains.push_back(std::move(chain));
@@ -350,6 +400,8 @@ void nccl_tree_all_reduce(ProgramBuilder& b, const Fabric& f, const std::vector<
     const std::uint64_t chunks = chunk_count(per, chunk_bytes), chunk = ceil_div(per, chunks);
     for (const TreeChannel& ch : channels) {
       const std::size_t m = ch.chains.size(), g = ch.chains.front().size();
+      std::vector<std::vector<std::uint32_t>> children(m);  // per position, its children's
+      for (std::uint32_t i = 1; i < m; ++i) children[ch.parent[i]].push_back(i);
       // Per chunk (the last kWindow): the last transfer of each node's edges, by
       // node position and chain position: up[i][j] is the hop from chain position
       // j (j >= 1) towards the head, or for j = 0 the head's hop to its parent;
@@ -379,24 +431,21 @@ void nccl_tree_all_reduce(ProgramBuilder& b, const Fabric& f, const std::vector<
           }
           sum[i] = into;
           if (i == 0) break;
-          const TaskId first = send(chain[0], ch.chains[(i - 1) / 2][0], 1, up[i][0]);
+          const TaskId first = send(chain[0], ch.chains[ch.parent[i]][0], 1, up[i][0]);
           b.depend(ports.entry[chain[0]], first);
           if (g > 1) b.depend(sum[i], first, sim::EdgeKind::Stream);
-          for (std::size_t c : {2 * i + 1, 2 * i + 2})
-            if (c < m) b.depend(up[c][0], first, sim::EdgeKind::Stream);
+          for (std::uint32_t c : children[i]) b.depend(up[c][0], first, sim::EdgeKind::Stream);
         }
         // What the root's sum waits for: its chain and its children.
         auto root_inputs = [&](TaskId x) {
           b.depend(ports.entry[ch.chains[0][0]], x);
           if (g > 1) b.depend(sum[0], x, sim::EdgeKind::Stream);
-          for (std::size_t c : {std::size_t{1}, std::size_t{2}})
-            if (c < m) b.depend(up[c][0], x, sim::EdgeKind::Stream);
+          for (std::uint32_t c : children[0]) b.depend(up[c][0], x, sim::EdgeKind::Stream);
         };
         // Down: parents first, each head to its children, then down its chain.
         for (std::size_t i = 0; i < m; ++i) {
           const auto& chain = ch.chains[i];
-          for (std::size_t c : {2 * i + 1, 2 * i + 2}) {
-            if (c >= m) continue;
+          for (std::uint32_t c : children[i]) {
             const TaskId first = send(chain[0], ch.chains[c][0], 2, down[c][0]);
             if (i == 0)
               root_inputs(first);
@@ -417,8 +466,7 @@ void nccl_tree_all_reduce(ProgramBuilder& b, const Fabric& f, const std::vector<
         }
         // The root's head holds the sum once its inputs have arrived.
         if (g > 1) b.depend(sum[0], ports.exit[ch.chains[0][0]]);
-        for (std::size_t c : {std::size_t{1}, std::size_t{2}})
-          if (c < m) b.depend(up[c][0], ports.exit[ch.chains[0][0]]);
+        for (std::uint32_t c : children[0]) b.depend(up[c][0], ports.exit[ch.chains[0][0]]);
       }
     }
   }
@@ -639,22 +687,25 @@ TreeLimits tree_limits(const Fabric& f, const std::vector<ChipId>& group) {
     return lat;
   };
   double chain_step = 0, tree_step = 0;
-  std::size_t m = 0, g = 0;
+  std::size_t m = 0, g = 0, depth = 0;
   for (const TreeChannel& ch : channels) {
     m = ch.chains.size();
     g = ch.chains.front().size();
+    std::vector<std::size_t> level(m, 0);  // parents come first
+    for (std::size_t i = 1; i < m; ++i) depth = std::max(depth, level[i] = level[ch.parent[i]] + 1);
     for (std::size_t i = 0; i < m; ++i) {
       const auto& chain = ch.chains[i];
       for (std::size_t j = 1; j < g; ++j)  // up the chain and down it
         chain_step = std::max({chain_step, cross(chain[j], chain[j - 1]), cross(chain[j - 1], chain[j])});
       if (i > 0) {
-        const ChipId parent = ch.chains[(i - 1) / 2][0];
+        const ChipId parent = ch.chains[ch.parent[i]][0];
         tree_step = std::max({tree_step, cross(chain[0], parent), cross(parent, chain[0])});
       }
     }
   }
-  // Up the chain and the tree, and down again: depth floor(log2 M).
-  out.latency_s = 2 * (static_cast<double>(g - 1) * chain_step + std::floor(std::log2(static_cast<double>(m))) * tree_step);
+  // Up the chain and the tree, and down again: the trees' depth, ceil(log2 M)
+  // (NCCL's cost model counts floor(log2 M): its root has one child).
+  out.latency_s = 2 * (static_cast<double>(g - 1) * chain_step + static_cast<double>(depth) * tree_step);
   out.channels = channels.size();
   return out;
 }

@@ -33,14 +33,24 @@ std::vector<std::vector<ChipId>> channel_rings(const Torus& coords, std::span<co
 bool spans_nodes(const topology::Fabric& fabric, const std::vector<ChipId>& group);
 
 // NCCL's tree across nodes: 2G channels (G: the group's GPUs per node), one per
-// rail r and tree t. Channel (r, t) lists the group's nodes by tree position, each
-// as a chain of its GPUs from rail r (the head) in local order: tree 0 numbers the
-// nodes in ring order, tree 1 in reverse (a double binary tree: position i's
-// parent is (i-1)/2, so a node that is a leaf in one tree is inside the other).
+// rail r and tree t. Channel (r, t) lists the group's nodes root first, parents
+// before children (breadth first, children by rank), each as a chain of its
+// GPUs from rail r (the head) in local order. The trees are NCCL's double
+// binary tree over the M nodes' ranks (their ring order): tree 0 is the
+// in-order binary tree in which rank r's level is its lowest set bit b, its
+// parent the rank with bit b cleared and bit 2b set (or, past the last rank,
+// bit b cleared), and rank 0 the root with one child; tree 1 is tree 0 mirrored
+// (rank r as M-1-r) for even M, shifted by one rank for odd M, so that a node
+// inside one tree is a leaf of the other. Subtrees are runs of consecutive
+// ranks: most edges join nearby nodes (under one leaf of a multi-unit fabric).
 // Channels are rail-major: (0, 0), (0, 1), (1, 0), ...
 struct TreeChannel {
-  std::vector<std::vector<ChipId>> chains;  // by tree position; chains[i][0] is the head
+  std::vector<std::vector<ChipId>> chains;  // root first, parents before children; chains[i][0] is the head
+  std::vector<std::uint32_t> parent;        // per position: its parent's position (the root's: 0, itself)
 };
+// The parent of each rank of tree `tree` (0 or 1) of NCCL's double binary tree
+// over `m` ranks; the root's is itself.
+std::vector<std::uint32_t> double_binary_tree(std::uint32_t m, int tree);
 std::vector<TreeChannel> tree_channels(const topology::Fabric& fabric, const std::vector<ChipId>& group);
 std::size_t tree_channel_count(const topology::Fabric& fabric, const std::vector<ChipId>& group);  // 2G
 
@@ -94,10 +104,10 @@ struct RingLimits {
 RingLimits ring_limits(const topology::Fabric& fabric, const std::vector<std::vector<ChipId>>& rings);
 
 // NCCL's tree across nodes for one group (tree_channels): its latency, up the
-// chain and the tree and down again (2 ((G-1) chain steps + floor(log2 M) tree
-// steps), each the slowest of its kind), and the busiest link in seconds per byte
-// of a channel's data (each channel carries V / channels through every edge, up
-// and down).
+// chain and the tree and down again (2 ((G-1) chain steps + the trees' depth,
+// ceil(log2 M), in tree steps), each the slowest of its kind), and the busiest
+// link in seconds per byte of a channel's data (each channel carries
+// V / channels through every edge, up and down).
 struct TreeLimits {
   double latency_s = 0;
   double seconds_per_byte = 0;

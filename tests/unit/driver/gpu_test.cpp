@@ -360,6 +360,52 @@ TEST_CASE("GPU: a ring across nodes runs on one channel per GPU of a node, and e
   CHECK(collectives::gpu::ring_channels(t, std::vector<int>{1}) == 1);
 }
 
+TEST_CASE("GPU: NCCL's double binary tree: in-order by lowest set bit, mirrored or shifted", "[gpu]") {
+  using collectives::gpu::double_binary_tree;
+  using P = std::vector<std::uint32_t>;
+  // 8 ranks: 0 -> 4 -> {2, 6}, 2 -> {1, 3}, 6 -> {5, 7}; tree 1 the mirror, its
+  // inside ranks tree 0's leaves.
+  CHECK(double_binary_tree(8, 0) == P{0, 2, 4, 2, 0, 6, 4, 6});
+  CHECK(double_binary_tree(8, 1) == P{1, 3, 1, 7, 5, 3, 5, 7});
+  // 5 ranks: 0 -> 4 (4's parent 8 is past the last rank) ... and tree 1 shifted by one.
+  CHECK(double_binary_tree(5, 0) == P{0, 2, 4, 2, 0});
+  CHECK(double_binary_tree(5, 1) == P{1, 1, 3, 0, 3});
+  // 6 ranks: 4's children are 2 and 5 (6 is past the last).
+  CHECK(double_binary_tree(6, 0) == P{0, 2, 4, 2, 0, 4});
+  CHECK(double_binary_tree(1, 0) == P{0});
+  // Every tree of 1 to 300 ranks: one root, every rank reaches it, depth at
+  // most ceil(log2 m); no rank is inside both trees, but for an odd count rank 0.
+  for (std::uint32_t m = 1; m <= 300; ++m) {
+    INFO(m);
+    std::vector<int> inside(m, 0);
+    for (int tree = 0; tree < 2; ++tree) {
+      const P up = double_binary_tree(m, tree);
+      int roots = 0;
+      std::vector<int> children(m, 0);
+      for (std::uint32_t r = 0; r < m; ++r) {
+        if (up[r] == r)
+          ++roots;
+        else
+          ++children[up[r]];
+      }
+      CHECK(roots == 1);
+      int ceil_log2 = 0;
+      while ((1u << ceil_log2) < m) ++ceil_log2;
+      for (std::uint32_t r = 0; r < m; ++r) {
+        int depth = 0;
+        for (std::uint32_t x = r; up[x] != x && depth <= ceil_log2; x = up[x]) ++depth;
+        CHECK(depth <= ceil_log2);
+        CHECK(children[r] <= 2);
+        if (children[r] > 0) ++inside[r];
+      }
+    }
+    // With an odd count the shift leaves one rank (0) inside both.
+    const auto both = std::count(inside.begin(), inside.end(), 2);
+    CHECK(both <= (m % 2 == 1 ? 1 : 0));
+    if (both == 1) CHECK(inside[0] == 2);
+  }
+}
+
 TEST_CASE("GPU: NCCL's tree across nodes: a chain in every node, a double binary tree of nodes, 2G channels", "[gpu]") {
   const std::string head = R"({"hardware": "h100-dgx", "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4}, "ops": [)";
   const workloads::Workload w =
@@ -368,24 +414,30 @@ TEST_CASE("GPU: NCCL's tree across nodes: a chain in every node, a double binary
   const auto group = collectives::gpu::rings(w.make_torus(), w.ops[0].hw_axes).front();
   const auto channels = collectives::gpu::tree_channels(f, group);
   REQUIRE(channels.size() == 16);
+  // NCCL's trees over 4 nodes, breadth first: tree 0 is 0 -> 2 -> {1, 3}, tree 1
+  // its mirror 3 -> 1 -> {0, 2}.
+  const std::vector<int> order[2] = {{0, 2, 1, 3}, {3, 1, 0, 2}};
+  const std::vector<std::uint32_t> parent = {0, 0, 1, 1};
   for (std::size_t c = 0; c < channels.size(); ++c) {
     const int rail = static_cast<int>(c / 2), tree = static_cast<int>(c % 2);
     const auto& chains = channels[c].chains;
     REQUIRE(chains.size() == 4);
+    CHECK(channels[c].parent == parent);
     for (std::size_t i = 0; i < 4; ++i) {
-      // Tree 1 numbers the nodes backwards; every chain starts at the channel's rail.
-      const int node = tree == 0 ? static_cast<int>(i) : 3 - static_cast<int>(i);
+      // Every chain starts at the channel's rail.
+      const int node = order[tree][i];
       REQUIRE(chains[i].size() == 8);
       for (int j = 0; j < 8; ++j) CHECK(chains[i][static_cast<std::size_t>(j)] == f.gpu(node, (rail + j) % 8));
     }
   }
   // Bandwidth: a GPU sends each channel's V/16 up and down its chain, 28 of the
-  // 32 (channel, direction) pairs over NVLink: 1.75 V through its NVLink port,
-  // more than the 3 V/16 its NIC carries (a node is inside one tree, a leaf in
-  // the other). Latency: 7 NVLink steps and floor(log2 4) = 2 network steps, up and down.
+  // 32 (channel, direction) pairs over NVLink: 1.75 V through its NVLink port.
+  // Node 2's NIC on each rail sends 3 chunks of tree 0 (up to the root, down to
+  // its 2 children) and 1 of tree 1 (up, a leaf there): 4 V/16 at 50 GB/s, the
+  // busier. Latency: 7 NVLink steps and floor(log2 4) = 2 network steps, up and down.
   const driver::RunResult r = run(head + ops("all_reduce", R"(["X", "Y"])", 1ull << 30, "tree") + "]}");
   CHECK(r.ops[0].algorithm == "tree");
-  CHECK(r.ops[0].closed_s == Approx(1.75 * static_cast<double>(1ull << 30) / 450e9).epsilon(1e-9));
+  CHECK(r.ops[0].closed_s == Approx(0.25 * static_cast<double>(1ull << 30) / 50e9).epsilon(1e-9));
   CHECK(r.ops[0].time().seconds() == Approx(r.ops[0].closed_s).epsilon(0.15));
   const driver::RunResult tiny = run(head + ops("all_reduce", R"(["X", "Y"])", 64, "tree") + "]}");
   CHECK(tiny.ops[0].closed_s == Approx(2 * (7 * 3.4e-6 + 2 * 9.6e-6)).epsilon(1e-9));
