@@ -454,6 +454,112 @@ struct OpPart {
   }
 };
 
+// Whether `op`'s own program on a GPU fabric is G programs alike, one per rail
+// (the same GPU of every node), sharing no resource: a collective over node
+// axes alone (its groups are rails: driver/groups.hpp's argument, each rail
+// group 0's translated by its local rank, its chips' ids by g, their links' and
+// compute units' ids by g, their leaves' cables by g leaves) on whole nodes, on
+// a fabric of one pod (with pods, core cables carry every rail).
+bool rails_alike(const workloads::Op& op, const topology::Torus& t, const topology::Fabric* fabric) {
+  const int g = t.axis(0).size;
+  if (fabric == nullptr || fabric->pods() != 1 || g < 2 || !is_collective(op.kind) || op.groups) return false;
+  for (int a : op.hw_axes)
+    if (a == 0) return false;
+  if (!op.chips) return true;
+  const std::vector<topology::ChipId>& chips = *op.chips;
+  if (chips.size() % static_cast<std::size_t>(g) != 0) return false;
+  for (std::size_t k = 0; k < chips.size(); ++k)
+    if (chips[k] != chips[k - k % static_cast<std::size_t>(g)] + k % static_cast<std::size_t>(g) ||
+        chips[k - k % static_cast<std::size_t>(g)] % static_cast<std::uint32_t>(g) != 0)
+      return false;
+  return true;
+}
+
+// `op` on the GPUs of local rank 0 alone: rail 0.
+workloads::Op rail_zero(const workloads::Op& op, const topology::Torus& t) {
+  const auto g = static_cast<topology::ChipId>(t.axis(0).size);
+  std::vector<topology::ChipId> chips;
+  if (op.chips) {
+    for (topology::ChipId c : *op.chips)
+      if (c % g == 0) chips.push_back(c);
+  } else {
+    for (topology::ChipId c = 0; c < t.num_chips(); c += g) chips.push_back(c);
+  }
+  workloads::Op out = op;
+  out.chips = std::make_shared<const std::vector<topology::ChipId>>(std::move(chips));
+  return out;
+}
+
+// Resource `r` of rail 0 (a GPU's link, a leaf's cable, a compute unit) on rail `rail`.
+std::uint32_t on_rail(std::uint32_t r, std::uint32_t rail, const topology::Fabric& f, std::size_t links) {
+  if (r < 4 * f.num_gpus() || r >= links) return r + rail;  // the same link, or compute unit, of GPU + rail
+  const topology::FabricLink& l = f.link(r);
+  const auto g = static_cast<std::uint32_t>(f.gpus_per_node());
+  MESHSIM_ASSERT(l.a % g == 0 && (l.kind == topology::FabricLinkKind::LeafToSpine ||
+                                  l.kind == topology::FabricLinkKind::SpineToLeaf),
+                 "a rail-0 op on another rail's or the core's cable");
+  const int leaf = static_cast<int>(l.a + rail), spine = static_cast<int>(l.b), cable = static_cast<int>(l.cable);
+  return l.kind == topology::FabricLinkKind::LeafToSpine ? f.leaf_to_spine(leaf, spine, cable)
+                                                         : f.spine_to_leaf(spine, leaf, cable);
+}
+
+// The quotient of an op whose rails are alike from rail 0's (`zero`): rail r's
+// tasks are rail 0's on rail r's resources and chips. As in every op's quotient,
+// the entry joins come first (by chip), then the exits, then the rest, here
+// rail after rail. Task ids differ from the whole op's, whose builders
+// interleave the rails, but no resource or chip has tasks of two rails, and the
+// order of each one's tasks, which alone the tie keys compare
+// (sim::Executor::order_ties_by), is rail 0's, as in the whole op.
+OpPart every_rail(const OpPart& zero, std::uint32_t rails, const topology::Fabric& f, std::size_t links) {
+  const auto resources = static_cast<std::uint32_t>(zero.resources.size());
+  const auto n = static_cast<sim::TaskId>(zero.program.num_tasks());
+  const auto chips = static_cast<sim::TaskId>(zero.chips->size());
+  for (sim::TaskId k = 0; k < chips; ++k)
+    MESHSIM_ASSERT(zero.entry[k] == k && zero.exit[k] == chips + k, "an op's quotient without its joins first");
+  // Rail r's task k: rail 0's chip i is node-major, so its rail-r GPU is the
+  // (i rails + r)-th of them all.
+  const sim::TaskId body = n - 2 * chips;
+  const auto moved = [&](sim::TaskId k, std::uint32_t r) -> sim::TaskId {
+    if (k < chips) return k * rails + r;
+    if (k < 2 * chips) return chips * rails + (k - chips) * rails + r;
+    return 2 * chips * rails + r * body + (k - 2 * chips);
+  };
+  OpPart out;
+  std::vector<sim::TaskId> order(std::size_t{n} * rails);  // new id -> (rail, task)
+  for (std::uint32_t r = 0; r < rails; ++r)
+    for (sim::TaskId k = 0; k < n; ++k) order[moved(k, r)] = r * n + k;
+  sim::ProgramBuilder b;
+  b.reserve(std::uint64_t{n} * rails, std::uint64_t{zero.program.num_edges()} * rails);
+  b.add_op();
+  for (std::uint32_t r = 0; r < rails; ++r)
+    for (std::uint32_t x : zero.resources) out.resources.push_back(on_rail(x, r, f, links));
+  for (const sim::TaskId at : order) {
+    const std::uint32_t r = at / n;
+    const sim::TaskId k = at % n;
+    const sim::Task& task = zero.program.task(k);
+    const bool join = task.kind() == sim::TaskKind::Join;  // its resource is its chip
+    b.copy(task, task.resource + r * (join ? 1 : resources), zero.program.step(k), 0);
+  }
+  for (const sim::TaskId at : order) {
+    const std::uint32_t r = at / n;
+    const sim::TaskId k = at % n;
+    for (std::uint32_t e : zero.program.successors(k))
+      b.depend(moved(k, r), moved(e >> 1, r), (e & 1u) ? sim::EdgeKind::Stream : sim::EdgeKind::Full);
+  }
+  std::vector<std::uint32_t> all;
+  for (sim::TaskId i = 0; i < chips * rails; ++i) {
+    all.push_back((*zero.chips)[i / rails] + i % rails);
+    out.entry.push_back(i);
+    out.exit.push_back(chips * rails + i);
+  }
+  out.chips = std::make_shared<const std::vector<std::uint32_t>>(std::move(all));
+  out.program = std::move(b).finish();
+  out.tasks = zero.tasks * rails;
+  out.transfers = zero.transfers * rails;
+  out.link_bytes = zero.link_bytes * rails;
+  return out;
+}
+
 }  // namespace
 
 std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const topology::Torus& t) {
@@ -496,7 +602,10 @@ std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const to
       part_of[i] = it->second;
       continue;
     }
-    one.ops.assign(1, op);
+    // An op whose rails are alike is built and checked on rail 0, and its
+    // quotient laid out once per rail (below).
+    const bool by_rail = rails_alike(op, t, fabric ? &*fabric : nullptr);
+    one.ops.assign(1, by_rail ? rail_zero(op, t) : op);
     one.ops[0].deps.clear();
     const Expanded ex = expand_ops(one);
     std::optional<Translations> x = Translations::find(t, ex, axes, fabric ? &*fabric : nullptr);
@@ -529,6 +638,7 @@ std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const to
     MESHSIM_ASSERT(entry_chips == exit_chips, "an op's quotient with entries and exits on different chips");
     part.chips = std::make_shared<const std::vector<std::uint32_t>>(std::move(entry_chips));
     out.built_tasks += part.tasks;
+    if (by_rail) part = every_rail(part, static_cast<std::uint32_t>(t.axis(0).size), *fabric, ex.links);
     part_of[i] = parts.size();
     known.emplace(key, parts.size());
     parts.push_back(std::move(part));
