@@ -466,12 +466,13 @@ bool rails_alike(const workloads::Op& op, const topology::Torus& t, const topolo
   for (int a : op.hw_axes)
     if (a == 0) return false;
   if (!op.chips) return true;
+  // Its chips (ascending) node by node: GPUs 0 to G-1 of each.
   const std::vector<topology::ChipId>& chips = *op.chips;
-  if (chips.size() % static_cast<std::size_t>(g) != 0) return false;
-  for (std::size_t k = 0; k < chips.size(); ++k)
-    if (chips[k] != chips[k - k % static_cast<std::size_t>(g)] + k % static_cast<std::size_t>(g) ||
-        chips[k - k % static_cast<std::size_t>(g)] % static_cast<std::uint32_t>(g) != 0)
-      return false;
+  const auto per_node = static_cast<std::uint32_t>(g);
+  if (chips.size() % per_node != 0) return false;
+  for (std::size_t node = 0; node < chips.size(); node += per_node)
+    for (std::uint32_t local = 0; local < per_node; ++local)
+      if (chips[node + local] != chips[node] + local || chips[node] % per_node != 0) return false;
   return true;
 }
 
