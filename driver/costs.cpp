@@ -168,17 +168,12 @@ collectives::ClosedForm gpu_closed_form(const workloads::Op& op, const workloads
         const double nic = static_cast<double>(w.hardware.nic.bandwidth_bytes_per_s);
         f.latency_s = 2 * (g - 1) * nv_step + 2 * (m - 1) * 2 * w.hardware.nic.latency.seconds();
         f.bandwidth_s = 2 * (g - 1) / g * v / nv + 2 * (m - 1) / m * (v / g) / nic;
-      } else if (algorithm == collectives::gpu::Algorithm::Tree &&
-                 collectives::gpu::spans_nodes(fabric, rings.front())) {
-        // NCCL's tree of nodes with a chain in each: the links its channels load most.
+      } else if (algorithm == collectives::gpu::Algorithm::Tree) {
+        // NCCL's tree of nodes with a chain in each (inside one node, the chain
+        // alone): the links its channels load most.
         const collectives::gpu::TreeLimits t = collectives::gpu::tree_limits(fabric, rings.front());
         f.latency_s = t.latency_s;
         f.bandwidth_s = v / static_cast<double>(t.channels) * t.seconds_per_byte;
-      } else if (algorithm == collectives::gpu::Algorithm::Tree) {
-        // Up and down a tree of depth floor(log2 N); every GPU's port carries
-        // 2V over both trees (V/2 up and V down where it is inside, V/2 where a leaf).
-        f.latency_s = 2 * std::floor(std::log2(n)) * lim.step_latency_s;
-        f.bandwidth_s = 2 * v / lim.bandwidth_bytes_per_s;
       } else if (algorithm == collectives::gpu::Algorithm::Direct) {
         f.latency_s = lim.step_latency_s;
         f.bandwidth_s = (n - 1) * v / lim.bandwidth_bytes_per_s;
@@ -290,9 +285,13 @@ GpuChoice gpu_algorithm(const workloads::Op& op, const workloads::Workload& w, c
       return {Algorithm::Tree, gpu_closed_form(op, w, torus, fabric, Algorithm::Tree)};
     return {Algorithm::Ring, ring};
   }
-  // Otherwise the algorithm whose closed form is fastest for this size.
+  // Otherwise the algorithm whose closed form is fastest for this size. NCCL's
+  // tree inside one node is a chain, with the ring's steps and bandwidth (NCCL's
+  // model scales its bandwidth by 0.92 besides): never faster than the ring, and
+  // left out, so that rounding cannot choose it over an equal ring.
   GpuChoice best{options.front(), gpu_closed_form(op, w, torus, fabric, options.front())};
   for (Algorithm a : options) {
+    if (a == Algorithm::Tree) continue;
     const collectives::ClosedForm f = gpu_closed_form(op, w, torus, fabric, a);
     if (f.time_s() < best.closed.time_s()) best = {a, f};
   }

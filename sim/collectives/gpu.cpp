@@ -251,57 +251,6 @@ void nvls_all_reduce(ProgramBuilder& b, const Fabric& f, const std::vector<std::
   }
 }
 
-// NCCL's double binary tree: in tree 0 position i is ring[i], in tree 1 ring[N-1-i],
-// so a GPU that is a leaf in one tree is inside the other; node i's parent is
-// (i-1)/2. Each tree carries half the data in chunks: a node forwards a chunk's
-// sum up once both children's sums stream in, the root turns it around, and it is
-// broadcast down. A tree edge keeps at most 8 chunks in flight (NCCL_STEPS: chunk
-// k leaves once chunk k-8 has arrived), so the chunks of both trees interleave on
-// the links.
-void tree_all_reduce(ProgramBuilder& b, const Fabric& f, const std::vector<std::vector<ChipId>>& rings,
-                     std::uint64_t group_bytes, std::uint64_t chunk_bytes, const OpPorts& ports) {
-  for (const auto& ring : rings) {
-    const std::size_t n = ring.size();
-    const std::uint64_t half = ceil_div(group_bytes, 2);
-    const std::uint64_t chunks = chunk_count(half, chunk_bytes);
-    const std::uint64_t chunk = ceil_div(half, chunks);
-    for (int tree = 0; tree < 2; ++tree) {
-      auto chip = [&](std::size_t i) { return ring[tree == 0 ? i : n - 1 - i]; };
-      constexpr std::uint64_t kWindow = 8;
-      std::vector<std::vector<TaskId>> ups, downs;  // per chunk: the last transfer of each edge
-      for (std::uint64_t k = 0; k < chunks; ++k) {
-        std::vector<TaskId> up_last(n, 0), down_last(n, 0);
-        for (std::size_t i = n - 1; i >= 1; --i) {  // leaves first: children exist before parents
-          const auto [first, last] = hop(b, f.route(chip(i), chip((i - 1) / 2)), chunk, ports.op, 1);
-          b.depend(ports.entry[chip(i)], first);
-          if (k >= kWindow) b.depend(ups[k - kWindow][i], first);
-          for (std::size_t c : {2 * i + 1, 2 * i + 2})
-            if (c < n) b.depend(up_last[c], first, sim::EdgeKind::Stream);
-          up_last[i] = last;
-        }
-        for (std::size_t i = 1; i < n; ++i) {  // parents first on the way down
-          const std::size_t parent = (i - 1) / 2;
-          const auto [first, last] = hop(b, f.route(chip(parent), chip(i)), chunk, ports.op, 2);
-          if (k >= kWindow) b.depend(downs[k - kWindow][i], first);
-          if (parent == 0) {
-            b.depend(ports.entry[chip(0)], first);
-            for (std::size_t c : {std::size_t{1}, std::size_t{2}})
-              if (c < n) b.depend(up_last[c], first, sim::EdgeKind::Stream);
-          } else {
-            b.depend(down_last[parent], first, sim::EdgeKind::Stream);
-          }
-          down_last[i] = last;
-          b.depend(last, ports.exit[chip(i)]);
-        }
-        for (std::size_t c : {std::size_t{1}, std::size_t{2}})
-          if (c < n) b.depend(up_last[c], ports.exit[chip(0)]);
-        ups.push_back(std::move(up_last));
-        downs.push_back(std::move(down_last));
-      }
-    }
-  }
-}
-
 }  // namespace
 
 std::size_t tree_channel_count(const Fabric& f, const std::vector<ChipId>& group) {
@@ -385,8 +334,8 @@ std::vector<TreeChannel> tree_channels(const Fabric& f, const std::vector<ChipId
 
 namespace {
 
-// NCCL's tree across nodes (docs/MODEL.md, "GPU fabrics"): on each of 2G
-// channels (tree_channels), chunk by chunk, every node reduces its chain towards
+// NCCL's tree (docs/MODEL.md, "GPU fabrics"): on each of 2G channels
+// (tree_channels), chunk by chunk, every node reduces its chain towards
 // the head (tail -> ... -> head over NVLink), the head adds its children's sums
 // and sends to its parent's head (over the head's NIC, one rail per channel);
 // the root turns the sum around and it is broadcast down the tree and down every
@@ -515,10 +464,7 @@ void build(ProgramBuilder& b, const Fabric& f, const Torus& coords, Kind kind, A
         return;
       }
       if (algorithm == Algorithm::Tree) {
-        if (spans_nodes(f, rs.front()))
-          nccl_tree_all_reduce(b, f, rs, group_bytes, chunk_bytes, ports);
-        else
-          tree_all_reduce(b, f, rs, group_bytes, chunk_bytes, ports);
+        nccl_tree_all_reduce(b, f, rs, group_bytes, chunk_bytes, ports);
         return;
       }
       if (algorithm == Algorithm::Direct) {
@@ -655,10 +601,10 @@ std::uint64_t transfer_bound(const Fabric& f, const Torus& coords, Kind kind, Al
           }
           break;
         case Algorithm::Tree:
-          // Two trees, per chunk N-1 edges up and N-1 down, each a routed hop;
-          // across nodes 2G channels of V/2G, each with the same N-1 edges.
+          // 2G channels of V/2G (tree_channels), each with per chunk N-1 edges up
+          // and N-1 down, each a routed hop.
           for (const auto& ring : rs) {
-            const std::uint64_t trees = spans_nodes(f, ring) ? tree_channel_count(f, ring) : 2;
+            const std::uint64_t trees = tree_channel_count(f, ring);
             total += trees * static_cast<Count>(chunk_count(ceil_div(group_bytes, trees), chunk_bytes)) * 2 *
                      (ring.size() - 1) * longest_route(f, ring);
           }

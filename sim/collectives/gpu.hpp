@@ -32,8 +32,9 @@ std::vector<std::vector<ChipId>> channel_rings(const Torus& coords, std::span<co
 // Whether a group's GPUs are in more than one node.
 bool spans_nodes(const topology::Fabric& fabric, const std::vector<ChipId>& group);
 
-// NCCL's tree across nodes: 2G channels (G: the group's GPUs per node), one per
-// rail r and tree t. Channel (r, t) lists the group's nodes root first, parents
+// NCCL's tree: 2G channels (G: the group's GPUs per node), one per rail r and
+// tree t. Inside one node it is the chain alone, as NCCL's tree there is (its
+// cost model's tree latency, 2 (G-1) NVLink steps on one node). Channel (r, t) lists the group's nodes root first, parents
 // before children (breadth first, children by rank), each as a chain of its
 // GPUs from rail r (the head) in local order. The trees are NCCL's double
 // binary tree over the M nodes' ranks (their ring order): tree 0 is the
@@ -61,9 +62,9 @@ enum class Algorithm {
                  // nodes on each rail, ring all-gather in the node
   Direct,        // AllToAll: every piece straight to its destination (grouped send/recv);
                  // AllReduce: one-shot, every GPU sends its whole buffer to every other
-  Tree,          // AllReduce: NCCL's double binary tree, half the data on each tree,
-                 // reduced up and broadcast down, pipelined; across nodes a tree of
-                 // the nodes with a chain in each node, on 2G channels (tree_channels)
+  Tree,          // AllReduce: NCCL's tree, reduced up and broadcast down, pipelined: a
+                 // double binary tree of the nodes with a chain in each node, on 2G
+                 // channels (tree_channels); inside one node the chains alone
 };
 const char* algorithm_name(Algorithm a);
 

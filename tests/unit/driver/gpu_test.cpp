@@ -122,7 +122,7 @@ TEST_CASE("GPU: hierarchical all-reduce across 4 x 8 GPUs is bound by each level
   CHECK(slow.ops[0].time().seconds() == Approx(in_node + 2 * across).epsilon(0.02));
 }
 
-TEST_CASE("GPU: small messages: ring latency grows with N, the double binary tree's with log N", "[gpu]") {
+TEST_CASE("GPU: small messages: ring latency grows with N; inside one node NCCL's tree is a chain", "[gpu]") {
   auto tiny = [](const std::string& preset, int gpus, const std::string& algorithm) {
     return run(R"({"hardware": ")" + preset + R"(", "mesh": {"X": )" + std::to_string(gpus) + R"(}, "ops": [)" +
                ops("all_reduce", R"(["X"])", 64, algorithm) + "]}")
@@ -133,8 +133,10 @@ TEST_CASE("GPU: small messages: ring latency grows with N, the double binary tre
   // 8 GPUs (H100 node) against 72 (GB200 NVL72), both 3.4 us per NVLink step.
   CHECK(tiny("h100-dgx", 8, "ring") == Approx(2 * 7 * 3.4e-6).epsilon(0.02));
   CHECK(tiny("gb200-nvl72", 72, "ring") == Approx(2 * 71 * 3.4e-6).epsilon(0.02));
-  CHECK(tiny("h100-dgx", 8, "tree") == Approx(2 * 3 * 3.4e-6).epsilon(0.02));      // depth 3
-  CHECK(tiny("gb200-nvl72", 72, "tree") == Approx(2 * 6 * 3.4e-6).epsilon(0.02));  // depth 6
+  // NCCL's tree inside one node is a chain of its GPUs, up and down: as many
+  // steps as the ring (its cost model: 2 (N-1) NVLink steps on one node).
+  CHECK(tiny("h100-dgx", 8, "tree") == Approx(2 * 7 * 3.4e-6).epsilon(0.02));
+  CHECK(tiny("gb200-nvl72", 72, "tree") == Approx(2 * 71 * 3.4e-6).epsilon(0.02));
   // One-shot: one step whatever N; and it is what meshsim picks for tiny messages.
   CHECK(tiny("gb200-nvl72", 72, "direct") == Approx(3.4e-6).epsilon(0.02));
   const driver::RunResult pick = run(R"({"hardware": "h100-dgx", "mesh": {"X": 8}, "ops": [)" +
@@ -142,11 +144,25 @@ TEST_CASE("GPU: small messages: ring latency grows with N, the double binary tre
   CHECK(pick.ops[0].algorithm == "direct");
 }
 
-TEST_CASE("GPU: the double binary tree at 1 GiB matches its closed form, 2V/B", "[gpu]") {
+TEST_CASE("GPU: NCCL's tree inside one node: 16 chains at 1 GiB match their closed form, 1.75 V/B", "[gpu]") {
   const std::uint64_t v = 1ull << 30;
-  const driver::RunResult r = run(R"({"hardware": "h100-dgx", "mesh": {"X": 8}, "ops": [)" +
-                                  ops("all_reduce", R"(["X"])", v, "tree") + "]}");
-  CHECK(r.ops[0].time().seconds() == Approx(2.0 * static_cast<double>(v) / 450e9).epsilon(0.01));
+  const std::string json = R"({"hardware": "h100-dgx", "mesh": {"X": 8}, "ops": [)" +
+                           ops("all_reduce", R"(["X"])", v, "tree") + "]}";
+  // 2G = 16 channels, channel (r, t) the chain of the node's GPUs from GPU r, each
+  // with V/16 up and down it: a GPU sends up on the 14 channels it does not head
+  // and down on the 14 it does not end, 28 V/16 through its NVLink port.
+  const workloads::Workload w = workloads::parse_workload(json, "t.json");
+  const topology::Fabric f = w.make_fabric();
+  const auto group = collectives::gpu::rings(w.make_torus(), w.ops[0].hw_axes).front();
+  const auto channels = collectives::gpu::tree_channels(f, group);
+  REQUIRE(channels.size() == 16);
+  for (std::size_t c = 0; c < channels.size(); ++c) {
+    REQUIRE(channels[c].chains.size() == 1);
+    for (std::size_t j = 0; j < 8; ++j) CHECK(channels[c].chains[0][j] == f.gpu(0, static_cast<int>((c / 2 + j) % 8)));
+  }
+  const driver::RunResult r = run(json);
+  CHECK(r.ops[0].closed_s == Approx(1.75 * static_cast<double>(v) / 450e9).epsilon(1e-9));  // bandwidth-bound
+  CHECK(r.ops[0].time().seconds() == Approx(r.ops[0].closed_s).epsilon(0.01));
 }
 
 TEST_CASE("GPU: the task-limit estimate bounds the transfers every algorithm builds", "[gpu]") {
