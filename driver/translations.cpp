@@ -51,10 +51,9 @@ std::vector<Shift> translated_axes(const workloads::Workload& w, const topology:
   // would refuse it, after building each op): NCCL's tree across nodes, whose
   // positions are absolute. A ring through the GPUs of several nodes runs every
   // other node of the ring backwards, so a shift must move it by an even number
-  // of positions; a group inside each node lists its GPUs by the node's parity
-  // (gpu::rings), so a shift must move by an even number of nodes.
-  bool in_node = false;
+  // of positions (a group inside each node runs forwards in every node).
   std::vector<std::vector<int>> crossing;  // per ring through several nodes' GPUs: its node axes, in order
+  std::vector<bool> fixed(static_cast<std::size_t>(t.num_axes()), false);  // node axes no shift may move
   // With several units of leaves (or pods), the shifts move the switches'
   // cables with the nodes, whole blocks of the fabric's cable period at a time
   // (a program across units uses them; Translations::find maps them).
@@ -75,8 +74,13 @@ std::vector<Shift> translated_axes(const workloads::Workload& w, const topology:
       using collectives::gpu::Algorithm;
       const Algorithm alg = choices(op).algorithm;
       if (across && alg == Algorithm::Tree) return out;
-      if (local && across && (alg == Algorithm::Ring || alg == Algorithm::Hierarchical)) crossing.push_back(nodes);
-      in_node = in_node || local;
+      const bool ring = alg == Algorithm::Ring || alg == Algorithm::Hierarchical;
+      if (local && across && ring) crossing.push_back(nodes);
+      // A ring over several node axes visits them first fastest: a shift along
+      // one but the last is no rotation of it (the first axis' last node wraps
+      // to its first, not on to the next), so only the last may shift.
+      if (ring)
+        for (std::size_t i = 0; i + 1 < nodes.size(); ++i) fixed[static_cast<std::size_t>(nodes[i])] = true;
     }
   }
   // `n` steps along `axis`: to the torus' neighbour (n = 1), or on a GPU
@@ -119,11 +123,10 @@ std::vector<Shift> translated_axes(const workloads::Workload& w, const topology:
     // whole blocks of the cable period), never the GPUs of a node; a step of 1
     // node, or 2 where parity asks it, or with several units the least
     // multiple of it that moves the cables (the axis left out if none does).
-    if (a == 0) continue;
-    const int stride = node_stride(t, a);
+    if (a == 0 || fixed[static_cast<std::size_t>(a)]) continue;
     for (int n = 1; n <= 2; ++n) {
       if (size % n != 0 || size / n < 2) break;
-      bool even = !in_node || stride * n % 2 == 0;
+      bool even = true;
       for (const std::vector<int>& ring : crossing) {
         int positions = 1;  // ring positions between a node and the next along `a`
         for (int b : ring) {

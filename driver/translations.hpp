@@ -66,8 +66,8 @@ struct Shift {
 // every send's pairs, are the same set after a step. Empty for a twisted
 // torus, a collective over explicit groups, or on a GPU fabric NCCL's tree
 // across nodes. A GPU step is 2 nodes where 1 would reverse a ring through the
-// GPUs of several nodes (every other node's backwards) or a group inside each
-// node (listed by the node's parity). On a fabric of several units of leaves
+// GPUs of several nodes (every other node's backwards); a ring over several
+// node axes keeps only shifts along its last (slowest) one. On a fabric of several units of leaves
 // the step is the least multiple of that which moves whole blocks of the cable
 // period, so that the cables move too; an axis where none divides its size is
 // left out. A pipeline's stages along one axis leave the others.

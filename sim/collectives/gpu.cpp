@@ -68,8 +68,9 @@ std::vector<std::vector<ChipId>> rings(const Torus& coords, std::span<const int>
         rest /= coords.axis(a).size;
       }
       // Every other node of the ring runs its GPUs backwards; a group inside one
-      // node goes by that node's parity.
-      const bool backwards = across.empty() ? static_cast<int>(c) / gpus % 2 == 1 : p % 2 == 1;
+      // node runs forwards in every node, so that the nodes' groups are
+      // translates of each other, listed alike (driver/groups.hpp).
+      const bool backwards = p % 2 == 1;
       for (int k = 0; k < (local ? gpus : 1); ++k) {
         const int l = !local ? my_local : (backwards ? (channel - 1 - k + 2 * gpus) % gpus : (channel + k) % gpus);
         const ChipId g = coords.with_coord(node, 0, l);

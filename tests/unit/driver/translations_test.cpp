@@ -139,18 +139,20 @@ TEST_CASE("translations: a collective over every axis runs one chip's tasks, wit
       // the second; in-node ops by ring, NVLS and send between stages.
       {kGpuStep, 4},
       // An in-node NVLS all-reduce beside rails' all-gathers (a ring through
-      // the same GPU of every node): a step of 2 nodes keeps the in-node groups.
+      // the same GPU of every node) and reduce-scatters over both node axes: a
+      // shift along P is no rotation of the latter (P runs fastest in it), so
+      // the 4 shifts along D.
       {R"({"hardware": "h100-dgx", "topology": {"nodes": [2, 4]}, "mesh": {"X": 8, "P": 2, "D": 4}, "ops": [
            {"name": "ar", "kind": "all_reduce", "bytes": 16777216, "axes": ["X"], "algorithm": "nvls"},
            {"name": "ag", "kind": "all_gather", "bytes": 1048576, "axes": ["D"]},
            {"name": "rs", "kind": "reduce_scatter", "bytes": 1048576, "axes": ["P", "D"], "after": ["ar"]}]})",
        4},
-      // With one node axis, a step of one node would reverse the in-node
-      // groups' order: steps of 2 nodes, 2 translations.
+      // With one node axis: in-node groups run forwards in every node, so
+      // steps of 1 node, 4 translations (2 while they went by the node's parity).
       {R"({"hardware": "h100-dgx", "topology": {"nodes": 4}, "mesh": {"X": 8, "N": 4}, "ops": [
            {"name": "ar", "kind": "all_reduce", "bytes": 16777216, "axes": ["X"], "algorithm": "nvls"},
            {"name": "ag", "kind": "all_gather", "bytes": 1048576, "axes": ["N"]}]})",
-       2},
+       4},
       // A ring through all 64 GPUs of 8 nodes, every other node backwards,
       // beside an in-node all-gather: steps of 2 nodes, 4 translations.
       {R"({"hardware": "h100-dgx", "topology": {"nodes": 8}, "mesh": {"X": 8, "N": 8}, "ops": [
@@ -159,14 +161,14 @@ TEST_CASE("translations: a collective over every axis runs one chip's tasks, wit
        4},
       // A training step on 8 nodes in a row: tensor parallelism inside each
       // node, data parallelism over the nodes (a sharded optimizer: rings;
-      // NCCL's tree, which an all-reduce there takes, has no such shift): 4
-      // translations.
+      // NCCL's tree, which an all-reduce there takes, has no such shift): 8
+      // translations, one per node.
       {R"({"hardware": "h100-dgx", "topology": {"nodes": 8}, "mesh": {"T": 8, "D": 8},
            "training": {"model": {"layers": 2, "d_model": 256, "heads": 8, "kv_heads": 8, "ffn": 512, "vocab": 256,
                                   "seq_len": 64, "gated": true},
                         "global_batch": 16, "microbatch": 2,
                         "parallelism": {"tensor": ["T"], "data": ["D"], "sharded_optimizer": true}}})",
-       4},
+       8},
       // The same under leaves of 2 nodes (a unit: the 2 nodes along P): the
       // rings cross the spine cables, which a shift of whole units carries
       // with the nodes, one unit a step along D: 4 translations.
