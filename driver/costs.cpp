@@ -154,9 +154,10 @@ collectives::ClosedForm gpu_closed_form(const workloads::Op& op, const workloads
       const double nv = static_cast<double>(w.hardware.nvlink.bandwidth_bytes_per_s);
       const double nv_step = 2 * w.hardware.nvlink.latency.seconds();
       if (algorithm == collectives::gpu::Algorithm::Nvls) {
-        // Up V + V/N and down V/N + V through every GPU's port; two switch round trips.
+        // Up V + V/N and down V/N + V through every GPU's port, at the switches'
+        // NVLS efficiency of the link rate; two switch round trips.
         f.latency_s = 2 * nv_step;
-        f.bandwidth_s = (n + 1) / n * v / nv;
+        f.bandwidth_s = (n + 1) / n * v / (nv * fabric.nvls_efficiency());
       } else if (algorithm == collectives::gpu::Algorithm::Hierarchical) {
         // Ring reduce-scatter and all-gather in the node (G GPUs, NVLink), ring
         // all-reduce of the V/G shards across the M nodes on each rail (NICs): M
@@ -263,7 +264,7 @@ double nccl_model_s(collectives::gpu::Algorithm algorithm, const NcclModelInput&
 GpuChoice gpu_algorithm(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus,
                         const topology::Fabric& fabric) {
   using collectives::gpu::Algorithm;
-  const std::vector<Algorithm> options = collectives::gpu::candidates(op.kind, torus, op.hw_axes);
+  const std::vector<Algorithm> options = collectives::gpu::candidates(op.kind, torus, op.hw_axes, fabric);
   if (!op.algorithm.empty()) {
     for (Algorithm a : options)
       if (op.algorithm == collectives::gpu::algorithm_name(a)) return {a, gpu_closed_form(op, w, torus, fabric, a)};

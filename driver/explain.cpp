@@ -31,6 +31,18 @@ std::string step_line(const workloads::Op& op, const workloads::Workload& w, con
   }
   const collectives::ClosedForm f = communication_closed_form(op, w, torus);
   const double v = static_cast<double>(op.bytes);
+  if (w.hardware.gpu) {
+    // The cheat sheet's torus terms do not apply: the closed form of the
+    // algorithm the GPU fabric runs (docs/MODEL.md, "GPU fabrics").
+    const topology::Fabric fabric = w.make_fabric();
+    std::uint64_t gpus = 1;
+    for (int a : op.hw_axes) gpus *= static_cast<std::uint64_t>(torus.axis(a).size);
+    return fmt::format("{}: {} over {} ({} GPUs) by {}: V = {:.0f} bytes; closed form {} (latency {}, bandwidth {}; "
+                       "{}-bound)",
+                       op.name, kind_name(op.kind), mesh_names(op, w), gpus,
+                       collectives::gpu::algorithm_name(gpu_algorithm(op, w, torus, fabric).algorithm), v,
+                       us(f.time_s()), us(f.latency_s), us(f.bandwidth_s), f.latency_bound() ? "latency" : "bandwidth");
+  }
   const double wbi = 2.0 * static_cast<double>(w.hardware.ici.bandwidth_bytes_per_s);
   std::string sizes;
   int sum = 0;

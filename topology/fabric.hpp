@@ -33,6 +33,10 @@ struct FabricSpec {
   int leaf_nodes = 0;    // nodes under one rail leaf (a unit); 0: all
   int pod_nodes = 0;     // nodes under one pod's spines, a multiple of leaf_nodes; 0: all (two tiers)
   int core_cables = 1;   // parallel cables from every spine of a pod to its core plane
+  // NVLink SHARP in the NVLink switches (NCCL's NVLS): the fraction of the NVLink
+  // rate its multimem traffic (load-reduces, stores, multicasts) achieves; 0: the
+  // switches have none.
+  double nvls_efficiency = 0;
 };
 
 enum class FabricLinkKind : std::uint8_t {
@@ -61,6 +65,7 @@ class Fabric {
 
   std::uint32_t num_gpus() const { return num_gpus_; }
   int gpus_per_node() const { return spec_.gpus_per_node; }
+  double nvls_efficiency() const { return spec_.nvls_efficiency; }  // 0: no NVLink SHARP
   int nodes() const { return spec_.nodes; }
   int node_of(ChipId gpu) const { return static_cast<int>(gpu) / spec_.gpus_per_node; }
   int local_rank(ChipId gpu) const { return static_cast<int>(gpu) % spec_.gpus_per_node; }

@@ -24,6 +24,17 @@ constexpr std::uint64_t kNic = 50'000'000'000;
 // 512 KiB): a GPU forwards a chunk once it has arrived.
 constexpr std::uint64_t kChunk = 512 * 1024;
 
+// NVLink SHARP (NVLS: the NVLink switches reduce and multicast; third-generation
+// NVSwitch, Hopper on): the fraction of the NVLink rate its multimem traffic
+// achieves, NCCL's nvlsEfficiency (src/graph/tuning.cc, NCCL 2.2x; src/tuning/nvls.cc
+// in later releases): 0.85 on Hopper, 0.74 on Blackwell, 0 on Volta and Ampere,
+// whose NVSwitches have no NVLS. Measured on 8 H100s, NVLS reaches about 480 GB/s
+// of nccl-tests busbw where the ring reaches 365-370 GB/s (github.com/NVIDIA/nccl/
+// issues/1455 and NVIDIA/nccl-tests#212): 1.3 times, where the two algorithms'
+// link traffic alone would give 1.56 times (docs/MODEL.md, "GPU fabrics").
+constexpr double kHopperNvls = 0.85;
+constexpr double kBlackwellNvls = 0.74;
+
 // H100 SXM and H200 (the same GH100 compute): FP32 (non-tensor) 67 TFLOPS and
 // INT8 tensor 1,979 TOPS dense (the datasheets list 3,958 "with sparsity"):
 // NVIDIA H100 and H200 Tensor Core GPU datasheets (nvidia.com). B200 leaves them
@@ -51,23 +62,25 @@ const std::array<GpuPreset, 5> kGpuPresets = {{
     {"a100-dgx", "DGX A100: 8 x A100 SXM 80GB, NVLink 300 GB/s per direction per GPU, 200 Gb/s IB per GPU",
      ChipSpec{.bf16_flops_per_s = kAmpereBf16, .int8_ops_per_s = kAmpereInt8, .fp8_flops_per_s = 0,
               .fp32_flops_per_s = kAmpereFp32, .hbm_bytes = 80'000'000'000, .hbm_bandwidth_bytes_per_s = 2.039e12},
-     8, LinkSpec{300'000'000'000, kNvlinkHop}, LinkSpec{kHdrNic, kNetHop}, LinkSpec{kHdrNic, kNetHop}, kChunk},
+     8, LinkSpec{300'000'000'000, kNvlinkHop}, LinkSpec{kHdrNic, kNetHop}, LinkSpec{kHdrNic, kNetHop}, kChunk, 0},
     {"h100-dgx", "DGX H100: 8 x H100 SXM, NVLink 450 GB/s per direction per GPU, 400 Gb/s IB per GPU",
      ChipSpec{.bf16_flops_per_s = 9.9e14, .int8_ops_per_s = kHopperInt8, .fp8_flops_per_s = 2.0e15,
               .fp32_flops_per_s = kHopperFp32, .hbm_bytes = 80'000'000'000, .hbm_bandwidth_bytes_per_s = 3.35e12},
-     8, LinkSpec{450'000'000'000, kNvlinkHop}, LinkSpec{kNic, kNetHop}, LinkSpec{kNic, kNetHop}, kChunk},
+     8, LinkSpec{450'000'000'000, kNvlinkHop}, LinkSpec{kNic, kNetHop}, LinkSpec{kNic, kNetHop}, kChunk, kHopperNvls},
     {"h200-dgx", "DGX H200: 8 x H200, NVLink 450 GB/s per direction per GPU, 400 Gb/s IB per GPU",
      ChipSpec{.bf16_flops_per_s = 9.9e14, .int8_ops_per_s = kHopperInt8, .fp8_flops_per_s = 2.0e15,
               .fp32_flops_per_s = kHopperFp32, .hbm_bytes = 141'000'000'000, .hbm_bandwidth_bytes_per_s = 4.8e12},
-     8, LinkSpec{450'000'000'000, kNvlinkHop}, LinkSpec{kNic, kNetHop}, LinkSpec{kNic, kNetHop}, kChunk},
+     8, LinkSpec{450'000'000'000, kNvlinkHop}, LinkSpec{kNic, kNetHop}, LinkSpec{kNic, kNetHop}, kChunk, kHopperNvls},
     {"b200-dgx", "DGX B200: 8 x B200, NVLink 900 GB/s per direction per GPU, 400 Gb/s IB per GPU",
      ChipSpec{.bf16_flops_per_s = 2.3e15, .fp8_flops_per_s = 4.5e15, .hbm_bytes = 192'000'000'000,
               .hbm_bandwidth_bytes_per_s = 8.0e12},
-     8, LinkSpec{900'000'000'000, kNvlinkHop}, LinkSpec{kNic, kNetHop}, LinkSpec{kNic, kNetHop}, kChunk},
+     8, LinkSpec{900'000'000'000, kNvlinkHop}, LinkSpec{kNic, kNetHop}, LinkSpec{kNic, kNetHop}, kChunk,
+     kBlackwellNvls},
     {"gb200-nvl72", "GB200 NVL72: 72 B200 in one NVLink domain, 900 GB/s per direction per GPU",
      ChipSpec{.bf16_flops_per_s = 2.3e15, .fp8_flops_per_s = 4.5e15, .hbm_bytes = 192'000'000'000,
               .hbm_bandwidth_bytes_per_s = 8.0e12},
-     72, LinkSpec{900'000'000'000, kNvlinkHop}, LinkSpec{kNic, kNetHop}, LinkSpec{kNic, kNetHop}, kChunk},
+     72, LinkSpec{900'000'000'000, kNvlinkHop}, LinkSpec{kNic, kNetHop}, LinkSpec{kNic, kNetHop}, kChunk,
+     kBlackwellNvls},
 }};
 
 }  // namespace

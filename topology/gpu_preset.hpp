@@ -21,6 +21,7 @@ struct GpuPreset {
   LinkSpec nic;              // per GPU and direction, InfiniBand to the rail leaf
   LinkSpec spine;            // leaf <-> spine cable, per direction
   std::uint64_t forward_chunk_bytes = 0;
+  double nvls_efficiency = 0;  // NVLink SHARP (topology::FabricSpec::nvls_efficiency); 0: none
 };
 
 std::span<const GpuPreset> gpu_presets();

@@ -96,6 +96,7 @@ topology::Fabric Workload::make_fabric() const {
   topology::FabricSpec spec{topology[0].size, nodes, hardware.nvlink, hardware.nic, spine, hardware.spines, cables};
   spec.leaf_nodes = leaf;
   spec.pod_nodes = pod;
+  spec.nvls_efficiency = hardware.nvls_efficiency;
   spec.core_cables = core;
   return topology::Fabric(spec);
 }
@@ -225,6 +226,7 @@ Hardware preset_hardware(const std::string& name, const Cursor& where) {
     hw.nvlink = g->nvlink;
     hw.nic = g->nic;
     hw.spine = g->spine;
+    hw.nvls_efficiency = g->nvls_efficiency;
     set_peaks(hw);
     return hw;
   }
@@ -243,7 +245,7 @@ Hardware parse_hardware(const Cursor& c) {
                  "spines", "leaf_nodes", "pod_nodes", "leaf_oversubscription", "spine_oversubscription",
                  "forward_chunk_bytes", "bf16_flops_per_s", "int8_ops_per_s", "fp8_flops_per_s",
                  "fp32_flops_per_s", "hbm_bytes", "hbm_bandwidth_bytes_per_s", "matmul_efficiency",
-                 "nvlink_efficiency", "nic_efficiency", "collective_fixed_cost_s"});
+                 "nvlink_efficiency", "nic_efficiency", "nvls_efficiency", "collective_fixed_cost_s"});
   else
     c.only_keys({"preset", "ici_bandwidth_one_way_bytes_per_s", "hop_latency_s", "dcn_bandwidth_one_way_bytes_per_s",
                  "dcn_hop_latency_s", "forward_chunk_bytes",
@@ -281,6 +283,13 @@ Hardware parse_hardware(const Cursor& c) {
     if (hw.pod_nodes == 0) v->fail("spines are oversubscribed towards a core tier: give pod_nodes too");
   }
   if (auto v = c.find("forward_chunk_bytes")) hw.forward_chunk_bytes = v->as_positive_u64(std::uint64_t{1} << 40);
+  if (auto v = c.find("nvls_efficiency")) {  // 0: switches without NVLink SHARP
+    if (!v->raw().is_number()) v->fail("expected a number, got " + v->type_name());
+    hw.nvls_efficiency = v->raw().get<double>();
+    if (!(hw.nvls_efficiency >= 0 && hw.nvls_efficiency <= 1))
+      v->fail(fmt::format("NVLS's efficiency is a fraction of the NVLink rate, from 0 (no NVLink SHARP) to 1 (got {})",
+                          hw.nvls_efficiency));
+  }
   if (auto v = c.find("bf16_flops_per_s")) hw.chip.bf16_flops_per_s = v->as_positive_double(1e20);
   if (auto v = c.find("int8_ops_per_s")) hw.chip.int8_ops_per_s = v->as_positive_double(1e20);
   if (auto v = c.find("fp8_flops_per_s")) hw.chip.fp8_flops_per_s = v->as_positive_double(1e20);

@@ -57,6 +57,9 @@ struct Hardware {
   // one pod's spines (0: all), and each tier's down / up bandwidth (>= 1).
   int leaf_nodes = 0, pod_nodes = 0;
   double leaf_oversubscription = 1, spine_oversubscription = 1;
+  // NVLink SHARP: the fraction of the NVLink rate NVLS traffic achieves; 0: none
+  // (topology::FabricSpec::nvls_efficiency).
+  double nvls_efficiency = 0;
 
   // Calibration terms (docs/CALIBRATION.md); the defaults change nothing.
   // Each level's links deliver `link_efficiency` of their peak bandwidth: the

@@ -167,6 +167,11 @@ void routed(ProgramBuilder& b, const std::vector<LinkId>& route, std::uint64_t b
 
 }  // namespace
 
+std::uint64_t nvls_link_bytes(std::uint64_t bytes, double efficiency) {
+  MESHSIM_ASSERT(efficiency > 0 && efficiency <= 1, "NVLS on switches without NVLink SHARP");
+  return efficiency == 1 ? bytes : static_cast<std::uint64_t>(std::ceil(static_cast<double>(bytes) / efficiency));
+}
+
 std::uint64_t chunk_count(std::uint64_t bytes, std::uint64_t chunk_bytes) {
   return std::max<std::uint64_t>(1, ceil_div(bytes, std::max<std::uint64_t>(chunk_bytes, 1)));
 }
@@ -187,7 +192,7 @@ const char* algorithm_name(Algorithm a) {
   return "?";
 }
 
-std::vector<Algorithm> candidates(Kind kind, const Torus& coords, std::span<const int> axes) {
+std::vector<Algorithm> candidates(Kind kind, const Torus& coords, std::span<const int> axes, const Fabric& fabric) {
   const bool local = std::find(axes.begin(), axes.end(), 0) != axes.end() && coords.axis(0).size > 1;
   bool across = false;  // any node axis
   for (int a : node_axes_of(axes)) across = across || (a < coords.num_axes() && coords.axis(a).size > 1);
@@ -196,7 +201,7 @@ std::vector<Algorithm> candidates(Kind kind, const Torus& coords, std::span<cons
       return {Algorithm::Direct};
     case Kind::AllReduce: {
       std::vector<Algorithm> out{Algorithm::Ring, Algorithm::Tree, Algorithm::Direct};
-      if (local && !across) out.push_back(Algorithm::Nvls);
+      if (local && !across && fabric.nvls_efficiency() > 0) out.push_back(Algorithm::Nvls);
       if (local && across) out.push_back(Algorithm::Hierarchical);
       return out;
     }
@@ -218,13 +223,14 @@ namespace {
 // before the previous chunk's multicasts. Listed so, ties broken by listing
 // (driver/translations.hpp) give what activation order gives (8 H100s, 1 MiB to
 // 1 GiB); listed owner by owner, an owner's store and multicasts went before the
-// loads and sums of the owners after it, 8 % slower on 1 GiB.
+// loads and sums of the owners after it, 8 % slower on 1 GiB. Multimem traffic
+// runs at the switches' NVLS efficiency of the link rate (nvls_link_bytes).
 void nvls_all_reduce(ProgramBuilder& b, const Fabric& f, const std::vector<std::vector<ChipId>>& rings,
                      std::uint64_t group_bytes, std::uint64_t chunk_bytes, const OpPorts& ports) {
   for (const auto& ring : rings) {
     const std::uint64_t slice = ceil_div(group_bytes, ring.size());
     const std::uint64_t kChunks = chunk_count(slice, chunk_bytes);
-    const std::uint64_t chunk = ceil_div(slice, kChunks);
+    const std::uint64_t chunk = nvls_link_bytes(ceil_div(slice, kChunks), f.nvls_efficiency());
     const std::size_t n = ring.size();
     std::vector<TaskId> down(n), store(n);  // per owner: the current chunk's sum and store
     for (std::uint64_t k = 0; k <= kChunks; ++k) {

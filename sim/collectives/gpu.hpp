@@ -34,9 +34,10 @@ bool spans_nodes(const topology::Fabric& fabric, const std::vector<ChipId>& grou
 
 // NCCL's tree: 2G channels (G: the group's GPUs per node), one per rail r and
 // tree t. Inside one node it is the chain alone, as NCCL's tree there is (its
-// cost model's tree latency, 2 (G-1) NVLink steps on one node). Channel (r, t) lists the group's nodes root first, parents
-// before children (breadth first, children by rank), each as a chain of its
-// GPUs from rail r (the head) in local order. The trees are NCCL's double
+// cost model's tree latency, 2 (G-1) NVLink steps on one node). Channel (r, t)
+// lists the group's nodes root first, parents before children (breadth first,
+// children by rank), each as a chain of its GPUs from rail r (the head) in
+// local order. The trees are NCCL's double
 // binary tree over the M nodes' ranks (their ring order): tree 0 is the
 // in-order binary tree in which rank r's level is its lowest set bit b, its
 // parent the rank with bit b cleared and bit 2b set (or, past the last rank,
@@ -69,7 +70,9 @@ enum class Algorithm {
 const char* algorithm_name(Algorithm a);
 
 // The algorithms that apply to `kind` over these groups, best known first.
-std::vector<Algorithm> candidates(Kind kind, const Torus& coords, std::span<const int> axes);
+// NVLS only where the fabric's switches have NVLink SHARP (nvls_efficiency > 0).
+std::vector<Algorithm> candidates(Kind kind, const Torus& coords, std::span<const int> axes,
+                                  const topology::Fabric& fabric);
 
 // `chunk_bytes`: the pipelining granularity of algorithms that loop over chunks (NVLS).
 void build(ProgramBuilder& b, const topology::Fabric& fabric, const Torus& coords, Kind kind, Algorithm algorithm,
@@ -81,6 +84,11 @@ void send(ProgramBuilder& b, const topology::Fabric& fabric, ChipId src, ChipId 
 // chunked algorithms (NVLS over a GPU's slice, the tree over half the buffer)
 // loop over.
 std::uint64_t chunk_count(std::uint64_t bytes, std::uint64_t chunk_bytes);
+
+// What an NVLS transfer of `bytes` costs its link, at `efficiency` (0 < e <= 1)
+// of the link rate: ceil(bytes / e), the time its multimem traffic holds the
+// link (request packets, the switch's reduction). Link byte counts include it.
+std::uint64_t nvls_link_bytes(std::uint64_t bytes, double efficiency);
 
 // An upper bound of the transfers build() creates for a group collective,
 // computed from the same rings, routes and chunk counts without building
