@@ -67,9 +67,9 @@ struct Shift {
 // torus, a collective over explicit groups, or on a GPU fabric NCCL's tree
 // across nodes. A GPU step is 2 nodes where 1 would reverse a ring through the
 // GPUs of several nodes (every other node's backwards); a ring over several
-// node axes keeps only shifts along its last (slowest) one. On a fabric of several units of leaves
-// the step is the least multiple of that which moves whole blocks of the cable
-// period, so that the cables move too; an axis where none divides its size is
+// node axes keeps only shifts along its last (slowest) one. On a fabric of
+// several units of leaves the step is the least multiple of that which moves
+// whole blocks of the cable period, so that the cables move too; an axis where none divides its size is
 // left out. A pipeline's stages along one axis leave the others.
 std::vector<Shift> translated_axes(const workloads::Workload& w, const topology::Torus& t);
 

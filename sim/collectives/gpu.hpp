@@ -37,11 +37,11 @@ bool spans_nodes(const topology::Fabric& fabric, const std::vector<ChipId>& grou
 // cost model's tree latency, 2 (G-1) NVLink steps on one node). Channel (r, t)
 // lists the group's nodes root first, parents before children (breadth first,
 // children by rank), each as a chain of its GPUs from rail r (the head) in
-// local order. The trees are NCCL's double
-// binary tree over the M nodes' ranks (their ring order): tree 0 is the
-// in-order binary tree in which rank r's level is its lowest set bit b, its
-// parent the rank with bit b cleared and bit 2b set (or, past the last rank,
-// bit b cleared), and rank 0 the root with one child; tree 1 is tree 0 mirrored
+// local order. The trees are NCCL's double binary tree over the M nodes' ranks
+// (their ring order): tree 0 is the in-order binary tree in which rank r's
+// level is its lowest set bit b, its parent the rank with bit b cleared and bit
+// 2b set (or, past the last rank, bit b cleared), and rank 0 the root with one
+// child; tree 1 is tree 0 mirrored
 // (rank r as M-1-r) for even M, shifted by one rank for odd M, so that a node
 // inside one tree is a leaf of the other. Subtrees are runs of consecutive
 // ranks: most edges join nearby nodes (under one leaf of a multi-unit fabric).
