@@ -29,20 +29,22 @@ std::string step_line(const workloads::Op& op, const workloads::Workload& w, con
                        us(r.compute_time.seconds()), us(r.memory_time.seconds()), us(r.time().seconds()),
                        r.compute_bound() ? "compute" : "memory");
   }
-  const collectives::ClosedForm f = communication_closed_form(op, w, torus);
   const double v = static_cast<double>(op.bytes);
   if (w.hardware.gpu) {
     // The cheat sheet's torus terms do not apply: the closed form of the
-    // algorithm the GPU fabric runs (docs/MODEL.md, "GPU fabrics").
-    const topology::Fabric fabric = w.make_fabric();
+    // algorithm the GPU fabric runs (docs/MODEL.md, "GPU fabrics"). A matmul's
+    // steps are collectives, never sends.
+    const GpuChoice choice = gpu_algorithm(op, w, torus, w.make_fabric());
+    const collectives::ClosedForm& f = choice.closed;
     std::uint64_t gpus = 1;
     for (int a : op.hw_axes) gpus *= static_cast<std::uint64_t>(torus.axis(a).size);
     return fmt::format("{}: {} over {} ({} GPUs) by {}: V = {:.0f} bytes; closed form {} (latency {}, bandwidth {}; "
                        "{}-bound)",
                        op.name, kind_name(op.kind), mesh_names(op, w), gpus,
-                       collectives::gpu::algorithm_name(gpu_algorithm(op, w, torus, fabric).algorithm), v,
-                       us(f.time_s()), us(f.latency_s), us(f.bandwidth_s), f.latency_bound() ? "latency" : "bandwidth");
+                       collectives::gpu::algorithm_name(choice.algorithm), v, us(f.time_s()), us(f.latency_s),
+                       us(f.bandwidth_s), f.latency_bound() ? "latency" : "bandwidth");
   }
+  const collectives::ClosedForm f = communication_closed_form(op, w, torus);
   const double wbi = 2.0 * static_cast<double>(w.hardware.ici.bandwidth_bytes_per_s);
   std::string sizes;
   int sum = 0;
