@@ -553,6 +553,22 @@ Count longest_route(const Fabric& f, const std::vector<ChipId>& group) {
   return pods ? 6 : leaves ? 4 : 2;
 }
 
+// The hop transfers of one chunk of a tree channel, as nccl_tree_all_reduce
+// builds them: every chain edge and every tree edge, up and down.
+Count tree_channel_transfers(const Fabric& f, const TreeChannel& ch) {
+  Count n = 0;
+  for (std::size_t i = 0; i < ch.chains.size(); ++i) {
+    const auto& chain = ch.chains[i];
+    for (std::size_t j = 1; j < chain.size(); ++j)
+      n += f.route(chain[j], chain[j - 1]).size() + f.route(chain[j - 1], chain[j]).size();
+    if (i > 0) {
+      const ChipId parent = ch.chains[ch.parent[i]].front();
+      n += f.route(chain.front(), parent).size() + f.route(parent, chain.front()).size();
+    }
+  }
+  return n;
+}
+
 // ring_gather / ring_reduce: a chain starts at every position and takes N-1
 // steps, so every ring edge is crossed by N-1 chains, each with its route's links.
 Count ring_phase_transfers(const Fabric& f, const std::vector<std::vector<ChipId>>& rings) {
@@ -608,12 +624,12 @@ std::uint64_t transfer_bound(const Fabric& f, const Torus& coords, Kind kind, Al
           }
           break;
         case Algorithm::Tree:
-          // 2G channels of V/2G (tree_channels), each with per chunk N-1 edges up
-          // and N-1 down, each a routed hop.
+          // 2G channels of V/2G (tree_channels), each with per chunk every chain
+          // edge and tree edge once up and once down, each a routed hop: exact.
           for (const auto& ring : rs) {
-            const std::uint64_t trees = tree_channel_count(f, ring);
-            total += trees * static_cast<Count>(chunk_count(ceil_div(group_bytes, trees), chunk_bytes)) * 2 *
-                     (ring.size() - 1) * longest_route(f, ring);
+            const std::vector<TreeChannel> channels = tree_channels(f, ring);
+            const Count chunks = chunk_count(ceil_div(group_bytes, channels.size()), chunk_bytes);
+            for (const TreeChannel& ch : channels) total += chunks * tree_channel_transfers(f, ch);
           }
           break;
       }

@@ -92,7 +92,7 @@ std::uint64_t nvls_link_bytes(std::uint64_t bytes, double efficiency);
 
 // An upper bound of the transfers build() creates for a group collective,
 // computed from the same rings, routes and chunk counts without building
-// anything (exact for the ring phases); saturates at 2^62.
+// anything (exact for the ring phases and the tree); saturates at 2^62.
 std::uint64_t transfer_bound(const topology::Fabric& fabric, const Torus& coords, Kind kind, Algorithm algorithm,
                              std::span<const int> axes, std::uint64_t group_bytes, std::uint64_t chunk_bytes);
 

@@ -192,12 +192,16 @@ TEST_CASE("GPU: the task-limit estimate bounds the transfers every algorithm bui
   const std::string node = R"({"hardware": {"preset": "h100-dgx", "forward_chunk_bytes": 65536}, "mesh": {"X": 8}, )";
   const std::string nodes = R"({"hardware": {"preset": "h100-dgx", "forward_chunk_bytes": 65536},
     "topology": {"nodes": 3}, "mesh": {"X": 8, "Y": 3}, )";
+  // 8 nodes, 2 under each leaf, 4 in each pod: tree edges of two, four and six links.
+  const std::string pods = R"({"hardware": {"preset": "h100-dgx", "forward_chunk_bytes": 65536,
+    "leaf_nodes": 2, "pod_nodes": 4}, "topology": {"nodes": 8}, "mesh": {"X": 8, "Y": 8}, )";
   const std::vector<Case> cases = {
       {node, "all_reduce", R"(["X"])", "nvls"},         {node, "all_reduce", R"(["X"])", "tree"},
       {node, "all_reduce", R"(["X"])", "ring"},         {node, "all_reduce", R"(["X"])", "direct"},
       {nodes, "all_reduce", R"(["X", "Y"])", "tree"},   {nodes, "all_reduce", R"(["X", "Y"])", "ring"},
       {nodes, "all_reduce", R"(["X", "Y"])", "direct"}, {nodes, "all_reduce", R"(["X", "Y"])", "hierarchical"},
       {nodes, "all_reduce", R"(["Y"])", "tree"},        {nodes, "all_gather", R"(["X", "Y"])", ""},
+      {pods, "all_reduce", R"(["X", "Y"])", "tree"},    {pods, "all_reduce", R"(["Y"])", "tree"},
       {nodes, "reduce_scatter", R"(["Y"])", ""},        {nodes, "all_to_all", R"(["X", "Y"])", ""},
   };
   for (const Case& c : cases)
@@ -211,6 +215,7 @@ TEST_CASE("GPU: the task-limit estimate bounds the transfers every algorithm bui
       INFO(c.kind << " " << c.axes << " " << c.algorithm << " " << bytes);
       CHECK(ex.op_transfers[0] > 0);
       CHECK(ex.op_transfers[0] <= estimate);
+      if (c.algorithm == "tree") CHECK(ex.op_transfers[0] == estimate);  // counted edge by edge
       CHECK(estimate <= 2 * ex.op_transfers[0]);  // an estimate, not a blanket refusal
     }
   // A send: its route's links.
