@@ -60,9 +60,13 @@ void Engine::run() {
   while (size_ > 0) {
     if (head_ == buckets_[0].size()) refill();
     const Event e = buckets_[0][head_++];
-    // Events at one time mostly touch unrelated state: hint the next two, so
+    // Events at one time mostly touch unrelated state: hint the next three, so
     // that their cache misses overlap this one's work.
     if (head_ + 1 < buckets_[0].size()) {
+      if (head_ + 2 < buckets_[0].size()) {
+        const Event& last = buckets_[0][head_ + 2];
+        handlers_[last.handler]->upcoming(last.payload, 3);
+      }
       const Event& later = buckets_[0][head_ + 1];
       handlers_[later.handler]->upcoming(later.payload, 2);
       const Event& next = buckets_[0][head_];

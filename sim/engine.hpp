@@ -14,8 +14,9 @@ class EventHandler {
  public:
   virtual ~EventHandler() = default;
   virtual void handle_event(std::uint64_t payload, Tick now) = 0;
-  // A hint that `payload` comes up `distance` events from now (1 or 2): a
-  // handler may prefetch the state it will touch. Must not change anything.
+  // A hint that `payload` comes up `distance` events from now (1, 2 or 3): a
+  // handler may prefetch the state it will touch, a step further at each
+  // nearer distance. Must not change anything.
   virtual void upcoming(std::uint64_t /*payload*/, int /*distance*/) {}
 };
 

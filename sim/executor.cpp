@@ -52,16 +52,23 @@ void Executor::handle_event(std::uint64_t payload, Tick now) {
 
 void Executor::upcoming(std::uint64_t payload, int distance) {
   const ResourceState& r = state_[payload & 0xffffffffu];
-  if (distance == 2) {
+  if (distance == 3) {
     __builtin_prefetch(&r);
     return;
   }
-  // One event ahead: the resource's state has had time to arrive; fetch what
-  // starting its first waiting task reads.
+  // Two events ahead the resource's state has had time to arrive: fetch what
+  // starting its first waiting task reads; one event ahead, its successor list.
   if (r.waiting.empty()) return;
   const auto id = static_cast<TaskId>(r.waiting.front().order & 0xffffffffu);
+  if (distance == 1) {
+    program_.prefetch_successors(id);
+    return;
+  }
   __builtin_prefetch(&program_.task(id));
   __builtin_prefetch(&ready_at_[id]);
+  __builtin_prefetch(&pending_[id]);
+  if (!stream_floor_.empty()) __builtin_prefetch(&stream_floor_[id]);
+  program_.prefetch_offset(id);
 }
 
 void Executor::schedule_wake(std::uint32_t resource, Tick now) {
@@ -217,7 +224,12 @@ void Executor::start_task(TaskId id, Tick now) {
     for (ExecutionObserver* o : observers_) o->on_task(id, t, timing);
   }
 
-  for (std::uint32_t e : program_.successors(id)) {
+  const std::span<const std::uint32_t> successors = program_.successors(id);
+  for (std::uint32_t e : successors) {  // their misses at once, not one after another
+    __builtin_prefetch(&ready_at_[e >> 1]);
+    __builtin_prefetch(&pending_[e >> 1]);
+  }
+  for (std::uint32_t e : successors) {
     const TaskId succ = e >> 1;
     if (e & 1u) {
       ready_at_[succ] = max(ready_at_[succ], first_chunk + res.latency);
