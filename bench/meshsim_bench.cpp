@@ -230,6 +230,7 @@ const std::vector<std::string> kScaleCases = {
     "bench/cases/allreduce_v5p_pod_16x20x28.json",    // the full v5p pod, 8,960 chips
     "bench/cases/allreduce_x_v4_16x16x16.json",       // 256 identical rings: reduced
     "bench/cases/allreduce_in_node_h100_8192.json",   // 1,024 identical NVLink groups: reduced
+    "bench/cases/allreduce_h100_4096.json",           // 4,096 GPUs, one group: NCCL's tree, 33.5 M transfers in full
     "bench/cases/allreduce_h100_8192.json",           // 8,192 GPUs, one group (NCCL's choice: the tree)
     "bench/cases/allreduce_h100_8192_hierarchical.json",  // the same, the hierarchical algorithm named
     "bench/cases/allreduce_rails_h100_8192.json",     // across the 1,024 nodes on each rail: reduced to one rail
