@@ -162,7 +162,11 @@ RunSize estimate_run(const workloads::Workload& w, const topology::Torus& torus)
   for (std::size_t i = 0; i < w.ops.size(); ++i) {
     const workloads::Op& op = w.ops[i];
     const std::uint64_t transfers = estimate(op);
-    if (i == 0 || transfers > size.biggest_op_transfers) size.biggest_op = i, size.biggest_op_transfers = transfers;
+    if (i == 0 || transfers > size.biggest_op_transfers) {
+      size.biggest_op = i;
+      size.biggest_op_transfers = transfers;
+      size.biggest_op_tasks = saturating_add(transfers, 2ull * active_chips(op, torus));
+    }
     size.transfers = saturating_add(size.transfers, transfers);
     // An entry and an exit join per chip; a matmul adds a compute per chip.
     joins = saturating_add(joins, (is_local(op.kind) ? 3ull : 2ull) * active_chips(op, torus));
@@ -201,7 +205,9 @@ RunSize translated_size(const RunSize& full, std::uint64_t translations) {
 
 void check_limits(const workloads::Workload& w, const RunSize& size, const Limits& limits) {
   const bool transfers = size.transfers > limits.max_transfers;
-  const bool tasks = !transfers && size.tasks > kMaxTasks;  // the program's own limit (32-bit ids, edges)
+  // The program's own limit (32-bit ids, edges), also for the op built whole to check a quotient.
+  const bool whole_op = size.translations > 1 && size.biggest_op_tasks > kMaxTasks;
+  const bool tasks = !transfers && (size.tasks > kMaxTasks || whole_op);
   if (!transfers && !tasks && size.memory_bytes <= limits.max_memory_bytes) return;
   const workloads::Op& op = w.ops[size.biggest_op];
   const auto size_text = [](std::uint64_t bytes) {
@@ -214,6 +220,9 @@ void check_limits(const workloads::Workload& w, const RunSize& size, const Limit
   const std::string limit =
       largest     ? fmt::format("meshsim's largest limit of {} transfers", kMaxTasks)
       : transfers ? fmt::format("the limit of {} transfers (--max-transfers)", limits.max_transfers)
+      : whole_op  ? fmt::format("meshsim's limit of {} tasks for the op built whole to check the reduction (it "
+                                "has about {})",
+                                kMaxTasks, size.biggest_op_tasks)
       : tasks     ? fmt::format("meshsim's limit of {} tasks (with {} joins and computes)", kMaxTasks,
                                 size.tasks - size.transfers)
                   : fmt::format("the limit of {} (--max-memory)", size_text(limits.max_memory_bytes));

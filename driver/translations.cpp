@@ -58,6 +58,12 @@ std::vector<Shift> translated_axes(const workloads::Workload& w, const topology:
   // cables with the nodes, whole blocks of the fabric's cable period at a time
   // (a program across units uses them; Translations::find maps them).
   int cable_period = 0;
+  // NCCL's tree across nodes has no node shifts, but its channels are the
+  // rails' rotations of each other: the GPUs of every node turned by one (GPU
+  // i to i + 1, rail i to i + 1) is its automorphism, offered as a step along
+  // axis 0 when every collective over the GPUs of a node is such a tree (an op
+  // over node axes alone runs one group per rail: rotated too).
+  bool tree = false, rotates = true;
   if (gpu) {
     GpuChoices choices(w, t);
     const topology::Fabric& fabric = choices.fabric();
@@ -73,7 +79,8 @@ std::vector<Shift> translated_axes(const workloads::Workload& w, const topology:
       }
       using collectives::gpu::Algorithm;
       const Algorithm alg = choices(op).algorithm;
-      if (across && alg == Algorithm::Tree) return out;
+      if (across && alg == Algorithm::Tree) tree = true;
+      if (local && !(across && alg == Algorithm::Tree)) rotates = false;
       const bool ring = alg == Algorithm::Ring || alg == Algorithm::Hierarchical;
       if (local && across && ring) crossing.push_back(nodes);
       // A ring over several node axes visits them first fastest: a shift along
@@ -123,7 +130,11 @@ std::vector<Shift> translated_axes(const workloads::Workload& w, const topology:
     // whole blocks of the cable period), never the GPUs of a node; a step of 1
     // node, or 2 where parity asks it, or with several units the least
     // multiple of it that moves the cables (the axis left out if none does).
-    if (a == 0 || fixed[static_cast<std::size_t>(a)]) continue;
+    if (a == 0) {
+      if (tree && rotates && size >= 2 && keeps(0, 1)) out.push_back({0, 1});
+      continue;
+    }
+    if (tree || fixed[static_cast<std::size_t>(a)]) continue;
     for (int n = 1; n <= 2; ++n) {
       if (size % n != 0 || size / n < 2) break;
       bool even = true;
@@ -192,7 +203,7 @@ std::optional<Translations> Translations::find(const topology::Torus& t, const E
     const int n = t.axis(a).size;
     const auto it = std::find_if(axes.begin(), axes.end(), [&](const Shift& s) { return s.axis == a; });
     if (it != axes.end()) {
-      MESHSIM_ASSERT(n > 1 && (fabric ? a >= 1 : t.axis(a).wraparound || t.switched(a)),
+      MESHSIM_ASSERT(n > 1 && (fabric != nullptr || t.axis(a).wraparound || t.switched(a)),
                      "a translated axis without wraparound");
       MESHSIM_ASSERT(it->step >= 1 && n % it->step == 0 && n / it->step >= 2, "a step that does not divide its axis");
       x.axes_.push_back(a);
@@ -204,8 +215,11 @@ std::optional<Translations> Translations::find(const topology::Torus& t, const E
     stride *= static_cast<std::uint32_t>(n);
   }
   const std::size_t k = x.axes_.size();
+  // A rotation of the GPUs (axis 0) would move a leaf's cables to the next
+  // rail's leaf: not mapped, so a program that uses cables is refused then.
   bool cables = fabric != nullptr && x.cables_begin_ < x.links_;
-  for (const Shift& s : axes) cables = cables && moves_cables(t, s.axis, s.step, fabric->cable_period());
+  for (const Shift& s : axes)
+    cables = cables && s.axis != 0 && moves_cables(t, s.axis, s.step, fabric->cable_period());
   if (cables)
     for (std::uint32_t s = x.cables_begin_; s < x.links_; ++s) x.cables_.push_back(fabric->cable_block(s));
   x.coords_.resize(static_cast<std::size_t>(chips) * k);
@@ -607,8 +621,10 @@ std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const to
       continue;
     }
     // An op whose rails are alike is built and checked on rail 0, and its
-    // quotient laid out once per rail (below).
-    const bool by_rail = rails_alike(op, t, fabric ? &*fabric : nullptr);
+    // quotient laid out once per rail (below); not where the GPUs rotate, which
+    // moves rail 0 onto the others (its quotient is then rail 0's already).
+    const bool rotating = std::any_of(axes.begin(), axes.end(), [](const Shift& s) { return s.axis == 0; });
+    const bool by_rail = !rotating && rails_alike(op, t, fabric ? &*fabric : nullptr);
     one.ops.assign(1, by_rail ? rail_zero(op, t) : op);
     one.ops[0].deps.clear();
     const Expanded ex = expand_ops(one);

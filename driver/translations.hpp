@@ -64,13 +64,15 @@ struct Shift {
 // untwisted TPU torus, or a GPU fabric's node axes (a step: the same GPU of
 // the node 1 or 2 on, round to the first), along which every op's chips, and
 // every send's pairs, are the same set after a step. Empty for a twisted
-// torus, a collective over explicit groups, or on a GPU fabric NCCL's tree
-// across nodes. A GPU step is 2 nodes where 1 would reverse a ring through the
-// GPUs of several nodes (every other node's backwards); a ring over several
-// node axes keeps only shifts along its last (slowest) one. On a fabric of
-// several units of leaves the step is the least multiple of that which moves
-// whole blocks of the cable period, so that the cables move too; an axis where none divides its size is
-// left out. A pipeline's stages along one axis leave the others.
+// torus or a collective over explicit groups. With NCCL's tree across nodes on
+// a GPU fabric, no node axis, but the rotation of every node's GPUs (axis 0,
+// step 1) when every collective over a node's GPUs is such a tree. A GPU
+// step is 2 nodes where 1 would reverse a ring through the GPUs of several
+// nodes (every other node's backwards); a ring over several node axes keeps
+// only shifts along its last (slowest) one. On a fabric of several units of
+// leaves the step is the least multiple of that which moves whole blocks of
+// the cable period, so that the cables move too; an axis where none divides
+// its size is left out. A pipeline's stages along one axis leave the others.
 std::vector<Shift> translated_axes(const workloads::Workload& w, const topology::Torus& t);
 
 // How many translations the quotient of `w` uses: the product over

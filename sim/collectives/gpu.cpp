@@ -347,27 +347,45 @@ namespace {
 // and sends to its parent's head (over the head's NIC, one rail per channel);
 // the root turns the sum around and it is broadcast down the tree and down every
 // chain. Every edge keeps at most 8 chunks in flight (NCCL_STEPS).
+//
+// The channels of one tree are the rails' rotations of each other (channel r's
+// chain in a node starts at its GPU r), and the tasks are listed so that every
+// link's tasks come in an order the rotation keeps: chunk, tree, phase, node
+// position, chain position, and the rails innermost. For a chain position j,
+// rail r's hop leaves GPU r + j: each GPU's port gets one hop of each (chunk,
+// tree, node, position), its rotation's the same one (the quotient by the
+// rotation, driver/translations.hpp, maps the k-th task of a link onto the
+// k-th of the rotated link).
 void nccl_tree_all_reduce(ProgramBuilder& b, const Fabric& f, const std::vector<std::vector<ChipId>>& groups,
                           std::uint64_t group_bytes, std::uint64_t chunk_bytes, const OpPorts& ports) {
   constexpr std::uint64_t kWindow = 8;
   for (const auto& group : groups) {
-    const std::vector<TreeChannel> channels = tree_channels(f, group);
-    const std::uint64_t per = ceil_div(group_bytes, channels.size());
+    const std::vector<TreeChannel> all = tree_channels(f, group);  // rail-major: channel 2r + t
+    const std::uint64_t per = ceil_div(group_bytes, all.size());
     const std::uint64_t chunks = chunk_count(per, chunk_bytes), chunk = ceil_div(per, chunks);
-    for (const TreeChannel& ch : channels) {
-      const std::size_t m = ch.chains.size(), g = ch.chains.front().size();
-      std::vector<std::vector<std::uint32_t>> children(m);  // per position, its children's
-      for (std::uint32_t i = 1; i < m; ++i) children[ch.parent[i]].push_back(i);
-      // Per chunk (the last kWindow): the last transfer of each node's edges, by
-      // node position and chain position: up[i][j] is the hop from chain position
-      // j (j >= 1) towards the head, or for j = 0 the head's hop to its parent;
-      // down[i][j] the hop into chain position j (j >= 1), or into the head (j = 0).
-      using Hops = std::vector<std::vector<TaskId>>;
-      std::vector<Hops> ups(kWindow, Hops(m, std::vector<TaskId>(g, 0))), downs = ups;
-      for (std::uint64_t k = 0; k < chunks; ++k) {
-        Hops& up = ups[k % kWindow];
-        Hops& down = downs[k % kWindow];
-        const bool wait = k >= kWindow;  // the same slot holds chunk k - kWindow
+    const std::size_t rails = all.size() / 2, m = all.front().chains.size(), g = all.front().chains.front().size();
+    // Per tree (both rails' channels share its shape): each position's children.
+    std::array<std::vector<std::vector<std::uint32_t>>, 2> children;
+    for (std::size_t t = 0; t < 2; ++t) {
+      children[t].assign(m, {});
+      for (std::uint32_t i = 1; i < m; ++i) children[t][all[t].parent[i]].push_back(i);
+    }
+    // Per channel and chunk (the last kWindow): the last transfer of each node's
+    // edges, by node position and chain position: up[i][j] is the hop from
+    // chain position j (j >= 1) towards the head, or for j = 0 the head's hop to
+    // its parent; down[i][j] the hop into chain position j (j >= 1), or into the head (j = 0).
+    using Hops = std::vector<std::vector<TaskId>>;
+    std::vector<std::vector<Hops>> ups(all.size(), std::vector<Hops>(kWindow, Hops(m, std::vector<TaskId>(g, 0))));
+    std::vector<std::vector<Hops>> downs = ups;
+    std::vector<std::vector<TaskId>> sum(all.size(), std::vector<TaskId>(m, 0));  // the last hop into each head
+    std::vector<TaskId> into(all.size(), 0);
+    for (std::uint64_t k = 0; k < chunks; ++k) {
+      const bool wait = k >= kWindow;  // the same slot holds chunk k - kWindow
+      for (std::size_t t = 0; t < 2; ++t) {
+        const auto& kids = children[t];
+        const auto channel = [&](std::size_t r) -> const TreeChannel& { return all[2 * r + t]; };
+        const auto up = [&](std::size_t r) -> Hops& { return ups[2 * r + t][k % kWindow]; };
+        const auto down = [&](std::size_t r) -> Hops& { return downs[2 * r + t][k % kWindow]; };
         auto send = [&](ChipId from, ChipId to, std::uint16_t step, TaskId& slot) {
           const auto [first, last] = hop(b, f.route(from, to), chunk, ports.op, step);
           if (wait) b.depend(slot, first);
@@ -375,54 +393,62 @@ void nccl_tree_all_reduce(ProgramBuilder& b, const Fabric& f, const std::vector<
           return first;
         };
         // Up: children before parents, chain tails first.
-        std::vector<TaskId> sum(m, 0);  // the last hop into each head (its chain's)
         for (std::size_t i = m; i-- > 0;) {
-          const auto& chain = ch.chains[i];
-          TaskId into = 0;
-          for (std::size_t j = g - 1; j >= 1; --j) {
-            const TaskId first = send(chain[j], chain[j - 1], 1, up[i][j]);
-            b.depend(ports.entry[chain[j]], first);
-            if (j + 1 < g) b.depend(into, first, sim::EdgeKind::Stream);
-            into = up[i][j];
-          }
-          sum[i] = into;
+          for (std::size_t j = g - 1; j >= 1; --j)
+            for (std::size_t r = 0; r < rails; ++r) {
+              const auto& chain = channel(r).chains[i];
+              const TaskId first = send(chain[j], chain[j - 1], 1, up(r)[i][j]);
+              b.depend(ports.entry[chain[j]], first);
+              if (j + 1 < g) b.depend(into[2 * r + t], first, sim::EdgeKind::Stream);
+              into[2 * r + t] = up(r)[i][j];
+            }
+          for (std::size_t r = 0; r < rails; ++r) sum[2 * r + t][i] = g > 1 ? into[2 * r + t] : 0;
           if (i == 0) break;
-          const TaskId first = send(chain[0], ch.chains[ch.parent[i]][0], 1, up[i][0]);
-          b.depend(ports.entry[chain[0]], first);
-          if (g > 1) b.depend(sum[i], first, sim::EdgeKind::Stream);
-          for (std::uint32_t c : children[i]) b.depend(up[c][0], first, sim::EdgeKind::Stream);
+          for (std::size_t r = 0; r < rails; ++r) {
+            const auto& chain = channel(r).chains[i];
+            const TaskId first = send(chain[0], channel(r).chains[channel(r).parent[i]][0], 1, up(r)[i][0]);
+            b.depend(ports.entry[chain[0]], first);
+            if (g > 1) b.depend(sum[2 * r + t][i], first, sim::EdgeKind::Stream);
+            for (std::uint32_t c : kids[i]) b.depend(up(r)[c][0], first, sim::EdgeKind::Stream);
+          }
         }
         // What the root's sum waits for: its chain and its children.
-        auto root_inputs = [&](TaskId x) {
-          b.depend(ports.entry[ch.chains[0][0]], x);
-          if (g > 1) b.depend(sum[0], x, sim::EdgeKind::Stream);
-          for (std::uint32_t c : children[0]) b.depend(up[c][0], x, sim::EdgeKind::Stream);
+        auto root_inputs = [&](std::size_t r, TaskId x) {
+          b.depend(ports.entry[channel(r).chains[0][0]], x);
+          if (g > 1) b.depend(sum[2 * r + t][0], x, sim::EdgeKind::Stream);
+          for (std::uint32_t c : kids[0]) b.depend(up(r)[c][0], x, sim::EdgeKind::Stream);
         };
         // Down: parents first, each head to its children, then down its chain.
         for (std::size_t i = 0; i < m; ++i) {
-          const auto& chain = ch.chains[i];
-          for (std::uint32_t c : children[i]) {
-            const TaskId first = send(chain[0], ch.chains[c][0], 2, down[c][0]);
-            if (i == 0)
-              root_inputs(first);
-            else
-              b.depend(down[i][0], first, sim::EdgeKind::Stream);
-            b.depend(down[c][0], ports.exit[ch.chains[c][0]]);
-          }
-          for (std::size_t j = 1; j < g; ++j) {
-            const TaskId first = send(chain[j - 1], chain[j], 2, down[i][j]);
-            if (j > 1)
-              b.depend(down[i][j - 1], first, sim::EdgeKind::Stream);
-            else if (i == 0)
-              root_inputs(first);
-            else
-              b.depend(down[i][0], first, sim::EdgeKind::Stream);
-            b.depend(down[i][j], ports.exit[chain[j]]);
-          }
+          for (std::uint32_t c : kids[i])
+            for (std::size_t r = 0; r < rails; ++r) {
+              const auto& chains = channel(r).chains;
+              const TaskId first = send(chains[i][0], chains[c][0], 2, down(r)[c][0]);
+              if (i == 0)
+                root_inputs(r, first);
+              else
+                b.depend(down(r)[i][0], first, sim::EdgeKind::Stream);
+              b.depend(down(r)[c][0], ports.exit[chains[c][0]]);
+            }
+          for (std::size_t j = 1; j < g; ++j)
+            for (std::size_t r = 0; r < rails; ++r) {
+              const auto& chain = channel(r).chains[i];
+              const TaskId first = send(chain[j - 1], chain[j], 2, down(r)[i][j]);
+              if (j > 1)
+                b.depend(down(r)[i][j - 1], first, sim::EdgeKind::Stream);
+              else if (i == 0)
+                root_inputs(r, first);
+              else
+                b.depend(down(r)[i][0], first, sim::EdgeKind::Stream);
+              b.depend(down(r)[i][j], ports.exit[chain[j]]);
+            }
         }
         // The root's head holds the sum once its inputs have arrived.
-        if (g > 1) b.depend(sum[0], ports.exit[ch.chains[0][0]]);
-        for (std::uint32_t c : children[0]) b.depend(up[c][0], ports.exit[ch.chains[0][0]]);
+        for (std::size_t r = 0; r < rails; ++r) {
+          const ChipId head = channel(r).chains[0][0];
+          if (g > 1) b.depend(sum[2 * r + t][0], ports.exit[head]);
+          for (std::uint32_t c : kids[0]) b.depend(up(r)[c][0], ports.exit[head]);
+        }
       }
     }
   }

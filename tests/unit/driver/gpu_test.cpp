@@ -496,7 +496,8 @@ TEST_CASE("GPU: NCCL's tree across nodes: a chain in every node, a double binary
   options.engine = driver::EngineKind::SimGrid;
   const driver::RunResult simgrid = driver::simulate(w, options);
   REQUIRE(simgrid.engine == "simgrid");
-  CHECK(simgrid.ops[0].time().seconds() == Approx(r.ops[0].time().seconds()).epsilon(0.07));
+  // SimGrid +8.1 % (docs/CROSSCHECK.md): the flow model stores and forwards where chains fork and merge.
+  CHECK(simgrid.ops[0].time().seconds() == Approx(r.ops[0].time().seconds()).epsilon(0.09));
 }
 
 TEST_CASE("GPU: across nodes the all-reduce algorithm is NCCL's choice by its cost model", "[gpu]") {

@@ -364,13 +364,28 @@ TEST_CASE("translations: only on an untwisted TPU torus with a wrapped axis, or 
   CHECK_FALSE(may(R"({"hardware": "tpu-v4", "topology": {"shape": [4, 4, 8], "twisted": true},
                       "mesh": {"X": 4, "Y": 4, "Z": 8},
                       "ops": [{"name": "ar", "kind": "all_reduce", "bytes": 1024, "axes": ["X", "Y", "Z"]}]})"));
-  // A GPU fabric's node axes, but not for NCCL's tree or a ring through the
-  // GPUs of several nodes (every other node's backwards).
+  // A GPU fabric's node axes, but not for a ring through the GPUs of two
+  // nodes (every other node's backwards: a shift of 2 nodes is no shift).
   CHECK_FALSE(may(R"({"hardware": "h100-dgx", "topology": {"nodes": 2}, "mesh": {"G": 8, "N": 2},
-                      "ops": [{"name": "ar", "kind": "all_reduce", "bytes": 1024, "axes": ["G", "N"]}]})"));
-  CHECK_FALSE(may(R"({"hardware": "h100-dgx", "topology": {"nodes": 4}, "mesh": {"G": 8, "N": 4},
-                      "ops": [{"name": "ar", "kind": "all_reduce", "bytes": 1073741824, "axes": ["N"],
-                               "algorithm": "tree"}]})"));
+                      "ops": [{"name": "ar", "kind": "all_reduce", "bytes": 1024, "axes": ["G", "N"],
+                               "algorithm": "ring"}]})"));
+  // NCCL's tree across nodes: no node shift, but the rotation of every node's
+  // GPUs (its channels are the rails' rotations of each other); not when an op
+  // over the GPUs of a node is something else.
+  const auto axes = [](const std::string& text) {
+    const workloads::Workload w = parse(text);
+    return driver::translated_axes(w, w.make_torus());
+  };
+  const std::vector<driver::Shift> rotation{{0, 1}};
+  CHECK(axes(R"({"hardware": "h100-dgx", "topology": {"nodes": 2}, "mesh": {"G": 8, "N": 2},
+                 "ops": [{"name": "ar", "kind": "all_reduce", "bytes": 1024, "axes": ["G", "N"]}]})") == rotation);
+  CHECK(axes(R"({"hardware": "h100-dgx", "topology": {"nodes": 4}, "mesh": {"G": 8, "N": 4},
+                 "ops": [{"name": "ar", "kind": "all_reduce", "bytes": 1073741824, "axes": ["N"],
+                          "algorithm": "tree"}]})") == rotation);
+  CHECK(axes(R"({"hardware": "h100-dgx", "topology": {"nodes": 4}, "mesh": {"G": 8, "N": 4},
+                 "ops": [{"name": "ar", "kind": "all_reduce", "bytes": 1073741824, "axes": ["N"], "algorithm": "tree"},
+                         {"name": "tp", "kind": "all_reduce", "bytes": 1048576, "axes": ["G"]}]})")
+            .empty());
   CHECK(may(R"({"hardware": "h100-dgx", "topology": {"nodes": 4}, "mesh": {"G": 8, "N": 4},
                 "ops": [{"name": "ar", "kind": "all_reduce", "bytes": 1073741824, "axes": ["N"],
                          "algorithm": "ring"}]})"));
@@ -414,4 +429,30 @@ TEST_CASE("translations: a quotient run past the time limit reports it, though t
   CHECK_THROWS_WITH(driver::simulate(w, o), Catch::Contains("t.json:/ops/1: simulated time would exceed the limit"));
   o.reduce = false;
   CHECK_THROWS_WITH(driver::simulate(w, o), Catch::Contains("the run would need about"));
+}
+
+TEST_CASE("translations: NCCL's tree turns every node's GPUs, not a spine's cables", "[translations]") {
+  const auto workload = [](const std::string& leaves) {
+    return parse(R"({"hardware": {"preset": "h100-dgx")" + leaves + R"(}, "topology": {"nodes": 4},
+      "mesh": {"G": 8, "N": 4}, "ops": [{"name": "ar", "kind": "all_reduce", "bytes": 33554432,
+      "axes": ["G", "N"], "algorithm": "tree"}]})");
+  };
+  // One leaf per rail: channel (r, t) is channel (0, t) turned by r GPUs, and
+  // every link's tasks come in an order the turn keeps.
+  const workloads::Workload one = workload("");
+  const topology::Torus t = one.make_torus();
+  CHECK(driver::translated_axes(one, t) == std::vector<driver::Shift>{{0, 1}});
+  const driver::Expanded ex = driver::expand(one, t);
+  const std::optional<driver::Translations> x = driver::Translations::find(one, t, ex);
+  REQUIRE(x);
+  CHECK(x->copies() == 8);
+  CHECK(x->quotient());
+  CHECK(x->verify());
+  // Leaves of 2 nodes: trees cross the spines, whose cables the turn would
+  // move to the next rail's leaf (not mapped): no quotient, the whole program runs.
+  const workloads::Workload two = workload(R"(, "leaf_nodes": 2, "spines": 2)");
+  const topology::Torus t2 = two.make_torus();
+  CHECK(driver::translated_axes(two, t2) == std::vector<driver::Shift>{{0, 1}});
+  CHECK_FALSE(driver::Translations::find(two, t2, driver::expand(two, t2)));
+  CHECK(driver::simulate(two).simulated_transfers == driver::expand(two, t2).op_transfers[0]);
 }
