@@ -185,7 +185,7 @@ RunSize estimate_run(const workloads::Workload& w, const topology::Torus& torus)
   return size;
 }
 
-RunSize translated_size(const RunSize& full, std::uint64_t translations) {
+RunSize translated_size(const RunSize& full, std::uint64_t translations, bool biggest_built) {
   RunSize out = full;
   if (translations <= 1) return out;
   const auto share = [&](std::uint64_t n) { return n / translations + (n % translations != 0); };
@@ -194,7 +194,8 @@ RunSize translated_size(const RunSize& full, std::uint64_t translations) {
   out.edges = share(full.edges);
   out.biggest_op_transfers = share(full.biggest_op_transfers);
   // The largest op's program, its share of the memory by its transfers.
-  const double biggest = full.transfers == 0 ? 0.0
+  if (!biggest_built) out.biggest_op_tasks = 0;
+  const double biggest = full.transfers == 0 || !biggest_built ? 0.0
                                              : static_cast<double>(full.memory_bytes) *
                                                    static_cast<double>(full.biggest_op_transfers) /
                                                    static_cast<double>(full.transfers);

@@ -89,7 +89,9 @@ struct RunSize {
 // translations: their share of the transfers, tasks, edges and memory, and
 // beside them the memory of the largest op, which the quotient's builder
 // expands alone in full.
-RunSize translated_size(const RunSize& full, std::uint64_t translations);
+// `biggest_built`: false when the largest op's quotient is built without it
+// (driver::turns_unbuilt).
+RunSize translated_size(const RunSize& full, std::uint64_t translations, bool biggest_built = true);
 // Saturates instead of overflowing. Throws InputError when a named GPU algorithm
 // does not apply (as expand() would).
 RunSize estimate_run(const workloads::Workload& w, const topology::Torus& torus);

@@ -420,7 +420,13 @@ RunSize run_size(const workloads::Workload& w, const topology::Torus& torus, con
       size.groups = groups->copies();
       return size;
     }
-    if (const std::uint64_t n = translation_count(w, torus); n > 1) return translated_size(estimate_run(w, torus), n);
+    if (const std::uint64_t n = translation_count(w, torus); n > 1) {
+      const RunSize full = estimate_run(w, torus);
+      bool built = true;  // the largest op, built whole to check its quotient
+      if (w.hardware.gpu && !w.ops.empty())
+        built = !turns_unbuilt(w.ops[full.biggest_op], w, torus, w.make_fabric(), translated_axes(w, torus));
+      return translated_size(full, n, built);
+    }
   }
   return estimate_run(w, torus);
 }

@@ -580,6 +580,70 @@ OpPart every_rail(const OpPart& zero, std::uint32_t rails, const topology::Fabri
 
 }  // namespace
 
+bool turns_unbuilt(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& t,
+                   const topology::Fabric& fabric, const std::vector<Shift>& axes) {
+  if (axes != std::vector<Shift>{{0, 1}} || op.kind != OpKind::AllReduce || op.chips || op.groups) return false;
+  if (std::find(op.hw_axes.begin(), op.hw_axes.end(), 0) == op.hw_axes.end() || fabric.units() != 1) return false;
+  return gpu_algorithm(op, w, t, fabric).algorithm == collectives::gpu::Algorithm::Tree;
+}
+
+namespace {
+
+// The quotient of such an op by the rotation, built without the op: its
+// entry and exit joins on every node's GPU 0 (the representative chips), then
+// rail 0's channels with every link on the same link of its node's GPU 0
+// (collectives::gpu::tree_rail_quotient, which lists them as the whole op
+// lists the representatives on GPU 0's links), the tasks of G turned ones each.
+// Nothing when the channels do not turn (collectives::gpu::tree_turns).
+std::optional<OpPart> turned_tree(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& t,
+                                  const topology::Fabric& fabric) {
+  if (!collectives::gpu::tree_turns(fabric, t, op.hw_axes)) return std::nullopt;
+  const std::uint32_t chips = t.num_chips();
+  const auto g = static_cast<std::uint32_t>(fabric.gpus_per_node());
+  OpPart out;
+  std::vector<std::uint32_t> representatives;
+  for (std::uint32_t c = 0; c < chips; c += g) representatives.push_back(c);
+  const auto n = static_cast<sim::TaskId>(representatives.size());
+  sim::ProgramBuilder b;
+  const sim::OpId id = b.add_op();
+  const Tick fixed = comm_fixed_cost(op, w, t);
+  for (sim::TaskId k = 0; k < n; ++k) out.entry.push_back(b.join(id, fixed, representatives[k]));
+  for (sim::TaskId k = 0; k < n; ++k) out.exit.push_back(b.join(id, kZeroTick, representatives[k]));
+  std::vector<sim::TaskId> entry(chips), exit(chips);
+  for (std::uint32_t c = 0; c < chips; ++c) {
+    entry[c] = out.entry[c / g];
+    exit[c] = out.exit[c / g];
+  }
+  for (sim::TaskId k = 0; k < n; ++k) b.depend(out.entry[k], out.exit[k]);
+  collectives::gpu::tree_rail_quotient(b, fabric, t, op.hw_axes, op.bytes, w.hardware.forward_chunk_bytes,
+                                       collectives::OpPorts{id, entry, exit});
+  const sim::Program whole = std::move(b).finish();
+  // Its links, ascending, numbered 0..k-1 as the other ops' quotients are.
+  std::vector<std::uint32_t> to(fabric.num_links() + chips, kNone);
+  std::uint64_t transfers = 0, link_bytes = 0;
+  for (sim::TaskId k = 0; k < whole.num_tasks(); ++k) {
+    const sim::Task& task = whole.task(k);
+    if (task.kind() != sim::TaskKind::Transfer) continue;
+    to[task.resource] = 0;
+    ++transfers;
+    link_bytes += task.amount;
+  }
+  for (std::uint32_t r = 0; r < to.size(); ++r)
+    if (to[r] == 0) {
+      to[r] = static_cast<std::uint32_t>(out.resources.size());
+      out.resources.push_back(r);
+    }
+  out.program = whole.renamed(to);
+  out.chips = std::make_shared<const std::vector<std::uint32_t>>(std::move(representatives));
+  // Every task of the whole op is one of G turned ones.
+  out.transfers = transfers * g;
+  out.link_bytes = link_bytes * g;
+  out.tasks = out.transfers + 2ull * chips;
+  return out;
+}
+
+}  // namespace
+
 std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const topology::Torus& t) {
   const std::vector<Shift> axes = translated_axes(w, t);
   if (axes.empty()) return std::nullopt;
@@ -618,6 +682,16 @@ std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const to
                                           : std::vector<std::pair<topology::ChipId, topology::ChipId>>()};
     if (const auto it = known.find(key); it != known.end()) {
       part_of[i] = it->second;
+      continue;
+    }
+    // NCCL's tree turned by the rotation of the GPUs: its quotient alone.
+    if (fabric && turns_unbuilt(op, w, t, *fabric, axes)) {
+      std::optional<OpPart> part = turned_tree(op, w, t, *fabric);
+      if (!part) return std::nullopt;
+      out.built_tasks += part->program.num_tasks();
+      part_of[i] = parts.size();
+      known.emplace(key, parts.size());
+      parts.push_back(std::move(*part));
       continue;
     }
     // An op whose rails are alike is built and checked on rail 0, and its
@@ -664,6 +738,9 @@ std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const to
     parts.push_back(std::move(part));
     if (!layout) layout = std::move(x);
   }
+  // The translations depend on the system and the axes alone: with every op
+  // built as a turned tree, the system's own (no task) gives them.
+  if (!layout) layout = Translations::find(t, out.ex, axes, fabric ? &*fabric : nullptr);
   if (!layout) return std::nullopt;
   out.built_ops = parts.size();
 

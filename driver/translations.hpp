@@ -176,4 +176,14 @@ struct OpQuotient {
 };
 std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const topology::Torus& t);
 
+// Whether quotient_by_ops builds `op`'s quotient without the op itself: NCCL's
+// tree across nodes over the GPUs of every node, on a fabric of one unit of
+// leaves, the rotation of every node's GPUs the only translation (`axes`). Its
+// rail-0 channels, their links put on GPU 0's, are the quotient
+// (collectives::gpu::tree_rail_quotient), checked by its channels and routes
+// turning (collectives::gpu::tree_turns), not task by task: at thousands of
+// GPUs the whole op is past the program's task limit.
+bool turns_unbuilt(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& t,
+                   const topology::Fabric& fabric, const std::vector<Shift>& axes);
+
 }  // namespace meshsim::driver

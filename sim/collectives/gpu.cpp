@@ -139,14 +139,32 @@ void ring_reduce(ProgramBuilder& b, const Fabric& f, const std::vector<std::vect
   build_chains(b, f, rings, chains, chunk, entry, exit, op);
 }
 
+// GPU `c` turned by `r` places in its node (GPU i to i + r, mod G).
+ChipId turned_gpu(const Fabric& f, ChipId c, std::size_t r) {
+  const auto g = static_cast<ChipId>(f.gpus_per_node());
+  return c - c % g + static_cast<ChipId>((c % g + r) % g);
+}
+
+// GPU link `l` (NVLink or NIC, up or down: kind * GPUs + GPU) turned by `r`
+// places, or with `to_zero` put on its node's GPU 0.
+LinkId turned(const Fabric& f, LinkId l, std::size_t r, bool to_zero = false) {
+  const std::uint32_t n = f.num_gpus();
+  MESHSIM_ASSERT(l < 4 * n, "a switch cable in a turned tree");
+  const ChipId gpu = l % n;
+  const auto g = static_cast<ChipId>(f.gpus_per_node());
+  return l - gpu + (to_zero ? gpu - gpu % g : turned_gpu(f, gpu, r));
+}
+
 // `bytes` along `route`: returns the first and the last transfer, chained with
 // cut-through (stream) edges.
+// `fold`: a GPU fabric whose links are put on the same link of their node's
+// GPU 0 (tree_rail_quotient); null: the links themselves.
 std::pair<TaskId, TaskId> hop(ProgramBuilder& b, const std::vector<LinkId>& route, std::uint64_t bytes, OpId op,
-                              std::uint16_t step) {
+                              std::uint16_t step, const Fabric* fold = nullptr) {
   MESHSIM_ASSERT(!route.empty(), "a hop to itself");
   TaskId first = 0, prev = 0;
   for (std::size_t h = 0; h < route.size(); ++h) {
-    const TaskId x = b.transfer(route[h], bytes, op, step);
+    const TaskId x = b.transfer(fold ? turned(*fold, route[h], 0, true) : route[h], bytes, op, step);
     if (h == 0)
       first = x;
     else
@@ -356,14 +374,19 @@ namespace {
 // tree, node, position), its rotation's the same one (the quotient by the
 // rotation, driver/translations.hpp, maps the k-th task of a link onto the
 // k-th of the rotated link).
+//
+// `rail_zero`: only rail 0's two channels, every link put on the same link of
+// its node's GPU 0 (tree_rail_quotient: the quotient by that rotation).
 void nccl_tree_all_reduce(ProgramBuilder& b, const Fabric& f, const std::vector<std::vector<ChipId>>& groups,
-                          std::uint64_t group_bytes, std::uint64_t chunk_bytes, const OpPorts& ports) {
+                          std::uint64_t group_bytes, std::uint64_t chunk_bytes, const OpPorts& ports,
+                          bool rail_zero = false) {
   constexpr std::uint64_t kWindow = 8;
   for (const auto& group : groups) {
     const std::vector<TreeChannel> all = tree_channels(f, group);  // rail-major: channel 2r + t
     const std::uint64_t per = ceil_div(group_bytes, all.size());
     const std::uint64_t chunks = chunk_count(per, chunk_bytes), chunk = ceil_div(per, chunks);
-    const std::size_t rails = all.size() / 2, m = all.front().chains.size(), g = all.front().chains.front().size();
+    const std::size_t m = all.front().chains.size(), g = all.front().chains.front().size();
+    const std::size_t rails = rail_zero ? 1 : all.size() / 2;
     // Per tree (both rails' channels share its shape): each position's children.
     std::array<std::vector<std::vector<std::uint32_t>>, 2> children;
     for (std::size_t t = 0; t < 2; ++t) {
@@ -387,7 +410,7 @@ void nccl_tree_all_reduce(ProgramBuilder& b, const Fabric& f, const std::vector<
         const auto up = [&](std::size_t r) -> Hops& { return ups[2 * r + t][k % kWindow]; };
         const auto down = [&](std::size_t r) -> Hops& { return downs[2 * r + t][k % kWindow]; };
         auto send = [&](ChipId from, ChipId to, std::uint16_t step, TaskId& slot) {
-          const auto [first, last] = hop(b, f.route(from, to), chunk, ports.op, step);
+          const auto [first, last] = hop(b, f.route(from, to), chunk, ports.op, step, rail_zero ? &f : nullptr);
           if (wait) b.depend(slot, first);
           slot = last;
           return first;
@@ -466,6 +489,58 @@ void direct_all_reduce(ProgramBuilder& b, const Fabric& f, const std::vector<std
 }
 
 }  // namespace
+
+bool tree_turns(const Fabric& f, const Torus& coords, std::span<const int> axes) {
+  const auto g = static_cast<std::size_t>(f.gpus_per_node());
+  for (const std::vector<ChipId>& group : rings(coords, axes)) {
+    const std::vector<TreeChannel> all = tree_channels(f, group);
+    if (all.size() != 2 * g || all.front().chains.front().size() != g) return false;  // not every GPU of its nodes
+    const std::size_t m = all.front().chains.size();
+    for (std::size_t t = 0; t < 2; ++t) {
+      const TreeChannel& zero = all[t];
+      // Every edge of rail 0's channel, both ways, crosses GPU links alone.
+      std::vector<std::pair<ChipId, ChipId>> edges;
+      for (std::size_t i = 0; i < m; ++i) {
+        const auto& chain = zero.chains[i];
+        for (std::size_t j = 1; j < g; ++j) edges.insert(edges.end(), {{chain[j], chain[j - 1]}, {chain[j - 1], chain[j]}});
+        if (i > 0) {
+          const ChipId parent = zero.chains[zero.parent[i]].front();
+          edges.insert(edges.end(), {{chain.front(), parent}, {parent, chain.front()}});
+        }
+      }
+      std::vector<std::vector<LinkId>> routes;
+      for (const auto& [a, b] : edges) {
+        routes.push_back(f.route(a, b));
+        for (LinkId l : routes.back())
+          if (l >= 4 * f.num_gpus()) return false;
+      }
+      for (std::size_t r = 1; r < g; ++r) {
+        // Rail r's channel is rail 0's turned by r: its chains, its tree, its routes.
+        const TreeChannel& ch = all[2 * r + t];
+        if (ch.parent != zero.parent) return false;
+        for (std::size_t i = 0; i < m; ++i)
+          for (std::size_t j = 0; j < g; ++j)
+            if (ch.chains[i][j] != turned_gpu(f, zero.chains[i][j], r)) return false;
+        for (std::size_t e = 0; e < edges.size(); ++e) {
+          const std::vector<LinkId> route = f.route(turned_gpu(f, edges[e].first, r), turned_gpu(f, edges[e].second, r));
+          if (route.size() != routes[e].size()) return false;
+          for (std::size_t h = 0; h < route.size(); ++h)
+            if (route[h] != turned(f, routes[e][h], r)) return false;
+        }
+      }
+    }
+  }
+  return true;
+}
+
+void tree_rail_quotient(ProgramBuilder& b, const Fabric& f, const Torus& coords, std::span<const int> axes,
+                        std::uint64_t group_bytes, std::uint64_t chunk_bytes, const OpPorts& ports) {
+  MESHSIM_ASSERT(tree_turns(f, coords, axes), "a tree quotient of channels that do not turn");
+  std::vector<std::vector<ChipId>> rs = rings(coords, axes);
+  std::erase_if(rs, [&](const std::vector<ChipId>& ring) { return !ports.active(ring.front()); });
+  if (rs.empty() || rs.front().size() < 2) return;
+  nccl_tree_all_reduce(b, f, rs, group_bytes, chunk_bytes, ports, true);
+}
 
 void build(ProgramBuilder& b, const Fabric& f, const Torus& coords, Kind kind, Algorithm algorithm,
            std::span<const int> axes, std::uint64_t group_bytes, std::uint64_t chunk_bytes, const OpPorts& ports) {

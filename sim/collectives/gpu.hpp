@@ -80,6 +80,21 @@ void build(ProgramBuilder& b, const topology::Fabric& fabric, const Torus& coord
 void send(ProgramBuilder& b, const topology::Fabric& fabric, ChipId src, ChipId dst, std::uint64_t bytes,
           const OpPorts& ports);
 
+// NCCL's tree all-reduce over `axes` (axis 0 and node axes) under the rotation
+// of every node's GPUs (GPU i to i + 1, mod G): whether every group's rail-r
+// channels are rail 0's turned by r (chains and trees), and every edge's route
+// crosses GPU links alone (no switch cable) and turns with its ends.
+bool tree_turns(const topology::Fabric& fabric, const Torus& coords, std::span<const int> axes);
+// Then its quotient by the rotation, built without the rest: rail 0's two
+// channels per group, listed as build() lists them, every link put on the same
+// link of its node's GPU 0 and every chip's ports (`ports`, per chip) its node's
+// GPU 0's. Each set of G turned tasks is one task here, and each link's tasks
+// come in the order of the representatives' on GPU 0's links in the whole
+// program (the rails are innermost there: driver/translations.cpp).
+void tree_rail_quotient(ProgramBuilder& b, const topology::Fabric& fabric, const Torus& coords,
+                        std::span<const int> axes, std::uint64_t group_bytes, std::uint64_t chunk_bytes,
+                        const OpPorts& ports);
+
 // The pipelining chunks of `bytes` cut at `chunk_bytes` (at least 1): what the
 // chunked algorithms (NVLS over a GPU's slice, the tree over half the buffer)
 // loop over.

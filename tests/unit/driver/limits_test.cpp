@@ -83,19 +83,28 @@ TEST_CASE("Limits: a run that the torus' translations reduce counts what it simu
 
 TEST_CASE("Limits: a quotient whose op, built whole to check it, passes the task limit is refused up front",
           "[limits]") {
-  // 1 GiB over 8,192 H100s by NCCL's tree: the rotation of the GPUs leaves
-  // one eighth to simulate, but the op is built whole for its check: 67.1 M
-  // transfers and 16,384 joins, past 2^26 tasks.
+  // An all-to-all over every axis of a 16x16x16 v4: the translations leave one
+  // chip's share to simulate, but the op is built whole for its check, past 2^26 tasks.
   const workloads::Workload w = workloads::parse_workload(
+      R"({"hardware": "tpu-v4", "topology": {"shape": [16, 16, 16]}, "mesh": {"X": 16, "Y": 16, "Z": 16},
+          "ops": [{"kind": "all_to_all", "bytes": 1073741824, "axes": ["X", "Y", "Z"]}]})",
+      "w.json");
+  const driver::RunSize size = driver::run_size(w, w.make_torus());
+  CHECK(size.translations == 4096);
+  CHECK(size.biggest_op_tasks > driver::kMaxTasks);
+  CHECK_THROWS_WITH(driver::check_limits(w, size, driver::Limits{}),
+                    Catch::Contains("(simulating one task of each set of 4096 translates)") &&
+                        Catch::Contains("more than meshsim's limit of 67108864 tasks for the op built whole to check "
+                                        "the reduction"));
+  // 1 GiB over 8,192 H100s by NCCL's tree: the rotation of the GPUs leaves one
+  // eighth, whose quotient is built without the op (67.1 M transfers): it fits.
+  const workloads::Workload tree = workloads::parse_workload(
       R"({"hardware": "h100-dgx", "topology": {"nodes": 1024}, "mesh": {"G": 8, "N": 1024},
           "ops": [{"kind": "all_reduce", "bytes": 1073741824, "axes": ["G", "N"]}]})",
       "w.json");
-  const driver::RunSize size = driver::run_size(w, w.make_torus());
-  CHECK(size.translations == 8);
-  CHECK(size.transfers == 67100672 / 8);
-  CHECK(size.biggest_op_tasks == 67100672 + 16384);
-  CHECK_THROWS_WITH(driver::check_limits(w, size, driver::Limits{}),
-                    Catch::Contains("8387584 hop transfers (simulating one task of each set of 8 translates)") &&
-                        Catch::Contains("more than meshsim's limit of 67108864 tasks for the op built whole to check "
-                                        "the reduction (it has about 67117056)"));
+  const driver::RunSize turned = driver::run_size(tree, tree.make_torus());
+  CHECK(turned.translations == 8);
+  CHECK(turned.transfers == 67100672 / 8);
+  CHECK(turned.biggest_op_tasks == 0);
+  CHECK_NOTHROW(driver::check_limits(tree, turned, driver::Limits{}));
 }

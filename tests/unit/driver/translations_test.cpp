@@ -294,6 +294,20 @@ TEST_CASE("translations: the quotient built op by op is the whole program's", "[
                                  "seq_len": 64, "gated": true},
                        "global_batch": 16, "microbatch": 2,
                        "parallelism": {"tensor": ["T"], "data": ["D"], "sharded_optimizer": true}}})",
+      // NCCL's tree over every GPU, turned: its quotient built without the op
+      // (rail 0's channels on GPU 0's links), beside ops over the nodes alone;
+      // on 5 nodes (tree 1 is tree 0 shifted), and on a grid of nodes with
+      // the tree over one node axis (a group per row).
+      R"({"hardware": "h100-dgx", "topology": {"nodes": 5}, "mesh": {"G": 8, "N": 5},
+          "ops": [{"name": "tree", "kind": "all_reduce", "bytes": 10485765, "axes": ["G", "N"], "algorithm": "tree"},
+                  {"name": "rails", "kind": "all_reduce", "bytes": 2097152, "axes": ["N"], "algorithm": "tree"},
+                  {"name": "ag", "kind": "all_gather", "bytes": 1048576, "axes": ["N"], "after": ["tree"]},
+                  {"name": "again", "kind": "all_reduce", "bytes": 10485765, "axes": ["G", "N"],
+                   "algorithm": "tree", "after": ["ag", "rails"]}]})",
+      R"({"hardware": "h100-dgx", "topology": {"nodes": [3, 2]}, "mesh": {"G": 8, "P": 3, "Q": 2},
+          "ops": [{"name": "tree", "kind": "all_reduce", "bytes": 4194304, "axes": ["G", "P"], "algorithm": "tree"},
+                  {"name": "again", "kind": "all_reduce", "bytes": 4194304, "axes": ["G", "P"], "algorithm": "tree",
+                   "after": ["tree"]}]})",
   };
   for (const std::string& text : cases) {
     INFO(text);
@@ -448,6 +462,14 @@ TEST_CASE("translations: NCCL's tree turns every node's GPUs, not a spine's cabl
   CHECK(x->copies() == 8);
   CHECK(x->quotient());
   CHECK(x->verify());
+  // quotient_by_ops builds its quotient without the op (rail 0's channels on
+  // GPU 0's links; the test above compares it with this one, slot by slot).
+  CHECK(driver::turns_unbuilt(one.ops[0], one, t, one.make_fabric(), {{0, 1}}));
+  const std::optional<driver::OpQuotient> q = driver::quotient_by_ops(one, t);
+  REQUIRE(q);
+  CHECK(q->built_tasks == q->quotient.program.num_tasks());
+  CHECK(q->built_tasks * 8 < ex.program.num_tasks() + 8 * 2 * 4);
+  CHECK(q->full_tasks == ex.program.num_tasks());
   // Leaves of 2 nodes: trees cross the spines, whose cables the turn would
   // move to the next rail's leaf (not mapped): no quotient, the whole program runs.
   const workloads::Workload two = workload(R"(, "leaf_nodes": 2, "spines": 2)");
