@@ -597,7 +597,6 @@ namespace {
 // Nothing when the channels do not turn (collectives::gpu::tree_turns).
 std::optional<OpPart> turned_tree(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& t,
                                   const topology::Fabric& fabric) {
-  if (!collectives::gpu::tree_turns(fabric, t, op.hw_axes)) return std::nullopt;
   const std::uint32_t chips = t.num_chips();
   const auto g = static_cast<std::uint32_t>(fabric.gpus_per_node());
   OpPart out;
@@ -615,25 +614,19 @@ std::optional<OpPart> turned_tree(const workloads::Op& op, const workloads::Work
     exit[c] = out.exit[c / g];
   }
   for (sim::TaskId k = 0; k < n; ++k) b.depend(out.entry[k], out.exit[k]);
-  collectives::gpu::tree_rail_quotient(b, fabric, t, op.hw_axes, op.bytes, w.hardware.forward_chunk_bytes,
-                                       collectives::OpPorts{id, entry, exit});
-  const sim::Program whole = std::move(b).finish();
-  // Its links, ascending, numbered 0..k-1 as the other ops' quotients are.
-  std::vector<std::uint32_t> to(fabric.num_links() + chips, kNone);
+  // Its links (ascending, as the other ops' quotients number theirs) are its resources 0..k-1.
+  std::optional<std::vector<std::uint32_t>> links = collectives::gpu::tree_rail_quotient(
+      b, fabric, t, op.hw_axes, op.bytes, w.hardware.forward_chunk_bytes, collectives::OpPorts{id, entry, exit});
+  if (!links) return std::nullopt;
+  out.resources = std::move(*links);
+  out.program = std::move(b).finish();
   std::uint64_t transfers = 0, link_bytes = 0;
-  for (sim::TaskId k = 0; k < whole.num_tasks(); ++k) {
-    const sim::Task& task = whole.task(k);
+  for (sim::TaskId k = 0; k < out.program.num_tasks(); ++k) {
+    const sim::Task& task = out.program.task(k);
     if (task.kind() != sim::TaskKind::Transfer) continue;
-    to[task.resource] = 0;
     ++transfers;
     link_bytes += task.amount;
   }
-  for (std::uint32_t r = 0; r < to.size(); ++r)
-    if (to[r] == 0) {
-      to[r] = static_cast<std::uint32_t>(out.resources.size());
-      out.resources.push_back(r);
-    }
-  out.program = whole.renamed(to);
   out.chips = std::make_shared<const std::vector<std::uint32_t>>(std::move(representatives));
   // Every task of the whole op is one of G turned ones.
   out.transfers = transfers * g;
@@ -757,6 +750,20 @@ std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const to
       q.translated.resources.push_back(r);
     }
 
+  // One op: its quotient is the program's, its resources already the
+  // ascending representatives' (no copy: at scale that is most of the memory).
+  if (w.ops.size() == 1) {
+    OpPart& part = parts.front();
+    out.ex.op_ports.push_back(sim::OpChips{0, part.chips, t.num_chips()});
+    out.ex.op_transfers.push_back(part.transfers);
+    out.ex.op_link_bytes.push_back(part.link_bytes);
+    out.full_tasks = part.tasks;
+    q.keys.resize(part.program.num_tasks());
+    for (sim::TaskId k = 0; k < q.keys.size(); ++k) q.keys[k] = k;
+    q.program = std::move(part.program);
+    layout->complete(q.translated);
+    return out;
+  }
   // The ops end to end, as expand() numbers the whole program.
   sim::ProgramBuilder b;
   std::uint64_t tasks = 0, edges = 0;
@@ -769,8 +776,10 @@ std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const to
   q.keys.reserve(tasks);
   std::vector<sim::TaskId> first(w.ops.size());  // per op: its first quotient task
   std::uint64_t full = 0;                        // the whole program's tasks
+  std::vector<std::size_t> last_use(parts.size(), 0);  // per part: the last op that lays it out
+  for (std::size_t i = 0; i < w.ops.size(); ++i) last_use[part_of[i]] = i;
   for (std::size_t i = 0; i < w.ops.size(); ++i) {
-    const OpPart& part = parts[part_of[i]];
+    OpPart& part = parts[part_of[i]];
     const sim::OpId id = b.add_op();
     first[i] = static_cast<sim::TaskId>(b.num_tasks());
     out.ex.op_ports.push_back(sim::OpChips{first[i], part.chips, t.num_chips()});
@@ -793,6 +802,7 @@ std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const to
           b.depend(first[dep] + *exit, first[i] + part.entry[k]);
     }
     full += part.tasks;
+    if (last_use[part_of[i]] == i) part.program = sim::Program();  // laid out for the last time: its memory back
   }
   out.full_tasks = full;
   q.program = std::move(b).finish();

@@ -157,14 +157,25 @@ LinkId turned(const Fabric& f, LinkId l, std::size_t r, bool to_zero = false) {
 
 // `bytes` along `route`: returns the first and the last transfer, chained with
 // cut-through (stream) edges.
-// `fold`: a GPU fabric whose links are put on the same link of their node's
-// GPU 0 (tree_rail_quotient); null: the links themselves.
+// Where tree_rail_quotient puts a fabric's links: each on the same link of its
+// node's GPU 0, numbered by `resource` (per link of the fabric; kNone: unused).
+struct Fold {
+  const Fabric& fabric;
+  std::span<const std::uint32_t> resource;
+  std::uint32_t operator()(LinkId l) const {
+    const std::uint32_t r = resource[turned(fabric, l, 0, true)];
+    MESHSIM_ASSERT(r != ~std::uint32_t{0}, "a turned tree's link without a resource");
+    return r;
+  }
+};
+
+// `fold`: links put on their node's GPU 0 (tree_rail_quotient); null: the links themselves.
 std::pair<TaskId, TaskId> hop(ProgramBuilder& b, const std::vector<LinkId>& route, std::uint64_t bytes, OpId op,
-                              std::uint16_t step, const Fabric* fold = nullptr) {
+                              std::uint16_t step, const Fold* fold = nullptr) {
   MESHSIM_ASSERT(!route.empty(), "a hop to itself");
   TaskId first = 0, prev = 0;
   for (std::size_t h = 0; h < route.size(); ++h) {
-    const TaskId x = b.transfer(fold ? turned(*fold, route[h], 0, true) : route[h], bytes, op, step);
+    const TaskId x = b.transfer(fold ? (*fold)(route[h]) : route[h], bytes, op, step);
     if (h == 0)
       first = x;
     else
@@ -379,7 +390,7 @@ namespace {
 // its node's GPU 0 (tree_rail_quotient: the quotient by that rotation).
 void nccl_tree_all_reduce(ProgramBuilder& b, const Fabric& f, const std::vector<std::vector<ChipId>>& groups,
                           std::uint64_t group_bytes, std::uint64_t chunk_bytes, const OpPorts& ports,
-                          bool rail_zero = false) {
+                          const Fold* rail_zero = nullptr) {
   constexpr std::uint64_t kWindow = 8;
   for (const auto& group : groups) {
     const std::vector<TreeChannel> all = tree_channels(f, group);  // rail-major: channel 2r + t
@@ -410,7 +421,7 @@ void nccl_tree_all_reduce(ProgramBuilder& b, const Fabric& f, const std::vector<
         const auto up = [&](std::size_t r) -> Hops& { return ups[2 * r + t][k % kWindow]; };
         const auto down = [&](std::size_t r) -> Hops& { return downs[2 * r + t][k % kWindow]; };
         auto send = [&](ChipId from, ChipId to, std::uint16_t step, TaskId& slot) {
-          const auto [first, last] = hop(b, f.route(from, to), chunk, ports.op, step, rail_zero ? &f : nullptr);
+          const auto [first, last] = hop(b, f.route(from, to), chunk, ports.op, step, rail_zero);
           if (wait) b.depend(slot, first);
           slot = last;
           return first;
@@ -490,7 +501,11 @@ void direct_all_reduce(ProgramBuilder& b, const Fabric& f, const std::vector<std
 
 }  // namespace
 
-bool tree_turns(const Fabric& f, const Torus& coords, std::span<const int> axes) {
+namespace {
+
+// tree_turns; `links`, when it turns: the links of rail 0's channels put on
+// their node's GPU 0, ascending.
+bool turns(const Fabric& f, const Torus& coords, std::span<const int> axes, std::vector<LinkId>* links) {
   const auto g = static_cast<std::size_t>(f.gpus_per_node());
   for (const std::vector<ChipId>& group : rings(coords, axes)) {
     const std::vector<TreeChannel> all = tree_channels(f, group);
@@ -511,8 +526,10 @@ bool tree_turns(const Fabric& f, const Torus& coords, std::span<const int> axes)
       std::vector<std::vector<LinkId>> routes;
       for (const auto& [a, b] : edges) {
         routes.push_back(f.route(a, b));
-        for (LinkId l : routes.back())
+        for (LinkId l : routes.back()) {
           if (l >= 4 * f.num_gpus()) return false;
+          if (links) links->push_back(turned(f, l, 0, true));
+        }
       }
       for (std::size_t r = 1; r < g; ++r) {
         // Rail r's channel is rail 0's turned by r: its chains, its tree, its routes.
@@ -530,16 +547,32 @@ bool tree_turns(const Fabric& f, const Torus& coords, std::span<const int> axes)
       }
     }
   }
+  if (links) {
+    std::sort(links->begin(), links->end());
+    links->erase(std::unique(links->begin(), links->end()), links->end());
+  }
   return true;
 }
 
-void tree_rail_quotient(ProgramBuilder& b, const Fabric& f, const Torus& coords, std::span<const int> axes,
-                        std::uint64_t group_bytes, std::uint64_t chunk_bytes, const OpPorts& ports) {
-  MESHSIM_ASSERT(tree_turns(f, coords, axes), "a tree quotient of channels that do not turn");
+}  // namespace
+
+bool tree_turns(const Fabric& f, const Torus& coords, std::span<const int> axes) {
+  return turns(f, coords, axes, nullptr);
+}
+
+std::optional<std::vector<LinkId>> tree_rail_quotient(ProgramBuilder& b, const Fabric& f, const Torus& coords,
+                                                      std::span<const int> axes, std::uint64_t group_bytes,
+                                                      std::uint64_t chunk_bytes, const OpPorts& ports) {
+  std::vector<LinkId> links;
+  if (!turns(f, coords, axes, &links)) return std::nullopt;
+  std::vector<std::uint32_t> resource(f.num_links(), ~std::uint32_t{0});
+  for (std::size_t k = 0; k < links.size(); ++k) resource[links[k]] = static_cast<std::uint32_t>(k);
   std::vector<std::vector<ChipId>> rs = rings(coords, axes);
   std::erase_if(rs, [&](const std::vector<ChipId>& ring) { return !ports.active(ring.front()); });
-  if (rs.empty() || rs.front().size() < 2) return;
-  nccl_tree_all_reduce(b, f, rs, group_bytes, chunk_bytes, ports, true);
+  if (rs.empty() || rs.front().size() < 2) return links;
+  const Fold fold{f, resource};
+  nccl_tree_all_reduce(b, f, rs, group_bytes, chunk_bytes, ports, &fold);
+  return links;
 }
 
 void build(ProgramBuilder& b, const Fabric& f, const Torus& coords, Kind kind, Algorithm algorithm,

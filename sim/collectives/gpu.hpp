@@ -4,6 +4,7 @@
 // the next crosses that pair's route (NVLink up and down inside a node; NIC, and
 // a spine when rails differ, between nodes) with cut-through forwarding.
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -90,10 +91,13 @@ bool tree_turns(const topology::Fabric& fabric, const Torus& coords, std::span<c
 // link of its node's GPU 0 and every chip's ports (`ports`, per chip) its node's
 // GPU 0's. Each set of G turned tasks is one task here, and each link's tasks
 // come in the order of the representatives' on GPU 0's links in the whole
-// program (the rails are innermost there: driver/translations.cpp).
-void tree_rail_quotient(ProgramBuilder& b, const topology::Fabric& fabric, const Torus& coords,
-                        std::span<const int> axes, std::uint64_t group_bytes, std::uint64_t chunk_bytes,
-                        const OpPorts& ports);
+// program (the rails are innermost there: driver/translations.cpp). Returns
+// those links, ascending: transfer resource k is the k-th; nothing (and
+// nothing built) when the channels do not turn.
+std::optional<std::vector<topology::LinkId>> tree_rail_quotient(ProgramBuilder& b, const topology::Fabric& fabric,
+                                                      const Torus& coords, std::span<const int> axes,
+                                                      std::uint64_t group_bytes, std::uint64_t chunk_bytes,
+                                                      const OpPorts& ports);
 
 // The pipelining chunks of `bytes` cut at `chunk_bytes` (at least 1): what the
 // chunked algorithms (NVLS over a GPU's slice, the tree over half the buffer)
