@@ -517,7 +517,8 @@ bool turns(const Fabric& f, const Torus& coords, std::span<const int> axes, std:
       std::vector<std::pair<ChipId, ChipId>> edges;
       for (std::size_t i = 0; i < m; ++i) {
         const auto& chain = zero.chains[i];
-        for (std::size_t j = 1; j < g; ++j) edges.insert(edges.end(), {{chain[j], chain[j - 1]}, {chain[j - 1], chain[j]}});
+        for (std::size_t j = 1; j < g; ++j)
+          edges.insert(edges.end(), {{chain[j], chain[j - 1]}, {chain[j - 1], chain[j]}});
         if (i > 0) {
           const ChipId parent = zero.chains[zero.parent[i]].front();
           edges.insert(edges.end(), {{chain.front(), parent}, {parent, chain.front()}});
@@ -539,7 +540,8 @@ bool turns(const Fabric& f, const Torus& coords, std::span<const int> axes, std:
           for (std::size_t j = 0; j < g; ++j)
             if (ch.chains[i][j] != turned_gpu(f, zero.chains[i][j], r)) return false;
         for (std::size_t e = 0; e < edges.size(); ++e) {
-          const std::vector<LinkId> route = f.route(turned_gpu(f, edges[e].first, r), turned_gpu(f, edges[e].second, r));
+          const auto [a, b] = edges[e];
+          const std::vector<LinkId> route = f.route(turned_gpu(f, a, r), turned_gpu(f, b, r));
           if (route.size() != routes[e].size()) return false;
           for (std::size_t h = 0; h < route.size(); ++h)
             if (route[h] != turned(f, routes[e][h], r)) return false;
