@@ -750,9 +750,17 @@ std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const to
       q.translated.resources.push_back(r);
     }
 
-  // One op: its quotient is the program's, its resources already the
-  // ascending representatives' (no copy: at scale that is most of the memory).
-  if (w.ops.size() == 1) {
+  // One op: its quotient is the program's when its resources are already the
+  // ascending representatives' and its joins come first (no copy: at scale
+  // that is most of the memory). A part laid out rail by rail lists its
+  // resources rail after rail: it is copied below.
+  const auto as_is = [&](const OpPart& part) {
+    if (!std::is_sorted(part.resources.begin(), part.resources.end())) return false;
+    for (std::size_t k = 0; k < part.entry.size(); ++k)
+      if (part.entry[k] != k || part.exit[k] != part.entry.size() + k) return false;
+    return true;
+  };
+  if (w.ops.size() == 1 && as_is(parts.front())) {
     OpPart& part = parts.front();
     out.ex.op_ports.push_back(sim::OpChips{0, part.chips, t.num_chips()});
     out.ex.op_transfers.push_back(part.transfers);

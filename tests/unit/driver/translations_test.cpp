@@ -478,3 +478,29 @@ TEST_CASE("translations: NCCL's tree turns every node's GPUs, not a spine's cabl
   CHECK_FALSE(driver::Translations::find(two, t2, driver::expand(two, t2)));
   CHECK(driver::simulate(two).simulated_transfers == driver::expand(two, t2).op_transfers[0]);
 }
+
+TEST_CASE("translations: a one-op quotient is its op's, also laid out rail by rail", "[translations]") {
+  // An op over the nodes alone is built on rail 0 and laid out rail after rail
+  // (its resources then not ascending): it is renumbered, not taken as it is;
+  // NCCL's tree turned is taken as it is.
+  for (const std::string& op : {std::string(R"("axes": ["N"], "algorithm": "ring")"),
+                                std::string(R"("axes": ["G", "N"], "algorithm": "tree")")}) {
+    INFO(op);
+    const workloads::Workload w = parse(R"({"hardware": "h100-dgx", "topology": {"nodes": 4},
+        "mesh": {"G": 8, "N": 4}, "ops": [{"name": "ar", "kind": "all_reduce", "bytes": 4194304, )" +
+                                        op + "}]}");
+    const topology::Torus t = w.make_torus();
+    const driver::Expanded ex = driver::expand(w, t);
+    const std::optional<driver::Translations> x = driver::Translations::find(w, t, ex);
+    REQUIRE(x);
+    REQUIRE(x->verify());
+    const std::optional<driver::TranslationQuotient> whole = x->quotient();
+    const std::optional<driver::OpQuotient> by_ops = driver::quotient_by_ops(w, t);
+    REQUIRE(whole);
+    REQUIRE(by_ops);
+    CHECK(whole->translated.resources == by_ops->quotient.translated.resources);
+    const std::size_t resources = whole->resources.size();
+    CHECK(slot_view(whole->program, resources) == slot_view(by_ops->quotient.program, resources));
+    CHECK(by_ops->ex.op_transfers == ex.op_transfers);
+  }
+}
