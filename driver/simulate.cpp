@@ -420,11 +420,12 @@ RunSize run_size(const workloads::Workload& w, const topology::Torus& torus, con
       size.groups = groups->copies();
       return size;
     }
-    if (const std::uint64_t n = translation_count(w, torus); n > 1) {
+    const std::vector<Shift> axes = translated_axes(w, torus);
+    if (const std::uint64_t n = translation_count(axes, torus); n > 1) {
       const RunSize full = estimate_run(w, torus);
       bool built = true;  // the largest op, built whole to check its quotient
       if (w.hardware.gpu && !w.ops.empty())
-        built = !turns_unbuilt(w.ops[full.biggest_op], w, torus, w.make_fabric(), translated_axes(w, torus));
+        built = !turns_unbuilt(w.ops[full.biggest_op], w, torus, w.make_fabric(), axes);
       return translated_size(full, n, built);
     }
   }

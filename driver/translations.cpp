@@ -160,8 +160,12 @@ std::vector<Shift> translated_axes(const workloads::Workload& w, const topology:
 }
 
 std::uint64_t translation_count(const workloads::Workload& w, const topology::Torus& t) {
+  return translation_count(translated_axes(w, t), t);
+}
+
+std::uint64_t translation_count(const std::vector<Shift>& axes, const topology::Torus& t) {
   std::uint64_t n = 1;
-  for (const Shift& s : translated_axes(w, t)) n *= static_cast<std::uint64_t>(t.axis(s.axis).size / s.step);
+  for (const Shift& s : axes) n *= static_cast<std::uint64_t>(t.axis(s.axis).size / s.step);
   return n;
 }
 
@@ -594,7 +598,7 @@ namespace {
 // rail 0's channels with every link on the same link of its node's GPU 0
 // (collectives::gpu::tree_rail_quotient, which lists them as the whole op
 // lists the representatives on GPU 0's links), the tasks of G turned ones each.
-// Nothing when the channels do not turn (collectives::gpu::tree_turns).
+// Nothing when the channels do not turn (collectives::gpu::tree_rail_quotient).
 std::optional<OpPart> turned_tree(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& t,
                                   const topology::Fabric& fabric) {
   const std::uint32_t chips = t.num_chips();

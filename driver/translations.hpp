@@ -78,6 +78,8 @@ std::vector<Shift> translated_axes(const workloads::Workload& w, const topology:
 // How many translations the quotient of `w` uses: the product over
 // translated_axes(w, t) of size / step; 1 when none.
 std::uint64_t translation_count(const workloads::Workload& w, const topology::Torus& t);
+// The same for axes already known.
+std::uint64_t translation_count(const std::vector<Shift>& axes, const topology::Torus& t);
 
 // Whether the workload may be translation invariant: translated_axes is not
 // empty. Only a shortcut: verify() decides.
@@ -181,7 +183,7 @@ std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const to
 // leaves, the rotation of every node's GPUs the only translation (`axes`). Its
 // rail-0 channels, their links put on GPU 0's, are the quotient
 // (collectives::gpu::tree_rail_quotient), checked by its channels and routes
-// turning (collectives::gpu::tree_turns), not task by task: at thousands of
+// turning (collectives::gpu::tree_rail_quotient), not task by task: at thousands of
 // GPUs the whole op is past the program's task limit.
 bool turns_unbuilt(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& t,
                    const topology::Fabric& fabric, const std::vector<Shift>& axes);

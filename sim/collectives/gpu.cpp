@@ -289,12 +289,6 @@ void nvls_all_reduce(ProgramBuilder& b, const Fabric& f, const std::vector<std::
 
 }  // namespace
 
-std::size_t tree_channel_count(const Fabric& f, const std::vector<ChipId>& group) {
-  const auto here = std::count_if(group.begin(), group.end(),
-                                  [&](ChipId c) { return f.node_of(c) == f.node_of(group.front()); });
-  return 2 * static_cast<std::size_t>(here);
-}
-
 std::vector<std::uint32_t> double_binary_tree(std::uint32_t m, int tree) {
   MESHSIM_ASSERT(m >= 1 && (tree == 0 || tree == 1), "a double binary tree of no ranks");
   // Tree 0: rank r > 0 at level b (its lowest set bit) hangs under r with bit b
@@ -409,10 +403,11 @@ void nccl_tree_all_reduce(ProgramBuilder& b, const Fabric& f, const std::vector<
     // chain position j (j >= 1) towards the head, or for j = 0 the head's hop to
     // its parent; down[i][j] the hop into chain position j (j >= 1), or into the head (j = 0).
     using Hops = std::vector<std::vector<TaskId>>;
-    std::vector<std::vector<Hops>> ups(all.size(), std::vector<Hops>(kWindow, Hops(m, std::vector<TaskId>(g, 0))));
+    const std::size_t built = 2 * rails;  // the channels built: 2r + t
+    std::vector<std::vector<Hops>> ups(built, std::vector<Hops>(kWindow, Hops(m, std::vector<TaskId>(g, 0))));
     std::vector<std::vector<Hops>> downs = ups;
-    std::vector<std::vector<TaskId>> sum(all.size(), std::vector<TaskId>(m, 0));  // the last hop into each head
-    std::vector<TaskId> into(all.size(), 0);
+    std::vector<std::vector<TaskId>> sum(built, std::vector<TaskId>(m, 0));  // the last hop into each head
+    std::vector<TaskId> into(built, 0);
     for (std::uint64_t k = 0; k < chunks; ++k) {
       const bool wait = k >= kWindow;  // the same slot holds chunk k - kWindow
       for (std::size_t t = 0; t < 2; ++t) {
@@ -503,9 +498,9 @@ void direct_all_reduce(ProgramBuilder& b, const Fabric& f, const std::vector<std
 
 namespace {
 
-// tree_turns; `links`, when it turns: the links of rail 0's channels put on
-// their node's GPU 0, ascending.
-bool turns(const Fabric& f, const Torus& coords, std::span<const int> axes, std::vector<LinkId>* links) {
+// Whether the tree's channels turn (tree_rail_quotient); `links`, when they
+// do: the links of rail 0's channels put on their node's GPU 0, ascending.
+bool turns(const Fabric& f, const Torus& coords, std::span<const int> axes, std::vector<LinkId>& links) {
   const auto g = static_cast<std::size_t>(f.gpus_per_node());
   for (const std::vector<ChipId>& group : rings(coords, axes)) {
     const std::vector<TreeChannel> all = tree_channels(f, group);
@@ -529,7 +524,7 @@ bool turns(const Fabric& f, const Torus& coords, std::span<const int> axes, std:
         routes.push_back(f.route(a, b));
         for (LinkId l : routes.back()) {
           if (l >= 4 * f.num_gpus()) return false;
-          if (links) links->push_back(turned(f, l, 0, true));
+          links.push_back(turned(f, l, 0, true));
         }
       }
       for (std::size_t r = 1; r < g; ++r) {
@@ -549,24 +544,18 @@ bool turns(const Fabric& f, const Torus& coords, std::span<const int> axes, std:
       }
     }
   }
-  if (links) {
-    std::sort(links->begin(), links->end());
-    links->erase(std::unique(links->begin(), links->end()), links->end());
-  }
+  std::sort(links.begin(), links.end());
+  links.erase(std::unique(links.begin(), links.end()), links.end());
   return true;
 }
 
 }  // namespace
 
-bool tree_turns(const Fabric& f, const Torus& coords, std::span<const int> axes) {
-  return turns(f, coords, axes, nullptr);
-}
-
 std::optional<std::vector<LinkId>> tree_rail_quotient(ProgramBuilder& b, const Fabric& f, const Torus& coords,
                                                       std::span<const int> axes, std::uint64_t group_bytes,
                                                       std::uint64_t chunk_bytes, const OpPorts& ports) {
   std::vector<LinkId> links;
-  if (!turns(f, coords, axes, &links)) return std::nullopt;
+  if (!turns(f, coords, axes, links)) return std::nullopt;
   std::vector<std::uint32_t> resource(f.num_links(), ~std::uint32_t{0});
   for (std::size_t k = 0; k < links.size(); ++k) resource[links[k]] = static_cast<std::uint32_t>(k);
   std::vector<std::vector<ChipId>> rs = rings(coords, axes);

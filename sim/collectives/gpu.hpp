@@ -55,7 +55,6 @@ struct TreeChannel {
 // over `m` ranks; the root's is itself.
 std::vector<std::uint32_t> double_binary_tree(std::uint32_t m, int tree);
 std::vector<TreeChannel> tree_channels(const topology::Fabric& fabric, const std::vector<ChipId>& group);
-std::size_t tree_channel_count(const topology::Fabric& fabric, const std::vector<ChipId>& group);  // 2G
 
 enum class Algorithm {
   Ring,          // NCCL's ring: AllGather/ReduceScatter N-1 steps of V/N, AllReduce both
@@ -82,18 +81,18 @@ void send(ProgramBuilder& b, const topology::Fabric& fabric, ChipId src, ChipId 
           const OpPorts& ports);
 
 // NCCL's tree all-reduce over `axes` (axis 0 and node axes) under the rotation
-// of every node's GPUs (GPU i to i + 1, mod G): whether every group's rail-r
-// channels are rail 0's turned by r (chains and trees), and every edge's route
-// crosses GPU links alone (no switch cable) and turns with its ends.
-bool tree_turns(const topology::Fabric& fabric, const Torus& coords, std::span<const int> axes);
-// Then its quotient by the rotation, built without the rest: rail 0's two
-// channels per group, listed as build() lists them, every link put on the same
-// link of its node's GPU 0 and every chip's ports (`ports`, per chip) its node's
-// GPU 0's. Each set of G turned tasks is one task here, and each link's tasks
-// come in the order of the representatives' on GPU 0's links in the whole
-// program (the rails are innermost there: driver/translations.cpp). Returns
-// those links, ascending: transfer resource k is the k-th; nothing (and
-// nothing built) when the channels do not turn.
+// of every node's GPUs (GPU i to i + 1, mod G), when that is an automorphism
+// (checked first): every group's rail-r channels are rail 0's turned by r
+// (chains and trees), and every edge's route crosses GPU links alone (no switch
+// cable) and turns with its ends. Then its quotient by the rotation, built
+// without the rest: rail 0's two channels per group, listed as build() lists
+// them, every link put on the same link of its node's GPU 0 and every chip's
+// ports (`ports`, per chip) its node's GPU 0's. Each set of G turned tasks is
+// one task here, and each link's tasks come in the order of the
+// representatives' on GPU 0's links in the whole program (the rails are
+// innermost there: driver/translations.cpp). Returns those links, ascending:
+// transfer resource k is the k-th; nothing (and nothing built) when the
+// channels do not turn.
 std::optional<std::vector<topology::LinkId>> tree_rail_quotient(ProgramBuilder& b, const topology::Fabric& fabric,
                                                       const Torus& coords, std::span<const int> axes,
                                                       std::uint64_t group_bytes, std::uint64_t chunk_bytes,
