@@ -234,6 +234,10 @@ void check_limits(const workloads::Workload& w, const RunSize& size, const Limit
                                size.transfers,
                                size.groups > 1
                                    ? fmt::format(" (simulating one of its {} identical independent groups)", size.groups)
+                               : size.translations > 1 && size.mirrored
+                                   ? fmt::format(" (simulating one task of each set of {} images: the rotations of "
+                                                 "every node's GPUs and the mirror of the nodes)",
+                                                 size.translations)
                                : size.translations > 1
                                    ? fmt::format(" (simulating one task of each set of {} translates)",
                                                  size.translations)

@@ -81,6 +81,7 @@ struct RunSize {
   // The translations of the torus whose quotient is simulated
   // (driver/translations.hpp), of which the estimate is one chip's share; 1: none.
   std::uint64_t translations = 1;
+  bool mirrored = false;  // they include the mirror of the nodes (driver::mirrors_unbuilt)
   // The largest op's transfers and joins in full: with translations it is
   // built whole to check its quotient, so it must fit the program's task limit.
   std::uint64_t biggest_op_tasks = 0;

@@ -117,6 +117,11 @@ std::string busiest_links_table(const RunResult& r) {
 
 std::string reduction_note(const RunResult& r) {
   if (r.reduced_classes == 0) return {};
+  if (r.translations > 0 && r.mirrored)
+    return fmt::format("exact reduction: simulated {} of the {} transfers, one task of each set of {} images "
+                       "(rotations of every node's GPUs and the mirror of the nodes, which leave the program "
+                       "unchanged); --no-reduce simulates all, with the same results\n",
+                       r.simulated_transfers, r.transfers, r.translations);
   if (r.translations > 0)
     return fmt::format("exact reduction: simulated {} of the {} transfers, one task of each set of {} translates "
                        "(shifts of the chips along the system's axes that leave the program unchanged); --no-reduce "

@@ -424,9 +424,15 @@ RunSize run_size(const workloads::Workload& w, const topology::Torus& torus, con
     if (const std::uint64_t n = translation_count(axes, torus); n > 1) {
       const RunSize full = estimate_run(w, torus);
       bool built = true;  // the largest op, built whole to check its quotient
-      if (w.hardware.gpu && !w.ops.empty())
-        built = !turns_unbuilt(w.ops[full.biggest_op], w, torus, w.make_fabric(), axes);
-      return translated_size(full, n, built);
+      bool mirrored = false;
+      if (w.hardware.gpu && !w.ops.empty()) {
+        const topology::Fabric fabric = w.make_fabric();
+        built = !turns_unbuilt(w.ops[full.biggest_op], w, torus, fabric, axes);
+        mirrored = mirrors_unbuilt(w, torus, fabric, axes);
+      }
+      RunSize out = translated_size(full, mirrored ? 2 * n : n, built);
+      out.mirrored = mirrored;
+      return out;
     }
   }
   return estimate_run(w, torus);
@@ -645,7 +651,7 @@ std::optional<RunResult> run_native(const workloads::Workload& w, const topology
     MESHSIM_ASSERT(simulated_events == executor.tasks_woken(), "events outside the reduced program's resources");
     r.events = events;
     r.reduced_classes = classes.size();
-    if (quotient) r.translations = quotient->translated.copies;
+    if (quotient) r.translations = quotient->translated.copies, r.mirrored = quotient->mirrored;
   }
   r.transfers = stats.total_transfers();
   r.link_bytes = stats.total_bytes();

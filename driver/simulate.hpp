@@ -72,6 +72,7 @@ struct RunResult {
   // The quotient by the torus' translations (driver/translations.hpp): how many
   // translations each simulated task stands for; 0 when not used.
   std::uint64_t translations = 0;
+  bool mirrored = false;  // the quotient is also by the mirror of the nodes (driver/translations.hpp)
   bool capacity_respected = false;
   std::vector<LinkLoad> busiest_links;  // most bytes first
   std::vector<CriticalPath> critical_paths;  // per op, with SimulateOptions::critical_path

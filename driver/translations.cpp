@@ -591,6 +591,12 @@ bool turns_unbuilt(const workloads::Op& op, const workloads::Workload& w, const 
   return gpu_algorithm(op, w, t, fabric).algorithm == collectives::gpu::Algorithm::Tree;
 }
 
+bool mirrors_unbuilt(const workloads::Workload& w, const topology::Torus& t, const topology::Fabric& fabric,
+                     const std::vector<Shift>& axes) {
+  if (w.ops.size() != 1 || !turns_unbuilt(w.ops.front(), w, t, fabric, axes)) return false;
+  return !collectives::gpu::tree_mirror(fabric, t, w.ops.front().hw_axes).empty();
+}
+
 namespace {
 
 // The quotient of such an op by the rotation, built without the op: its
@@ -599,13 +605,29 @@ namespace {
 // (collectives::gpu::tree_rail_quotient, which lists them as the whole op
 // lists the representatives on GPU 0's links), the tasks of G turned ones each.
 // Nothing when the channels do not turn (collectives::gpu::tree_rail_quotient).
+//
+// With `mirror` (mirrors_unbuilt), its quotient by the mirror of the nodes too:
+// the joins of the node of lower id of each mirrored pair, rail 0's tree 0
+// with every link on the same link of that node's GPU 0, the tasks of 2G each.
 std::optional<OpPart> turned_tree(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& t,
-                                  const topology::Fabric& fabric) {
+                                  const topology::Fabric& fabric, bool mirror) {
   const std::uint32_t chips = t.num_chips();
   const auto g = static_cast<std::uint32_t>(fabric.gpus_per_node());
+  std::vector<topology::ChipId> mirrors;
+  if (mirror) {
+    mirrors = collectives::gpu::tree_mirror(fabric, t, op.hw_axes);
+    if (mirrors.empty()) return std::nullopt;
+  }
+  // Per chip, the representative chip whose ports it takes: its node's GPU 0,
+  // or the lower of that and its mirror.
+  const auto representative = [&](std::uint32_t c) {
+    const std::uint32_t zero = c - c % g;
+    return mirror ? std::min(zero, mirrors[zero]) : zero;
+  };
   OpPart out;
   std::vector<std::uint32_t> representatives;
-  for (std::uint32_t c = 0; c < chips; c += g) representatives.push_back(c);
+  for (std::uint32_t c = 0; c < chips; c += g)
+    if (representative(c) == c) representatives.push_back(c);
   const auto n = static_cast<sim::TaskId>(representatives.size());
   sim::ProgramBuilder b;
   const sim::OpId id = b.add_op();
@@ -614,13 +636,16 @@ std::optional<OpPart> turned_tree(const workloads::Op& op, const workloads::Work
   for (sim::TaskId k = 0; k < n; ++k) out.exit.push_back(b.join(id, kZeroTick, representatives[k]));
   std::vector<sim::TaskId> entry(chips), exit(chips);
   for (std::uint32_t c = 0; c < chips; ++c) {
-    entry[c] = out.entry[c / g];
-    exit[c] = out.exit[c / g];
+    const auto k = static_cast<std::size_t>(
+        std::lower_bound(representatives.begin(), representatives.end(), representative(c)) - representatives.begin());
+    entry[c] = out.entry[k];
+    exit[c] = out.exit[k];
   }
   for (sim::TaskId k = 0; k < n; ++k) b.depend(out.entry[k], out.exit[k]);
   // Its links (ascending, as the other ops' quotients number theirs) are its resources 0..k-1.
-  std::optional<std::vector<std::uint32_t>> links = collectives::gpu::tree_rail_quotient(
-      b, fabric, t, op.hw_axes, op.bytes, w.hardware.forward_chunk_bytes, collectives::OpPorts{id, entry, exit});
+  std::optional<std::vector<std::uint32_t>> links =
+      collectives::gpu::tree_rail_quotient(b, fabric, t, op.hw_axes, op.bytes, w.hardware.forward_chunk_bytes,
+                                           collectives::OpPorts{id, entry, exit}, mirror);
   if (!links) return std::nullopt;
   out.resources = std::move(*links);
   out.program = std::move(b).finish();
@@ -632,11 +657,34 @@ std::optional<OpPart> turned_tree(const workloads::Op& op, const workloads::Work
     link_bytes += task.amount;
   }
   out.chips = std::make_shared<const std::vector<std::uint32_t>>(std::move(representatives));
-  // Every task of the whole op is one of G turned ones.
-  out.transfers = transfers * g;
-  out.link_bytes = link_bytes * g;
+  // Every task of the whole op is one of G turned ones (2G with the mirror).
+  const std::uint64_t images = mirror ? 2ull * g : g;
+  out.transfers = transfers * images;
+  out.link_bytes = link_bytes * images;
   out.tasks = out.transfers + 2ull * chips;
   return out;
+}
+
+// The class of a quotient by the rotation of every node's GPUs and the mirror
+// of the nodes (`mirrors`, per GPU): every GPU link of the representatives
+// (`c.resources`: GPU 0's of the lower node of each mirrored pair) on GPU k of
+// its node and of its mirror.
+void mirror_class(sim::Reduced::Class& c, const topology::Fabric& fabric, const std::vector<topology::ChipId>& mirrors) {
+  const std::uint32_t n = fabric.num_gpus(), g = static_cast<std::uint32_t>(fabric.gpus_per_node());
+  c.copies = 2ull * g;
+  c.replicas.clear();
+  for (std::uint32_t m = 0; m < 2; ++m)
+    for (std::uint32_t k = 0; k < g; ++k) {
+      if (m == 0 && k == 0) continue;
+      std::vector<std::uint32_t> images;
+      images.reserve(c.resources.size());
+      for (std::uint32_t r : c.resources) {
+        const std::uint32_t gpu = r % n;
+        MESHSIM_ASSERT(r < 4 * n && gpu % g == 0, "a mirrored tree's link off its node's GPU 0");
+        images.push_back(r - gpu + (m ? mirrors[gpu] : gpu) + k);
+      }
+      c.replicas.push_back(std::move(images));
+    }
 }
 
 }  // namespace
@@ -666,6 +714,7 @@ std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const to
   std::vector<OpPart> parts;
   std::vector<std::size_t> part_of(w.ops.size());
   std::optional<Translations> layout;  // any op's: the translations depend on the torus and the axes alone
+  const bool mirror = fabric && mirrors_unbuilt(w, t, *fabric, axes);
   for (std::size_t i = 0; i < w.ops.size(); ++i) {
     const workloads::Op& op = w.ops[i];
     const Key key{static_cast<int>(op.kind),
@@ -681,9 +730,9 @@ std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const to
       part_of[i] = it->second;
       continue;
     }
-    // NCCL's tree turned by the rotation of the GPUs: its quotient alone.
+    // NCCL's tree turned by the rotation of the GPUs (and mirrored): its quotient alone.
     if (fabric && turns_unbuilt(op, w, t, *fabric, axes)) {
-      std::optional<OpPart> part = turned_tree(op, w, t, *fabric);
+      std::optional<OpPart> part = turned_tree(op, w, t, *fabric, mirror);
       if (!part) return std::nullopt;
       out.built_tasks += part->program.num_tasks();
       part_of[i] = parts.size();
@@ -773,9 +822,14 @@ std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const to
     q.keys.resize(part.program.num_tasks());
     for (sim::TaskId k = 0; k < q.keys.size(); ++k) q.keys[k] = k;
     q.program = std::move(part.program);
-    layout->complete(q.translated);
+    if (mirror)
+      mirror_class(q.translated, *fabric, collectives::gpu::tree_mirror(*fabric, t, w.ops.front().hw_axes));
+    else
+      layout->complete(q.translated);
+    q.mirrored = mirror;
     return out;
   }
+  if (mirror) return std::nullopt;  // one op, laid out as it is (the mirror's class is made above alone)
   // The ops end to end, as expand() numbers the whole program.
   sim::ProgramBuilder b;
   std::uint64_t tasks = 0, edges = 0;

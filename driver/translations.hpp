@@ -51,6 +51,8 @@ struct TranslationQuotient {
   // copies: the translations; resources: the representatives' resources (full
   // ids, as the quotient numbers them); replicas: each translation's images.
   sim::Reduced::Class translated;
+  // Also by the mirror of the nodes (mirrors_unbuilt): `translated` has its images.
+  bool mirrored = false;
 };
 
 // A generator of the translations: `step` positions along hardware axis `axis`
@@ -187,5 +189,14 @@ std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const to
 // GPUs the whole op is past the program's task limit.
 bool turns_unbuilt(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& t,
                    const topology::Fabric& fabric, const std::vector<Shift>& axes);
+
+// Whether quotient_by_ops also takes the quotient by the mirror of the nodes
+// (node of rank r to m - 1 - r, collectives::gpu::tree_mirror): `w` is one such
+// op, one group over every GPU of an even number of nodes. Tree 1 of NCCL's
+// double binary tree is then tree 0 mirrored, and the quotient is rail 0's tree
+// 0 alone (the tasks of 2G each), checked by its chains, trees and routes
+// mirroring, as the rotation is by turning.
+bool mirrors_unbuilt(const workloads::Workload& w, const topology::Torus& t, const topology::Fabric& fabric,
+                     const std::vector<Shift>& axes);
 
 }  // namespace meshsim::driver

@@ -311,17 +311,42 @@ std::vector<std::uint32_t> double_binary_tree(std::uint32_t m, int tree) {
   return out;
 }
 
-std::vector<TreeChannel> tree_channels(const Fabric& f, const std::vector<ChipId>& group) {
-  // The group's nodes in ring order (their ranks), each with its GPUs in local order.
+namespace {
+
+// A group's nodes in ring order (their ranks), each with its GPUs in local order.
+std::vector<std::vector<ChipId>> ranked_nodes(const Fabric& f, const std::vector<ChipId>& group) {
   std::vector<std::vector<ChipId>> nodes;
   for (ChipId c : group) {
     if (nodes.empty() || f.node_of(nodes.back().front()) != f.node_of(c)) nodes.emplace_back();
     nodes.back().push_back(c);
   }
   for (auto& node : nodes) std::sort(node.begin(), node.end());
+  return nodes;
+}
+
+}  // namespace
+
+std::vector<ChipId> tree_mirror(const Fabric& f, const Torus& coords, std::span<const int> axes) {
+  const std::vector<std::vector<ChipId>> groups = rings(coords, axes);
+  if (groups.size() != 1 || groups.front().size() != f.num_gpus()) return {};
+  const std::vector<std::vector<ChipId>> nodes = ranked_nodes(f, groups.front());
+  const std::size_t m = nodes.size();
+  if (m < 2 || m % 2 != 0) return {};
+  std::vector<ChipId> out(f.num_gpus());
+  for (std::size_t r = 0; r < m; ++r) {
+    if (nodes[r].size() != nodes[m - 1 - r].size()) return {};
+    for (std::size_t q = 0; q < nodes[r].size(); ++q) out[nodes[r][q]] = nodes[m - 1 - r][q];
+  }
+  return out;
+}
+
+std::vector<TreeChannel> tree_channels(const Fabric& f, const std::vector<ChipId>& group) {
+  const std::vector<std::vector<ChipId>> nodes = ranked_nodes(f, group);
   const std::size_t g = nodes.front().size(), m = nodes.size();
   // Each tree's ranks root first, breadth first with children by rank, and
-  // each rank's parent's place in that order.
+  // each rank's parent's place in that order. For an even m, tree 1 is tree 0
+  // mirrored (rank r to m - 1 - r): its children go by descending rank, so that
+  // its position i is the mirror of tree 0's and both trees have one shape.
   struct Order {
     std::vector<std::uint32_t> ranks, parent;
   };
@@ -336,6 +361,8 @@ std::vector<TreeChannel> tree_channels(const Fabric& f, const std::vector<ChipId
       else
         children[up[r]].push_back(r);  // ascending
     }
+    if (t == 1 && m % 2 == 0)
+      for (auto& kids : children) std::reverse(kids.begin(), kids.end());
     Order& o = orders[static_cast<std::size_t>(t)];
     o.ranks.push_back(root);
     o.parent.push_back(0);
@@ -371,114 +398,128 @@ namespace {
 // the root turns the sum around and it is broadcast down the tree and down every
 // chain. Every edge keeps at most 8 chunks in flight (NCCL_STEPS).
 //
-// The channels of one tree are the rails' rotations of each other (channel r's
-// chain in a node starts at its GPU r), and the tasks are listed so that every
-// link's tasks come in an order the rotation keeps: chunk, tree, phase, node
-// position, chain position, and the rails innermost. For a chain position j,
-// rail r's hop leaves GPU r + j: each GPU's port gets one hop of each (chunk,
-// tree, node, position), its rotation's the same one (the quotient by the
-// rotation, driver/translations.hpp, maps the k-th task of a link onto the
-// k-th of the rotated link).
+// The tasks are listed in an order the tree's symmetries keep: chunk, phase,
+// node position, chain position (or child), tree, and the rails innermost.
+// - The channels of one tree are the rails' rotations of each other (channel
+//   r's chain in a node starts at its GPU r). For a chain position j, rail r's
+//   hop leaves GPU r + j: each GPU's port gets one hop of each (chunk, phase,
+//   node, position, tree), its rotation's the same one (the quotient by the
+//   rotation, driver/translations.hpp, maps the k-th task of a link onto the
+//   k-th of the rotated link).
+// - For an even node count, tree 1 is tree 0 mirrored (tree_channels): the
+//   mirror of the nodes maps each task onto the task of the other tree with the
+//   same (chunk, phase, position, chain position, rail), next to it in the
+//   list. Two tasks of one link that differ in tree alone would sit in a node
+//   and its mirror, which share no link: the mirror keeps the order on every link.
 //
-// `rail_zero`: only rail 0's two channels, every link put on the same link of
-// its node's GPU 0 (tree_rail_quotient: the quotient by that rotation).
+// `rail_zero`: only rail 0's channels, every link put on the link `rail_zero`
+// folds it to (tree_rail_quotient: the quotient by the rotation, and with
+// `tree_zero` by the mirror too, whose tree 0 alone is built).
 void nccl_tree_all_reduce(ProgramBuilder& b, const Fabric& f, const std::vector<std::vector<ChipId>>& groups,
                           std::uint64_t group_bytes, std::uint64_t chunk_bytes, const OpPorts& ports,
-                          const Fold* rail_zero = nullptr) {
+                          const Fold* rail_zero = nullptr, bool tree_zero = false) {
   constexpr std::uint64_t kWindow = 8;
   for (const auto& group : groups) {
     const std::vector<TreeChannel> all = tree_channels(f, group);  // rail-major: channel 2r + t
     const std::uint64_t per = ceil_div(group_bytes, all.size());
     const std::uint64_t chunks = chunk_count(per, chunk_bytes), chunk = ceil_div(per, chunks);
     const std::size_t m = all.front().chains.size(), g = all.front().chains.front().size();
-    const std::size_t rails = rail_zero ? 1 : all.size() / 2;
+    const std::size_t rails = rail_zero ? 1 : all.size() / 2, trees = tree_zero ? 1 : 2;
     // Per tree (both rails' channels share its shape): each position's children.
     std::array<std::vector<std::vector<std::uint32_t>>, 2> children;
     for (std::size_t t = 0; t < 2; ++t) {
       children[t].assign(m, {});
       for (std::uint32_t i = 1; i < m; ++i) children[t][all[t].parent[i]].push_back(i);
     }
-    // Per channel and chunk (the last kWindow): the last transfer of each node's
-    // edges, by node position and chain position: up[i][j] is the hop from
-    // chain position j (j >= 1) towards the head, or for j = 0 the head's hop to
-    // its parent; down[i][j] the hop into chain position j (j >= 1), or into the head (j = 0).
+    // Per channel built (trees * r + t) and chunk (the last kWindow): the last
+    // transfer of each node's edges, by node position and chain position:
+    // up[i][j] is the hop from chain position j (j >= 1) towards the head, or
+    // for j = 0 the head's hop to its parent; down[i][j] the hop into chain
+    // position j (j >= 1), or into the head (j = 0).
     using Hops = std::vector<std::vector<TaskId>>;
-    const std::size_t built = 2 * rails;  // the channels built: 2r + t
+    const std::size_t built = trees * rails;
     std::vector<std::vector<Hops>> ups(built, std::vector<Hops>(kWindow, Hops(m, std::vector<TaskId>(g, 0))));
     std::vector<std::vector<Hops>> downs = ups;
     std::vector<std::vector<TaskId>> sum(built, std::vector<TaskId>(m, 0));  // the last hop into each head
     std::vector<TaskId> into(built, 0);
+    const auto at = [&](std::size_t r, std::size_t t) { return trees * r + t; };
+    const auto channel = [&](std::size_t r, std::size_t t) -> const TreeChannel& { return all[2 * r + t]; };
     for (std::uint64_t k = 0; k < chunks; ++k) {
       const bool wait = k >= kWindow;  // the same slot holds chunk k - kWindow
-      for (std::size_t t = 0; t < 2; ++t) {
-        const auto& kids = children[t];
-        const auto channel = [&](std::size_t r) -> const TreeChannel& { return all[2 * r + t]; };
-        const auto up = [&](std::size_t r) -> Hops& { return ups[2 * r + t][k % kWindow]; };
-        const auto down = [&](std::size_t r) -> Hops& { return downs[2 * r + t][k % kWindow]; };
-        auto send = [&](ChipId from, ChipId to, std::uint16_t step, TaskId& slot) {
-          const auto [first, last] = hop(b, f.route(from, to), chunk, ports.op, step, rail_zero);
-          if (wait) b.depend(slot, first);
-          slot = last;
-          return first;
-        };
-        // Up: children before parents, chain tails first.
-        for (std::size_t i = m; i-- > 0;) {
-          for (std::size_t j = g - 1; j >= 1; --j)
+      const auto up = [&](std::size_t r, std::size_t t) -> Hops& { return ups[at(r, t)][k % kWindow]; };
+      const auto down = [&](std::size_t r, std::size_t t) -> Hops& { return downs[at(r, t)][k % kWindow]; };
+      auto send = [&](ChipId from, ChipId to, std::uint16_t step, TaskId& slot) {
+        const auto [first, last] = hop(b, f.route(from, to), chunk, ports.op, step, rail_zero);
+        if (wait) b.depend(slot, first);
+        slot = last;
+        return first;
+      };
+      // Up: children before parents, chain tails first.
+      for (std::size_t i = m; i-- > 0;) {
+        for (std::size_t j = g - 1; j >= 1; --j)
+          for (std::size_t t = 0; t < trees; ++t)
             for (std::size_t r = 0; r < rails; ++r) {
-              const auto& chain = channel(r).chains[i];
-              const TaskId first = send(chain[j], chain[j - 1], 1, up(r)[i][j]);
+              const auto& chain = channel(r, t).chains[i];
+              const TaskId first = send(chain[j], chain[j - 1], 1, up(r, t)[i][j]);
               b.depend(ports.entry[chain[j]], first);
-              if (j + 1 < g) b.depend(into[2 * r + t], first, sim::EdgeKind::Stream);
-              into[2 * r + t] = up(r)[i][j];
+              if (j + 1 < g) b.depend(into[at(r, t)], first, sim::EdgeKind::Stream);
+              into[at(r, t)] = up(r, t)[i][j];
             }
-          for (std::size_t r = 0; r < rails; ++r) sum[2 * r + t][i] = g > 1 ? into[2 * r + t] : 0;
-          if (i == 0) break;
+        for (std::size_t c = 0; c < built; ++c) sum[c][i] = g > 1 ? into[c] : 0;
+        if (i == 0) break;
+        for (std::size_t t = 0; t < trees; ++t)
           for (std::size_t r = 0; r < rails; ++r) {
-            const auto& chain = channel(r).chains[i];
-            const TaskId first = send(chain[0], channel(r).chains[channel(r).parent[i]][0], 1, up(r)[i][0]);
-            b.depend(ports.entry[chain[0]], first);
-            if (g > 1) b.depend(sum[2 * r + t][i], first, sim::EdgeKind::Stream);
-            for (std::uint32_t c : kids[i]) b.depend(up(r)[c][0], first, sim::EdgeKind::Stream);
+            const TreeChannel& ch = channel(r, t);
+            const TaskId first = send(ch.chains[i][0], ch.chains[ch.parent[i]][0], 1, up(r, t)[i][0]);
+            b.depend(ports.entry[ch.chains[i][0]], first);
+            if (g > 1) b.depend(sum[at(r, t)][i], first, sim::EdgeKind::Stream);
+            for (std::uint32_t c : children[t][i]) b.depend(up(r, t)[c][0], first, sim::EdgeKind::Stream);
           }
-        }
-        // What the root's sum waits for: its chain and its children.
-        auto root_inputs = [&](std::size_t r, TaskId x) {
-          b.depend(ports.entry[channel(r).chains[0][0]], x);
-          if (g > 1) b.depend(sum[2 * r + t][0], x, sim::EdgeKind::Stream);
-          for (std::uint32_t c : kids[0]) b.depend(up(r)[c][0], x, sim::EdgeKind::Stream);
-        };
-        // Down: parents first, each head to its children, then down its chain.
-        for (std::size_t i = 0; i < m; ++i) {
-          for (std::uint32_t c : kids[i])
-            for (std::size_t r = 0; r < rails; ++r) {
-              const auto& chains = channel(r).chains;
-              const TaskId first = send(chains[i][0], chains[c][0], 2, down(r)[c][0]);
-              if (i == 0)
-                root_inputs(r, first);
-              else
-                b.depend(down(r)[i][0], first, sim::EdgeKind::Stream);
-              b.depend(down(r)[c][0], ports.exit[chains[c][0]]);
-            }
-          for (std::size_t j = 1; j < g; ++j)
-            for (std::size_t r = 0; r < rails; ++r) {
-              const auto& chain = channel(r).chains[i];
-              const TaskId first = send(chain[j - 1], chain[j], 2, down(r)[i][j]);
-              if (j > 1)
-                b.depend(down(r)[i][j - 1], first, sim::EdgeKind::Stream);
-              else if (i == 0)
-                root_inputs(r, first);
-              else
-                b.depend(down(r)[i][0], first, sim::EdgeKind::Stream);
-              b.depend(down(r)[i][j], ports.exit[chain[j]]);
-            }
-        }
-        // The root's head holds the sum once its inputs have arrived.
-        for (std::size_t r = 0; r < rails; ++r) {
-          const ChipId head = channel(r).chains[0][0];
-          if (g > 1) b.depend(sum[2 * r + t][0], ports.exit[head]);
-          for (std::uint32_t c : kids[0]) b.depend(up(r)[c][0], ports.exit[head]);
-        }
       }
+      // What the root's sum waits for: its chain and its children.
+      auto root_inputs = [&](std::size_t r, std::size_t t, TaskId x) {
+        b.depend(ports.entry[channel(r, t).chains[0][0]], x);
+        if (g > 1) b.depend(sum[at(r, t)][0], x, sim::EdgeKind::Stream);
+        for (std::uint32_t c : children[t][0]) b.depend(up(r, t)[c][0], x, sim::EdgeKind::Stream);
+      };
+      // Down: parents first, each head to its children, then down its chain.
+      for (std::size_t i = 0; i < m; ++i) {
+        const std::size_t kids = std::max(children[0][i].size(), children[1][i].size());
+        for (std::size_t s = 0; s < kids; ++s)
+          for (std::size_t t = 0; t < trees; ++t) {
+            if (s >= children[t][i].size()) continue;
+            const std::uint32_t c = children[t][i][s];
+            for (std::size_t r = 0; r < rails; ++r) {
+              const auto& chains = channel(r, t).chains;
+              const TaskId first = send(chains[i][0], chains[c][0], 2, down(r, t)[c][0]);
+              if (i == 0)
+                root_inputs(r, t, first);
+              else
+                b.depend(down(r, t)[i][0], first, sim::EdgeKind::Stream);
+              b.depend(down(r, t)[c][0], ports.exit[chains[c][0]]);
+            }
+          }
+        for (std::size_t j = 1; j < g; ++j)
+          for (std::size_t t = 0; t < trees; ++t)
+            for (std::size_t r = 0; r < rails; ++r) {
+              const auto& chain = channel(r, t).chains[i];
+              const TaskId first = send(chain[j - 1], chain[j], 2, down(r, t)[i][j]);
+              if (j > 1)
+                b.depend(down(r, t)[i][j - 1], first, sim::EdgeKind::Stream);
+              else if (i == 0)
+                root_inputs(r, t, first);
+              else
+                b.depend(down(r, t)[i][0], first, sim::EdgeKind::Stream);
+              b.depend(down(r, t)[i][j], ports.exit[chain[j]]);
+            }
+      }
+      // The root's head holds the sum once its inputs have arrived.
+      for (std::size_t t = 0; t < trees; ++t)
+        for (std::size_t r = 0; r < rails; ++r) {
+          const ChipId head = channel(r, t).chains[0][0];
+          if (g > 1) b.depend(sum[at(r, t)][0], ports.exit[head]);
+          for (std::uint32_t c : children[t][0]) b.depend(up(r, t)[c][0], ports.exit[head]);
+        }
     }
   }
 }
@@ -498,9 +539,18 @@ void direct_all_reduce(ProgramBuilder& b, const Fabric& f, const std::vector<std
 
 namespace {
 
-// Whether the tree's channels turn (tree_rail_quotient); `links`, when they
-// do: the links of rail 0's channels put on their node's GPU 0, ascending.
-bool turns(const Fabric& f, const Torus& coords, std::span<const int> axes, std::vector<LinkId>& links) {
+// GPU link `l` on the same link of GPU `mirror[gpu]` (tree_mirror).
+LinkId mirrored(const Fabric& f, std::span<const ChipId> mirror, LinkId l) {
+  const ChipId gpu = l % f.num_gpus();
+  return l - gpu + mirror[gpu];
+}
+
+// Whether the tree's channels turn (tree_rail_quotient), and with `mirror`
+// (tree_mirror, not empty) whether rail 0's tree 1 is its tree 0 mirrored: its
+// chains, its tree, its routes. `links`, when they do: the links of rail 0's
+// channels put on their node's GPU 0, ascending.
+bool turns(const Fabric& f, const Torus& coords, std::span<const int> axes, std::span<const ChipId> mirror,
+           std::vector<LinkId>& links) {
   const auto g = static_cast<std::size_t>(f.gpus_per_node());
   for (const std::vector<ChipId>& group : rings(coords, axes)) {
     const std::vector<TreeChannel> all = tree_channels(f, group);
@@ -525,6 +575,20 @@ bool turns(const Fabric& f, const Torus& coords, std::span<const int> axes, std:
         for (LinkId l : routes.back()) {
           if (l >= 4 * f.num_gpus()) return false;
           links.push_back(turned(f, l, 0, true));
+        }
+      }
+      if (!mirror.empty() && t == 0) {
+        const TreeChannel& other = all[1];
+        if (other.parent != zero.parent) return false;
+        for (std::size_t i = 0; i < m; ++i)
+          for (std::size_t j = 0; j < g; ++j)
+            if (other.chains[i][j] != mirror[zero.chains[i][j]]) return false;
+        for (std::size_t e = 0; e < edges.size(); ++e) {
+          const auto [a, b] = edges[e];
+          const std::vector<LinkId> route = f.route(mirror[a], mirror[b]);
+          if (route.size() != routes[e].size()) return false;
+          for (std::size_t h = 0; h < route.size(); ++h)
+            if (route[h] != mirrored(f, mirror, routes[e][h])) return false;
         }
       }
       for (std::size_t r = 1; r < g; ++r) {
@@ -553,16 +617,36 @@ bool turns(const Fabric& f, const Torus& coords, std::span<const int> axes, std:
 
 std::optional<std::vector<LinkId>> tree_rail_quotient(ProgramBuilder& b, const Fabric& f, const Torus& coords,
                                                       std::span<const int> axes, std::uint64_t group_bytes,
-                                                      std::uint64_t chunk_bytes, const OpPorts& ports) {
+                                                      std::uint64_t chunk_bytes, const OpPorts& ports,
+                                                      bool mirror) {
+  std::vector<ChipId> mirrors;
+  if (mirror) {
+    mirrors = tree_mirror(f, coords, axes);
+    if (mirrors.empty()) return std::nullopt;
+  }
   std::vector<LinkId> links;
-  if (!turns(f, coords, axes, links)) return std::nullopt;
+  if (!turns(f, coords, axes, mirrors, links)) return std::nullopt;
   std::vector<std::uint32_t> resource(f.num_links(), ~std::uint32_t{0});
-  for (std::size_t k = 0; k < links.size(); ++k) resource[links[k]] = static_cast<std::uint32_t>(k);
+  if (mirror) {
+    // A link and its mirror are one: the lower of the two (GPU 0 of the node
+    // of lower id) stands for both.
+    std::vector<LinkId> lower;
+    for (LinkId l : links) lower.push_back(std::min(l, mirrored(f, mirrors, l)));
+    std::sort(lower.begin(), lower.end());
+    lower.erase(std::unique(lower.begin(), lower.end()), lower.end());
+    for (LinkId l : links) {
+      const LinkId rep = std::min(l, mirrored(f, mirrors, l));
+      resource[l] = static_cast<std::uint32_t>(std::lower_bound(lower.begin(), lower.end(), rep) - lower.begin());
+    }
+    links = std::move(lower);
+  } else {
+    for (std::size_t k = 0; k < links.size(); ++k) resource[links[k]] = static_cast<std::uint32_t>(k);
+  }
   std::vector<std::vector<ChipId>> rs = rings(coords, axes);
   std::erase_if(rs, [&](const std::vector<ChipId>& ring) { return !ports.active(ring.front()); });
   if (rs.empty() || rs.front().size() < 2) return links;
   const Fold fold{f, resource};
-  nccl_tree_all_reduce(b, f, rs, group_bytes, chunk_bytes, ports, &fold);
+  nccl_tree_all_reduce(b, f, rs, group_bytes, chunk_bytes, ports, &fold, mirror);
   return links;
 }
 

@@ -93,10 +93,23 @@ void send(ProgramBuilder& b, const topology::Fabric& fabric, ChipId src, ChipId 
 // innermost there: driver/translations.cpp). Returns those links, ascending:
 // transfer resource k is the k-th; nothing (and nothing built) when the
 // channels do not turn.
+//
+// With `mirror`, its quotient by the mirror of the nodes too (tree_mirror, also
+// checked first: tree 1 is tree 0 mirrored, its chains, its tree and its
+// routes): rail 0's tree 0 alone, each link put on the lower of it and its
+// mirror, and the ports of both nodes the lower's (the caller's `ports`). Each
+// set of 2G tasks is one task here.
 std::optional<std::vector<topology::LinkId>> tree_rail_quotient(ProgramBuilder& b, const topology::Fabric& fabric,
                                                       const Torus& coords, std::span<const int> axes,
                                                       std::uint64_t group_bytes, std::uint64_t chunk_bytes,
-                                                      const OpPorts& ports);
+                                                      const OpPorts& ports, bool mirror = false);
+
+// The mirror of the nodes of NCCL's tree over `axes`: per GPU, the same GPU of
+// the node of rank m - 1 - its node's rank, when the op is one group over every
+// GPU of an even number m of nodes; else empty. For an even m, tree 1 of the
+// double binary tree is tree 0 mirrored so (double_binary_tree, tree_channels),
+// and the mirror maps each of the op's tasks onto one of the other tree.
+std::vector<ChipId> tree_mirror(const topology::Fabric& fabric, const Torus& coords, std::span<const int> axes);
 
 // The pipelining chunks of `bytes` cut at `chunk_bytes` (at least 1): what the
 // chunked algorithms (NVLS over a GPU's slice, the tree over half the buffer)

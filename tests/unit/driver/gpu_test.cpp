@@ -464,8 +464,9 @@ TEST_CASE("GPU: NCCL's tree across nodes: a chain in every node, a double binary
   const auto channels = collectives::gpu::tree_channels(f, group);
   REQUIRE(channels.size() == 16);
   // NCCL's trees over 4 nodes, breadth first: tree 0 is 0 -> 2 -> {1, 3}, tree 1
-  // its mirror 3 -> 1 -> {0, 2}.
-  const std::vector<int> order[2] = {{0, 2, 1, 3}, {3, 1, 0, 2}};
+  // its mirror 3 -> 1 -> {2, 0} (children by descending rank: its position i is
+  // the mirror of tree 0's).
+  const std::vector<int> order[2] = {{0, 2, 1, 3}, {3, 1, 2, 0}};
   const std::vector<std::uint32_t> parent = {0, 0, 1, 1};
   for (std::size_t c = 0; c < channels.size(); ++c) {
     const int rail = static_cast<int>(c / 2), tree = static_cast<int>(c % 2);

@@ -96,15 +96,17 @@ TEST_CASE("Limits: a quotient whose op, built whole to check it, passes the task
                     Catch::Contains("(simulating one task of each set of 4096 translates)") &&
                         Catch::Contains("more than meshsim's limit of 67108864 tasks for the op built whole to check "
                                         "the reduction"));
-  // 1 GiB over 8,192 H100s by NCCL's tree: the rotation of the GPUs leaves one
-  // eighth, whose quotient is built without the op (67.1 M transfers): it fits.
+  // 1 GiB over 8,192 H100s by NCCL's tree: the rotation of the GPUs and the
+  // mirror of the nodes leave one sixteenth of its 67.1 M transfers, whose
+  // quotient is built without the op: it fits.
   const workloads::Workload tree = workloads::parse_workload(
       R"({"hardware": "h100-dgx", "topology": {"nodes": 1024}, "mesh": {"G": 8, "N": 1024},
           "ops": [{"kind": "all_reduce", "bytes": 1073741824, "axes": ["G", "N"]}]})",
       "w.json");
   const driver::RunSize turned = driver::run_size(tree, tree.make_torus());
-  CHECK(turned.translations == 8);
-  CHECK(turned.transfers == 67100672 / 8);
+  CHECK(turned.translations == 16);
+  CHECK(turned.mirrored);
+  CHECK(turned.transfers == 67100672 / 16);
   CHECK(turned.biggest_op_tasks == 0);
   CHECK_NOTHROW(driver::check_limits(tree, turned, driver::Limits{}));
 }

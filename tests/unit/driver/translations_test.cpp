@@ -465,10 +465,16 @@ TEST_CASE("translations: NCCL's tree turns every node's GPUs, not a spine's cabl
   // quotient_by_ops builds its quotient without the op (rail 0's channels on
   // GPU 0's links; the test above compares it with this one, slot by slot).
   CHECK(driver::turns_unbuilt(one.ops[0], one, t, one.make_fabric(), {{0, 1}}));
+  // Over 4 nodes, the mirror of the nodes too: rail 0's tree 0 alone.
+  CHECK(driver::mirrors_unbuilt(one, t, one.make_fabric(), {{0, 1}}));
   const std::optional<driver::OpQuotient> q = driver::quotient_by_ops(one, t);
   REQUIRE(q);
+  CHECK(q->quotient.mirrored);
+  CHECK(q->quotient.translated.copies == 16);
   CHECK(q->built_tasks == q->quotient.program.num_tasks());
-  CHECK(q->built_tasks * 8 < ex.program.num_tasks() + 8 * 2 * 4);
+  // Its transfers (past the entry and exit joins of nodes 0 and 1's GPU 0) are
+  // a sixteenth of the op's (past the joins of 32 GPUs).
+  CHECK((q->built_tasks - 2 * 2) * 16 == ex.program.num_tasks() - 2 * 32);
   CHECK(q->full_tasks == ex.program.num_tasks());
   // Leaves of 2 nodes: trees cross the spines, whose cables the turn would
   // move to the next rail's leaf (not mapped): no quotient, the whole program runs.
@@ -482,12 +488,14 @@ TEST_CASE("translations: NCCL's tree turns every node's GPUs, not a spine's cabl
 TEST_CASE("translations: a one-op quotient is its op's, also laid out rail by rail", "[translations]") {
   // An op over the nodes alone is built on rail 0 and laid out rail after rail
   // (its resources then not ascending): it is renumbered, not taken as it is;
-  // NCCL's tree turned is taken as it is.
-  for (const std::string& op : {std::string(R"("axes": ["N"], "algorithm": "ring")"),
-                                std::string(R"("axes": ["G", "N"], "algorithm": "tree")")}) {
+  // NCCL's tree turned is taken as it is (over 5 nodes: no mirror, its quotient
+  // is the rotation's alone).
+  for (const auto& [op, nodes] : {std::pair{std::string(R"("axes": ["N"], "algorithm": "ring")"), 4},
+                                  std::pair{std::string(R"("axes": ["G", "N"], "algorithm": "tree")"), 5}}) {
     INFO(op);
-    const workloads::Workload w = parse(R"({"hardware": "h100-dgx", "topology": {"nodes": 4},
-        "mesh": {"G": 8, "N": 4}, "ops": [{"name": "ar", "kind": "all_reduce", "bytes": 4194304, )" +
+    const std::string m = std::to_string(nodes);
+    const workloads::Workload w = parse(R"({"hardware": "h100-dgx", "topology": {"nodes": )" + m + R"(},
+        "mesh": {"G": 8, "N": )" + m + R"(}, "ops": [{"name": "ar", "kind": "all_reduce", "bytes": 4194304, )" +
                                         op + "}]}");
     const topology::Torus t = w.make_torus();
     const driver::Expanded ex = driver::expand(w, t);
@@ -503,4 +511,57 @@ TEST_CASE("translations: a one-op quotient is its op's, also laid out rail by ra
     CHECK(slot_view(whole->program, resources) == slot_view(by_ops->quotient.program, resources));
     CHECK(by_ops->ex.op_transfers == ex.op_transfers);
   }
+}
+
+TEST_CASE("translations: NCCL's tree over an even number of nodes is its mirror's too", "[translations]") {
+  const auto workload = [](const std::string& hardware, const std::string& nodes, const std::string& mesh,
+                           const std::string& ops) {
+    return R"({"hardware": )" + hardware + R"(, "topology": {"nodes": )" + nodes + R"(}, "mesh": )" + mesh +
+           R"(, "ops": [)" + ops + "]}";
+  };
+  const auto tree = [](std::uint64_t bytes, const std::string& axes) {
+    return R"({"name": "ar", "kind": "all_reduce", "bytes": )" + std::to_string(bytes) + R"(, "axes": )" + axes +
+           R"(, "algorithm": "tree"})";
+  };
+  // Each case: the workload, and the images per simulated task (16: the
+  // rotation and the mirror; 8: the rotation alone).
+  const std::vector<std::pair<std::string, std::uint64_t>> cases = {
+      // 2, 4 and 6 nodes; odd bytes, and fewer than a chunk.
+      {workload(R"("h100-dgx")", "2", R"({"G": 8, "N": 2})", tree(50331653, R"(["G", "N"])")), 16},
+      {workload(R"("h100-dgx")", "4", R"({"G": 8, "N": 4})", tree(4097, R"(["G", "N"])")), 16},
+      {workload(R"("a100-dgx")", "6", R"({"G": 8, "N": 6})", tree(50331653, R"(["G", "N"])")), 16},
+      // A 3x4 grid of nodes, the ring (and so the ranks) along B first: the
+      // mirror reverses both node coordinates.
+      {workload(R"("h100-dgx")", "[3, 4]", R"({"G": 8, "A": 3, "B": 4})", tree(16777219, R"(["G", "B", "A"])")),
+       16},
+      // 5 nodes: tree 1 is tree 0 shifted, no mirror.
+      {workload(R"("h100-dgx")", "5", R"({"G": 8, "N": 5})", tree(16777219, R"(["G", "N"])")), 8},
+      // A group per row of the grid: no mirror (one group over every GPU only).
+      {workload(R"("h100-dgx")", "[2, 4]", R"({"G": 8, "A": 2, "B": 4})", tree(16777219, R"(["G", "B"])")), 8},
+      // Two ops: no mirror (one op only).
+      {workload(R"("h100-dgx")", "4", R"({"G": 8, "N": 4})",
+                tree(16777219, R"(["G", "N"])") + R"(, {"name": "again", "kind": "all_reduce", "bytes": 4194304,
+                "axes": ["G", "N"], "algorithm": "tree", "after": ["ar"]})"),
+       8},
+  };
+  for (const auto& [text, images] : cases) {
+    INFO(text);
+    const Run reduced = run(text, true);
+    const Run full = run(text, false);
+    CHECK(reduced.translations == images);
+    CHECK(reduced.json == full.json);
+    CHECK(full.translations == 0);
+  }
+  // The mirror halves the rotation's quotient (one tree of two), and the
+  // report says which symmetries it used.
+  const std::string even = workload(R"("h100-dgx")", "4", R"({"G": 8, "N": 4})", tree(4194304, R"(["G", "N"])"));
+  const std::string odd = workload(R"("h100-dgx")", "5", R"({"G": 8, "N": 5})", tree(4194304, R"(["G", "N"])"));
+  const Run mirrored = run(even, true);
+  CHECK(mirrored.simulated * 16 == run(even, false).simulated);
+  CHECK(run(odd, true).simulated * 8 == run(odd, false).simulated);
+  const workloads::Workload w = parse(even);
+  const driver::RunResult r = driver::simulate(w);
+  CHECK(r.mirrored);
+  CHECK_THAT(driver::reduction_note(r), Catch::Contains("one task of each set of 16 images (rotations of every node's "
+                                                        "GPUs and the mirror of the nodes"));
 }
