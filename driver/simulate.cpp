@@ -585,7 +585,10 @@ std::optional<RunResult> run_native(const workloads::Workload& w, const topology
     });
   }
   if (quotient) {  // keys in the order of the full ids of the translates' representative
-    executor.order_ties_by(quotient->keys);
+    if (quotient->keys.empty())
+      executor.order_ties_by_ids();
+    else
+      executor.order_ties_by(quotient->keys);
     executor.watch_zero_lag();
   } else if (keyed) {
     executor.order_ties_by(keys);

@@ -819,8 +819,6 @@ std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const to
     out.ex.op_transfers.push_back(part.transfers);
     out.ex.op_link_bytes.push_back(part.link_bytes);
     out.full_tasks = part.tasks;
-    q.keys.resize(part.program.num_tasks());
-    for (sim::TaskId k = 0; k < q.keys.size(); ++k) q.keys[k] = k;
     q.program = std::move(part.program);
     if (mirror)
       mirror_class(q.translated, *fabric, collectives::gpu::tree_mirror(*fabric, t, w.ops.front().hw_axes));
@@ -839,7 +837,6 @@ std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const to
     edges += part.program.num_edges() + w.ops[i].deps.size() * part.chips->size();
   }
   b.reserve(tasks, edges);
-  q.keys.reserve(tasks);
   std::vector<sim::TaskId> first(w.ops.size());  // per op: its first quotient task
   std::uint64_t full = 0;                        // the whole program's tasks
   std::vector<std::size_t> last_use(parts.size(), 0);  // per part: the last op that lays it out
@@ -855,7 +852,6 @@ std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const to
       const sim::Task& task = part.program.task(k);
       b.copy(task, task.kind() == sim::TaskKind::Join ? task.resource : compact[part.resources[task.resource]],
              part.program.step(k), id);
-      q.keys.push_back(static_cast<sim::TaskId>(q.keys.size()));
     }
     for (sim::TaskId k = 0; k < part.program.num_tasks(); ++k)
       for (std::uint32_t e : part.program.successors(k))

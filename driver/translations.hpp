@@ -46,7 +46,8 @@ struct TranslationQuotient {
   std::vector<sim::Resource> resources;  // the representatives' resources, numbered 0..k-1
   // Per quotient task, the key that breaks its ties (sim::Executor::order_ties_by),
   // ascending as the tasks' ids in the full program: Translations::quotient()
-  // gives those ids; quotient_by_ops() the quotient's own ids, which follow them.
+  // gives those ids. Empty from quotient_by_ops(): the quotient's own ids,
+  // which follow them, are the keys (sim::Executor::order_ties_by_ids).
   std::vector<sim::TaskId> keys;
   // copies: the translations; resources: the representatives' resources (full
   // ids, as the quotient numbers them); replicas: each translation's images.

@@ -136,7 +136,7 @@ void Executor::activate(TaskId id, Tick now) {
     zero_lag_at_[t.resource] = now;
   }
   std::uint64_t order = 0;
-  if (keys_.empty()) {
+  if (!keyed_) {
     MESHSIM_ASSERT(activations_ < (std::uint64_t{1} << 32), "too many activations");
     order = (activations_++ << 32) | id;
   } else {
@@ -147,7 +147,7 @@ void Executor::activate(TaskId id, Tick now) {
   const Waiting w{ready, order};
   // With keys, the tasks ready at the start all wait for a wake-up, which
   // chooses among all of them.
-  const bool may_start = running_ || keys_.empty();
+  const bool may_start = running_ || !keyed_;
   if (may_start && ready <= now && r.busy_until <= now && (r.waiting.empty() || later(r.waiting.front(), w))) {
     // An idle resource and nothing ahead in line: no event needed. (Whatever
     // waits is ready later; its wake-up, if now too early, is moved.) Whether a

@@ -77,7 +77,16 @@ class Executor final : public EventHandler {
   // start() activates, which all wait for a wake-up at time 0 that chooses
   // among them, or when no other such task of their resource is activated at
   // the same moment. A quotient run needs it (driver/translations.hpp).
-  void order_ties_by(std::span<const std::uint32_t> keys) { keys_ = keys; }
+  void order_ties_by(std::span<const std::uint32_t> keys) {
+    keys_ = keys;
+    keyed_ = true;
+  }
+  // The same with every task's own id as its key (a program listed in key
+  // order: no array).
+  void order_ties_by_ids() {
+    keys_ = {};
+    keyed_ = true;
+  }
   // Record the first task ready the moment it was activated, after start(),
   // beside another of its resource activated so at the same moment (call
   // before start()).
@@ -128,6 +137,7 @@ class Executor final : public EventHandler {
   // Whether `a` goes after `b`.
   bool later(const Waiting& a, const Waiting& b) const {
     if (a.ready_at != b.ready_at) return a.ready_at > b.ready_at;
+    // (With ids as keys, the low half of the order is the key.)
     if ((a.order >> 32) != (b.order >> 32) || keys_.empty()) return a.order > b.order;
     return keys_[a.order & 0xffffffffu] > keys_[b.order & 0xffffffffu];
   }
@@ -166,6 +176,7 @@ class Executor final : public EventHandler {
   std::uint64_t activations_ = 0;
   std::uint64_t woken_ = 0;
   std::span<const std::uint32_t> keys_;
+  bool keyed_ = false;  // order_ties_by or order_ties_by_ids was called
   Tick last_activation_ = Tick::from_ps(-1);  // with keys: the latest activation time, and its rank
   std::uint64_t activation_rank_ = 0;
   std::vector<Tick> zero_lag_at_;  // with watch_zero_lag: per resource, when a task last became ready as activated

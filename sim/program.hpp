@@ -92,6 +92,7 @@ class ProgramBuilder {
   // `after` may not start before `before` (see EdgeKind).
   void depend(TaskId before, TaskId after, EdgeKind kind = EdgeKind::Full);
   std::size_t num_tasks() const { return tasks_.size(); }
+  std::size_t num_edges() const { return edges_.size(); }
   const Task& task(TaskId id) const { return tasks_[id]; }
   void reserve(std::size_t tasks, std::size_t edges);
   Program finish() &&;

@@ -539,6 +539,24 @@ void direct_all_reduce(ProgramBuilder& b, const Fabric& f, const std::vector<std
 
 namespace {
 
+using Count = unsigned __int128;
+
+// The hop transfers of one chunk of a tree channel, as nccl_tree_all_reduce
+// builds them: every chain edge and every tree edge, up and down.
+Count tree_channel_transfers(const Fabric& f, const TreeChannel& ch) {
+  Count n = 0;
+  for (std::size_t i = 0; i < ch.chains.size(); ++i) {
+    const auto& chain = ch.chains[i];
+    for (std::size_t j = 1; j < chain.size(); ++j)
+      n += f.route(chain[j], chain[j - 1]).size() + f.route(chain[j - 1], chain[j]).size();
+    if (i > 0) {
+      const ChipId parent = ch.chains[ch.parent[i]].front();
+      n += f.route(chain.front(), parent).size() + f.route(parent, chain.front()).size();
+    }
+  }
+  return n;
+}
+
 // GPU link `l` on the same link of GPU `mirror[gpu]` (tree_mirror).
 LinkId mirrored(const Fabric& f, std::span<const ChipId> mirror, LinkId l) {
   const ChipId gpu = l % f.num_gpus();
@@ -645,6 +663,16 @@ std::optional<std::vector<LinkId>> tree_rail_quotient(ProgramBuilder& b, const F
   std::vector<std::vector<ChipId>> rs = rings(coords, axes);
   std::erase_if(rs, [&](const std::vector<ChipId>& ring) { return !ports.active(ring.front()); });
   if (rs.empty() || rs.front().size() < 2) return links;
+  // The builder's arrays at about their final size at once: at scale, growing
+  // them by doubling faults in twice the pages (about 2 edges a transfer).
+  std::uint64_t transfers = 0;
+  for (const std::vector<ChipId>& group : rs) {
+    const std::vector<TreeChannel> all = tree_channels(f, group);
+    const std::uint64_t chunks = chunk_count(ceil_div(group_bytes, all.size()), chunk_bytes);
+    for (std::size_t t = 0; t < (mirror ? 1u : 2u); ++t)
+      transfers += chunks * static_cast<std::uint64_t>(tree_channel_transfers(f, all[t]));
+  }
+  b.reserve(b.num_tasks() + transfers, b.num_edges() + transfers / 2 * 5);
   const Fold fold{f, resource};
   nccl_tree_all_reduce(b, f, rs, group_bytes, chunk_bytes, ports, &fold, mirror);
   return links;
@@ -746,7 +774,6 @@ void send(ProgramBuilder& b, const Fabric& f, ChipId src, ChipId dst, std::uint6
 
 namespace {
 
-using Count = unsigned __int128;
 constexpr std::uint64_t kCountCap = std::uint64_t{1} << 62;
 
 // The most links a transfer between two GPUs of `group` crosses: six between
@@ -762,21 +789,6 @@ Count longest_route(const Fabric& f, const std::vector<ChipId>& group) {
   return pods ? 6 : leaves ? 4 : 2;
 }
 
-// The hop transfers of one chunk of a tree channel, as nccl_tree_all_reduce
-// builds them: every chain edge and every tree edge, up and down.
-Count tree_channel_transfers(const Fabric& f, const TreeChannel& ch) {
-  Count n = 0;
-  for (std::size_t i = 0; i < ch.chains.size(); ++i) {
-    const auto& chain = ch.chains[i];
-    for (std::size_t j = 1; j < chain.size(); ++j)
-      n += f.route(chain[j], chain[j - 1]).size() + f.route(chain[j - 1], chain[j]).size();
-    if (i > 0) {
-      const ChipId parent = ch.chains[ch.parent[i]].front();
-      n += f.route(chain.front(), parent).size() + f.route(parent, chain.front()).size();
-    }
-  }
-  return n;
-}
 
 // ring_gather / ring_reduce: a chain starts at every position and takes N-1
 // steps, so every ring edge is crossed by N-1 chains, each with its route's links.

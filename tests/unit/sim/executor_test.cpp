@@ -180,7 +180,8 @@ TEST_CASE("Executor: a queue of many waiting tasks serves them by ready time, th
 // together by one transfer on link 0 (its successors in the order b.depend
 // listed them) and become ready together.
 TEST_CASE("Executor: ties by activation order, or by activation time then key", "[sim]") {
-  const auto run = [](std::span<const std::uint32_t> keys) {
+  // `ids`: every task's id as its key (order_ties_by_ids).
+  const auto run = [](std::span<const std::uint32_t> keys, bool ids = false) {
     ProgramBuilder b;
     const OpId op = b.add_op();
     const TaskId first = b.transfer(0, 1000, op);
@@ -195,11 +196,12 @@ TEST_CASE("Executor: ties by activation order, or by activation time then key", 
     Timings t(p.num_tasks());
     exec.add_observer(t);
     if (!keys.empty()) exec.order_ties_by(keys);
+    if (ids) exec.order_ties_by_ids();
     exec.start();
     e.run();
     // Both woke up; the first transfer started as it was activated (without keys).
     CHECK(exec.woken_on(1) == 2);
-    CHECK(exec.woken_on(0) == (keys.empty() ? 0u : 1u));
+    CHECK(exec.woken_on(0) == (keys.empty() && !ids ? 0u : 1u));
     return std::pair{t.by_task[x].start.ps(), t.by_task[y].start.ps()};
   };
   // Activation order: y first.
@@ -207,6 +209,10 @@ TEST_CASE("Executor: ties by activation order, or by activation time then key", 
   // Keys: x (key 1) before y (key 2), whatever the release order.
   const std::vector<std::uint32_t> keys = {0, 1, 2};
   CHECK(run(keys) == std::pair<std::int64_t, std::int64_t>{1'100'000, 2'100'000});
+  // Ids as keys: the same, with no array; keys against the ids: y first again.
+  CHECK(run({}, true) == std::pair<std::int64_t, std::int64_t>{1'100'000, 2'100'000});
+  const std::vector<std::uint32_t> reversed = {2, 1, 0};
+  CHECK(run(reversed) == std::pair<std::int64_t, std::int64_t>{2'100'000, 1'100'000});
 }
 
 TEST_CASE("Executor: tasks ready as activated, together, after the start, are reported", "[sim]") {
