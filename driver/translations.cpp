@@ -669,7 +669,8 @@ std::optional<OpPart> turned_tree(const workloads::Op& op, const workloads::Work
 // of the nodes (`mirrors`, per GPU): every GPU link of the representatives
 // (`c.resources`: GPU 0's of the lower node of each mirrored pair) on GPU k of
 // its node and of its mirror.
-void mirror_class(sim::Reduced::Class& c, const topology::Fabric& fabric, const std::vector<topology::ChipId>& mirrors) {
+void mirror_class(sim::Reduced::Class& c, const topology::Fabric& fabric,
+                  const std::vector<topology::ChipId>& mirrors) {
   const std::uint32_t n = fabric.num_gpus(), g = static_cast<std::uint32_t>(fabric.gpus_per_node());
   c.copies = 2ull * g;
   c.replicas.clear();
