@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -606,18 +607,15 @@ namespace {
 // lists the representatives on GPU 0's links), the tasks of G turned ones each.
 // Nothing when the channels do not turn (collectives::gpu::tree_rail_quotient).
 //
-// With `mirror` (mirrors_unbuilt), its quotient by the mirror of the nodes too:
+// With `mirrors` (tree_mirror's map, when mirrors_unbuilt; empty: none), its
+// quotient by the mirror of the nodes too:
 // the joins of the node of lower id of each mirrored pair, rail 0's tree 0
 // with every link on the same link of that node's GPU 0, the tasks of 2G each.
 std::optional<OpPart> turned_tree(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& t,
-                                  const topology::Fabric& fabric, bool mirror) {
+                                  const topology::Fabric& fabric, std::span<const topology::ChipId> mirrors) {
   const std::uint32_t chips = t.num_chips();
   const auto g = static_cast<std::uint32_t>(fabric.gpus_per_node());
-  std::vector<topology::ChipId> mirrors;
-  if (mirror) {
-    mirrors = collectives::gpu::tree_mirror(fabric, t, op.hw_axes);
-    if (mirrors.empty()) return std::nullopt;
-  }
+  const bool mirror = !mirrors.empty();
   // Per chip, the representative chip whose ports it takes: its node's GPU 0,
   // or the lower of that and its mirror.
   const auto representative = [&](std::uint32_t c) {
@@ -645,7 +643,7 @@ std::optional<OpPart> turned_tree(const workloads::Op& op, const workloads::Work
   // Its links (ascending, as the other ops' quotients number theirs) are its resources 0..k-1.
   std::optional<std::vector<std::uint32_t>> links =
       collectives::gpu::tree_rail_quotient(b, fabric, t, op.hw_axes, op.bytes, w.hardware.forward_chunk_bytes,
-                                           collectives::OpPorts{id, entry, exit}, mirror);
+                                           collectives::OpPorts{id, entry, exit}, mirrors);
   if (!links) return std::nullopt;
   out.resources = std::move(*links);
   out.program = std::move(b).finish();
@@ -670,7 +668,7 @@ std::optional<OpPart> turned_tree(const workloads::Op& op, const workloads::Work
 // (`c.resources`: GPU 0's of the lower node of each mirrored pair) on GPU k of
 // its node and of its mirror.
 void mirror_class(sim::Reduced::Class& c, const topology::Fabric& fabric,
-                  const std::vector<topology::ChipId>& mirrors) {
+                  std::span<const topology::ChipId> mirrors) {
   const std::uint32_t n = fabric.num_gpus(), g = static_cast<std::uint32_t>(fabric.gpus_per_node());
   c.copies = 2ull * g;
   c.replicas.clear();
@@ -715,7 +713,10 @@ std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const to
   std::vector<OpPart> parts;
   std::vector<std::size_t> part_of(w.ops.size());
   std::optional<Translations> layout;  // any op's: the translations depend on the torus and the axes alone
-  const bool mirror = fabric && mirrors_unbuilt(w, t, *fabric, axes);
+  std::vector<topology::ChipId> mirrors;  // the mirror of the nodes, when the quotient is by it too
+  if (fabric && mirrors_unbuilt(w, t, *fabric, axes))
+    mirrors = collectives::gpu::tree_mirror(*fabric, t, w.ops.front().hw_axes);
+  const bool mirror = !mirrors.empty();
   for (std::size_t i = 0; i < w.ops.size(); ++i) {
     const workloads::Op& op = w.ops[i];
     const Key key{static_cast<int>(op.kind),
@@ -733,7 +734,7 @@ std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const to
     }
     // NCCL's tree turned by the rotation of the GPUs (and mirrored): its quotient alone.
     if (fabric && turns_unbuilt(op, w, t, *fabric, axes)) {
-      std::optional<OpPart> part = turned_tree(op, w, t, *fabric, mirror);
+      std::optional<OpPart> part = turned_tree(op, w, t, *fabric, mirrors);
       if (!part) return std::nullopt;
       out.built_tasks += part->program.num_tasks();
       part_of[i] = parts.size();
@@ -822,7 +823,7 @@ std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const to
     out.full_tasks = part.tasks;
     q.program = std::move(part.program);
     if (mirror)
-      mirror_class(q.translated, *fabric, collectives::gpu::tree_mirror(*fabric, t, w.ops.front().hw_axes));
+      mirror_class(q.translated, *fabric, mirrors);
     else
       layout->complete(q.translated);
     q.mirrored = mirror;

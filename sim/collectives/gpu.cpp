@@ -539,23 +539,6 @@ void direct_all_reduce(ProgramBuilder& b, const Fabric& f, const std::vector<std
 
 namespace {
 
-using Count = unsigned __int128;
-
-// The hop transfers of one chunk of a tree channel, as nccl_tree_all_reduce
-// builds them: every chain edge and every tree edge, up and down.
-Count tree_channel_transfers(const Fabric& f, const TreeChannel& ch) {
-  Count n = 0;
-  for (std::size_t i = 0; i < ch.chains.size(); ++i) {
-    const auto& chain = ch.chains[i];
-    for (std::size_t j = 1; j < chain.size(); ++j)
-      n += f.route(chain[j], chain[j - 1]).size() + f.route(chain[j - 1], chain[j]).size();
-    if (i > 0) {
-      const ChipId parent = ch.chains[ch.parent[i]].front();
-      n += f.route(chain.front(), parent).size() + f.route(parent, chain.front()).size();
-    }
-  }
-  return n;
-}
 
 // GPU link `l` on the same link of GPU `mirror[gpu]` (tree_mirror).
 LinkId mirrored(const Fabric& f, std::span<const ChipId> mirror, LinkId l) {
@@ -566,14 +549,17 @@ LinkId mirrored(const Fabric& f, std::span<const ChipId> mirror, LinkId l) {
 // Whether the tree's channels turn (tree_rail_quotient), and with `mirror`
 // (tree_mirror, not empty) whether rail 0's tree 1 is its tree 0 mirrored: its
 // chains, its tree, its routes. `links`, when they do: the links of rail 0's
-// channels put on their node's GPU 0, ascending.
+// channels put on their node's GPU 0, ascending; `per_chunk`, per group (in
+// rings' order): the transfers of one chunk of the channels the quotient
+// builds (rail 0's two, or with `mirror` its tree 0).
 bool turns(const Fabric& f, const Torus& coords, std::span<const int> axes, std::span<const ChipId> mirror,
-           std::vector<LinkId>& links) {
+           std::vector<LinkId>& links, std::vector<std::uint64_t>& per_chunk) {
   const auto g = static_cast<std::size_t>(f.gpus_per_node());
   for (const std::vector<ChipId>& group : rings(coords, axes)) {
     const std::vector<TreeChannel> all = tree_channels(f, group);
     if (all.size() != 2 * g || all.front().chains.front().size() != g) return false;  // not every GPU of its nodes
     const std::size_t m = all.front().chains.size();
+    std::uint64_t transfers = 0;
     for (std::size_t t = 0; t < 2; ++t) {
       const TreeChannel& zero = all[t];
       // Every edge of rail 0's channel, both ways, crosses GPU links alone.
@@ -594,6 +580,7 @@ bool turns(const Fabric& f, const Torus& coords, std::span<const int> axes, std:
           if (l >= 4 * f.num_gpus()) return false;
           links.push_back(turned(f, l, 0, true));
         }
+        if (mirror.empty() || t == 0) transfers += routes.back().size();
       }
       if (!mirror.empty() && t == 0) {
         const TreeChannel& other = all[1];
@@ -625,6 +612,7 @@ bool turns(const Fabric& f, const Torus& coords, std::span<const int> axes, std:
         }
       }
     }
+    per_chunk.push_back(transfers);
   }
   std::sort(links.begin(), links.end());
   links.erase(std::unique(links.begin(), links.end()), links.end());
@@ -636,14 +624,11 @@ bool turns(const Fabric& f, const Torus& coords, std::span<const int> axes, std:
 std::optional<std::vector<LinkId>> tree_rail_quotient(ProgramBuilder& b, const Fabric& f, const Torus& coords,
                                                       std::span<const int> axes, std::uint64_t group_bytes,
                                                       std::uint64_t chunk_bytes, const OpPorts& ports,
-                                                      bool mirror) {
-  std::vector<ChipId> mirrors;
-  if (mirror) {
-    mirrors = tree_mirror(f, coords, axes);
-    if (mirrors.empty()) return std::nullopt;
-  }
+                                                      std::span<const ChipId> mirrors) {
+  const bool mirror = !mirrors.empty();
   std::vector<LinkId> links;
-  if (!turns(f, coords, axes, mirrors, links)) return std::nullopt;
+  std::vector<std::uint64_t> per_chunk;
+  if (!turns(f, coords, axes, mirrors, links, per_chunk)) return std::nullopt;
   std::vector<std::uint32_t> resource(f.num_links(), ~std::uint32_t{0});
   if (mirror) {
     // A link and its mirror are one: the lower of the two (GPU 0 of the node
@@ -661,17 +646,16 @@ std::optional<std::vector<LinkId>> tree_rail_quotient(ProgramBuilder& b, const F
     for (std::size_t k = 0; k < links.size(); ++k) resource[links[k]] = static_cast<std::uint32_t>(k);
   }
   std::vector<std::vector<ChipId>> rs = rings(coords, axes);
+  // The builder's arrays at about their final size at once: at scale, growing
+  // them by doubling faults in twice the pages (about 2 edges a transfer). Each
+  // group's 2G channels carry V/2G (turns checked their count).
+  const std::uint64_t chunks =
+      chunk_count(ceil_div(group_bytes, 2 * static_cast<std::uint64_t>(f.gpus_per_node())), chunk_bytes);
+  std::uint64_t transfers = 0;
+  for (std::size_t i = 0; i < rs.size(); ++i)
+    if (ports.active(rs[i].front())) transfers += chunks * per_chunk[i];
   std::erase_if(rs, [&](const std::vector<ChipId>& ring) { return !ports.active(ring.front()); });
   if (rs.empty() || rs.front().size() < 2) return links;
-  // The builder's arrays at about their final size at once: at scale, growing
-  // them by doubling faults in twice the pages (about 2 edges a transfer).
-  std::uint64_t transfers = 0;
-  for (const std::vector<ChipId>& group : rs) {
-    const std::vector<TreeChannel> all = tree_channels(f, group);
-    const std::uint64_t chunks = chunk_count(ceil_div(group_bytes, all.size()), chunk_bytes);
-    for (std::size_t t = 0; t < (mirror ? 1u : 2u); ++t)
-      transfers += chunks * static_cast<std::uint64_t>(tree_channel_transfers(f, all[t]));
-  }
   b.reserve(b.num_tasks() + transfers, b.num_edges() + transfers / 2 * 5);
   const Fold fold{f, resource};
   nccl_tree_all_reduce(b, f, rs, group_bytes, chunk_bytes, ports, &fold, mirror);
@@ -774,6 +758,7 @@ void send(ProgramBuilder& b, const Fabric& f, ChipId src, ChipId dst, std::uint6
 
 namespace {
 
+using Count = unsigned __int128;
 constexpr std::uint64_t kCountCap = std::uint64_t{1} << 62;
 
 // The most links a transfer between two GPUs of `group` crosses: six between
@@ -789,6 +774,21 @@ Count longest_route(const Fabric& f, const std::vector<ChipId>& group) {
   return pods ? 6 : leaves ? 4 : 2;
 }
 
+// The hop transfers of one chunk of a tree channel, as nccl_tree_all_reduce
+// builds them: every chain edge and every tree edge, up and down.
+Count tree_channel_transfers(const Fabric& f, const TreeChannel& ch) {
+  Count n = 0;
+  for (std::size_t i = 0; i < ch.chains.size(); ++i) {
+    const auto& chain = ch.chains[i];
+    for (std::size_t j = 1; j < chain.size(); ++j)
+      n += f.route(chain[j], chain[j - 1]).size() + f.route(chain[j - 1], chain[j]).size();
+    if (i > 0) {
+      const ChipId parent = ch.chains[ch.parent[i]].front();
+      n += f.route(chain.front(), parent).size() + f.route(parent, chain.front()).size();
+    }
+  }
+  return n;
+}
 
 // ring_gather / ring_reduce: a chain starts at every position and takes N-1
 // steps, so every ring edge is crossed by N-1 chains, each with its route's links.

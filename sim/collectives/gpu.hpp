@@ -94,15 +94,16 @@ void send(ProgramBuilder& b, const topology::Fabric& fabric, ChipId src, ChipId 
 // transfer resource k is the k-th; nothing (and nothing built) when the
 // channels do not turn.
 //
-// With `mirror`, its quotient by the mirror of the nodes too (tree_mirror, also
-// checked first: tree 1 is tree 0 mirrored, its chains, its tree and its
-// routes): rail 0's tree 0 alone, each link put on the lower of it and its
+// With `mirrors` (tree_mirror's map; empty: none), its quotient by the mirror
+// of the nodes too (also checked first: tree 1 is tree 0 mirrored, its chains,
+// its tree and its routes): rail 0's tree 0 alone, each link put on the lower of it and its
 // mirror, and the ports of both nodes the lower's (the caller's `ports`). Each
 // set of 2G tasks is one task here.
 std::optional<std::vector<topology::LinkId>> tree_rail_quotient(ProgramBuilder& b, const topology::Fabric& fabric,
                                                       const Torus& coords, std::span<const int> axes,
                                                       std::uint64_t group_bytes, std::uint64_t chunk_bytes,
-                                                      const OpPorts& ports, bool mirror = false);
+                                                      const OpPorts& ports,
+                                                      std::span<const ChipId> mirrors = {});
 
 // The mirror of the nodes of NCCL's tree over `axes`: per GPU, the same GPU of
 // the node of rank m - 1 - its node's rank, when the op is one group over every
