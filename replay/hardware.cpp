@@ -407,37 +407,46 @@ Measurements run_suite(const cu::Probe& probe, const cu::Repeat& repeat, const S
     }
     return std::nullopt;
   };
-  // GEMMs: a grid of powers of two (the fit) and shapes between them (held out).
+  // GEMMs: the fit's shapes, then shapes off them that the fit never sees (held out).
+  // The fit's: a grid of powers of two, and squares of partial waves. The powers of two
+  // fill whole waves of 128x128 output tiles on 132 SMs (31.03 waves of 4096 tiles, 7.76
+  // of 1024, 1.94 of 256; nearly so on 108 or 148), where the wave term of the fit
+  // (kernels/calibrated_matmul.hpp) is the smooth term times about 1.03: the fit could
+  // not tell the two apart. Squares of 9 to 45 tiles a side, at a K where compute
+  // dominates, fill the last wave to every degree on any SM count.
+  struct Shape {
+    std::uint64_t m, n, k;
+  };
+  std::vector<Shape> fit_shapes;
   const std::vector<std::uint64_t> grid =
       options.quick ? std::vector<std::uint64_t>{256, 2048, 8192} : std::vector<std::uint64_t>{128, 512, 2048, 4096, 8192};
-  const std::vector<std::array<std::uint64_t, 3>> holdout = {
+  for (std::uint64_t mm : grid)
+    for (std::uint64_t nn : grid)
+      for (std::uint64_t kk : grid) fit_shapes.push_back({mm, nn, kk});
+  if (!options.quick)
+    for (std::uint64_t kk : {std::uint64_t{2048}, std::uint64_t{8192}})
+      for (std::uint64_t tiles = 9; tiles <= 45; tiles += 4) fit_shapes.push_back({128 * tiles, 128 * tiles, kk});
+  const std::vector<Shape> holdout = {
       {3072, 3072, 3072}, {1536, 6144, 1536}, {6144, 1536, 3072}, {768, 12288, 768},  {12288, 768, 1536},
       {64, 6144, 6144},   {6144, 6144, 96},   {2560, 2560, 10240}, {384, 384, 24576}, {5120, 3584, 1792}};
   for (const std::string& dtype : options.dtypes) {
-    std::size_t done = 0;
-    for (std::uint64_t mm : grid)
-      for (std::uint64_t nn : grid)
-        for (std::uint64_t kk : grid) {
-          cu::DeviceCall c;
-          c.kind = cu::CallKind::Gemm;
-          c.dtype = dtype;
-          c.m = mm, c.n = nn, c.k = kk;
-          if (auto t = measure(fmt::format("{} GEMM M={} N={} K={}", dtype, mm, nn, kk), {c})) {
-            m.gemm.push_back({dtype, mm, nn, kk, false, *t});
-            ++done;
-          }
+    auto measure_all = [&](const std::vector<Shape>& shapes, bool held_out) {
+      std::size_t done = 0;
+      for (const Shape& s : shapes) {
+        cu::DeviceCall c;
+        c.kind = cu::CallKind::Gemm;
+        c.dtype = dtype;
+        c.m = s.m, c.n = s.n, c.k = s.k;
+        const char* set = held_out ? " (held out)" : "";
+        if (auto t = measure(fmt::format("{} GEMM M={} N={} K={}{}", dtype, s.m, s.n, s.k, set), {c})) {
+          m.gemm.push_back({dtype, s.m, s.n, s.k, held_out, *t});
+          ++done;
         }
-    std::size_t held = 0;
-    for (const auto& [mm, nn, kk] : holdout) {
-      cu::DeviceCall c;
-      c.kind = cu::CallKind::Gemm;
-      c.dtype = dtype;
-      c.m = mm, c.n = nn, c.k = kk;
-      if (auto t = measure(fmt::format("{} GEMM M={} N={} K={} (held out)", dtype, mm, nn, kk), {c})) {
-        m.gemm.push_back({dtype, mm, nn, kk, true, *t});
-        ++held;
       }
-    }
+      return done;
+    };
+    const std::size_t done = measure_all(fit_shapes, false);
+    const std::size_t held = measure_all(holdout, true);
     log.push_back(fmt::format("{} GEMMs: {} grid shapes, {} held out", dtype, done, held));
   }
   for (std::uint64_t bytes : geometric(4096, std::uint64_t{1} << 30, 4)) {

@@ -70,6 +70,22 @@ foreach(args "replay;examples/mlp_2x2_v5e.json;--repetitions;1" "calibrate;--out
   endif()
 endforeach()
 
+# Real suites of one H200 (scripts/gpu-check, 2026-12-04): calibrate --from refits their
+# GEMMs and copies as calibrate fitted them there (no collective: no fabric), and the
+# held-out GEMMs, which the fit never sees, stay within 10 %.
+set(h200 examples/measurements/suite_h200_1gpu.json)
+expect_output("fitted bf16 GEMMs: rms residual 7.01 %, max 17.04 % over 145 points\n"
+              calibrate --from ${h200} --out ${WORK_DIR}/h200.json)
+expect_output("median absolute error, held out (20 rows): before 35.8%, after 8.3%\n"
+              compare ${h200} --calibration ${WORK_DIR}/h200.json)
+set(h200 examples/measurements/suite_h200_1gpu_fp16_int8_fp8.json)
+expect_output("fitted fp8 GEMMs: rms residual 12.22 %, max 45.46 % over 145 points\n"
+              calibrate --from ${h200} --out ${WORK_DIR}/h200low.json)
+expect_output("median absolute error, held out (30 rows): before 47.6%, after 7.5%\n"
+              compare ${h200} --calibration ${WORK_DIR}/h200low.json)
+expect_error("meshsim: error: calibrate: the files hold nothing to fit: no collective, GEMM or HBM copy"
+             calibrate --from tests/calibration/empty_suite.json --out ${WORK_DIR}/empty.json)
+
 # Compare and run --calibration on synthetic fixtures.
 set(cal tests/calibration/synthetic_calibration.json)
 expect_output("median absolute error, held out (1 rows): before 41.4%, after 11.4%\n"
@@ -100,6 +116,12 @@ if(DEFINED FAKE_GPU AND NOT "${FAKE_GPU}" STREQUAL "")
   # fp8 GEMMs (cuBLASLt on a real GPU) fit and make a valid calibration.
   expect_output("measured fp8 GEMMs: 27 grid shapes, 10 held out\n" calibrate --quick --dtypes fp8 --out ${WORK_DIR}/cal8.json)
   expect_output("hardware  tpu-v5e" run examples/mlp_2x2_v5e.json --calibration ${WORK_DIR}/cal8.json)
+  # The full grid: 125 powers of two and 20 squares that fill their last wave partly,
+  # without which the fit cannot tell the wave term from the smooth one.
+  expect_output("measured fp8 GEMMs: 145 grid shapes, 10 held out\n" calibrate --dtypes fp8 --out ${WORK_DIR}/cal8f.json
+                --measurements ${WORK_DIR}/suite8f.json)
+  expect_output("gemm fp8 M=1664 N=1664 K=2048                    fit "
+                compare ${WORK_DIR}/suite8f.json --calibration ${WORK_DIR}/cal8f.json --hardware h100-dgx)
   # A replay on one GPU: rank 0's GEMMs; every collective group needs more GPUs.
   expect_output("  op 0 mlp.up.matmul (matmul): " replay examples/mlp_2x2_v5e.json --warm-l2 --repetitions 3
                 --out ${WORK_DIR}/m1.json --trace ${WORK_DIR}/m1.trace.json)

@@ -223,6 +223,7 @@ bool is_measurements_file(const std::string& path) {
 
 // The collectives of a suite (calibrate --measurements) as points: one node's GPUs.
 std::vector<calibrate::MeasuredPoint> suite_points(const replay::Measurements& m, const std::string& hardware) {
+  if (m.collectives.empty()) return {};  // one GPU's suite: no preset needed
   const std::string preset = hardware.empty() ? replay::preset_for_device(m.hardware.device) : hardware;
   if (preset.empty())
     throw Error(fmt::format("{}: no GPU preset for the device '{}': name it with --hardware", m.file, m.hardware.device));
@@ -272,7 +273,25 @@ int run_calibrate_from(const Options& o) {
     }
     points.insert(points.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
   }
-  if (points.empty()) throw Error("calibrate: the files hold no collective to fit the fabric to");
+  if (points.empty()) {
+    // Suites of one GPU: their GEMMs and copies, and no fabric.
+    if (local.matmul.empty() && !local.hbm)
+      throw Error("calibrate: the files hold nothing to fit: no collective, GEMM or HBM copy");
+    std::string out;
+    const auto quality = [](const calibrate::FitQuality& q) {
+      return fmt::format("rms residual {:.2f} %, max {:.2f} % over {} points\n", 100 * q.rms_relative_residual,
+                         100 * q.max_relative_residual, q.points);
+    };
+    for (const calibrate::MatmulFit& f : local.matmul)
+      out += fmt::format("fitted {} GEMMs: {}", f.dtype, quality(f.quality));
+    if (local.hbm) out += "fitted HBM copies: " + quality(local.hbm->quality);
+    out += "no collective: the fabric keeps the preset's terms\n";
+    for (const std::string& n : not_fitted) out += "not fitted: " + n + "\n";
+    local.file = o.out;
+    write_output(o.out, calibrate::format_calibration(local));
+    std::fputs((out + fmt::format("wrote {}\n", o.out)).c_str(), stdout);
+    return 0;
+  }
   calibrate::FabricFit fit;
   try {
     fit = calibrate::fit_fabric(points);
