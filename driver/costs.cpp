@@ -171,10 +171,16 @@ collectives::ClosedForm gpu_closed_form(const workloads::Op& op, const workloads
         f.bandwidth_s = 2 * (g - 1) / g * v / nv + 2 * (m - 1) / m * (v / g) / nic;
       } else if (algorithm == collectives::gpu::Algorithm::Tree) {
         // NCCL's tree of nodes with a chain in each (inside one node, the chain
-        // alone): the links its channels load most.
+        // alone), a pipeline of chunks of a channel's V / channels that every
+        // link stores and forwards whole: the first chunk's way up and down, then
+        // the other chunks through the link the channels load most.
         const collectives::gpu::TreeLimits t = collectives::gpu::tree_limits(fabric, rings.front());
-        f.latency_s = t.latency_s;
-        f.bandwidth_s = v / static_cast<double>(t.channels) * t.seconds_per_byte;
+        const std::uint64_t ch = t.channels, per = (op.bytes + ch - 1) / ch;
+        const std::uint64_t chunks = collectives::gpu::chunk_count(per, w.hardware.forward_chunk_bytes);
+        const std::uint64_t chunk = (per + chunks - 1) / chunks;
+        f.pipelined = true;
+        f.latency_s = t.latency_s + static_cast<double>(chunk) * t.path_seconds_per_byte;
+        f.bandwidth_s = static_cast<double>(per - chunk) * t.seconds_per_byte;
       } else if (algorithm == collectives::gpu::Algorithm::Direct) {
         f.latency_s = lim.step_latency_s;
         f.bandwidth_s = (n - 1) * v / lim.bandwidth_bytes_per_s;

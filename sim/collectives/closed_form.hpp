@@ -32,7 +32,15 @@ namespace meshsim::collectives {
 struct ClosedForm {
   double latency_s = 0;    // the latency-floor term
   double bandwidth_s = 0;  // the bandwidth term
-  double time_s() const { return latency_s > bandwidth_s ? latency_s : bandwidth_s; }
+  // A pipeline of whole chunks, each stored and forwarded at every link (NCCL's
+  // tree): the first chunk's way through (latency_s, its serialisation at every
+  // link included) and then the other chunks through the busiest link
+  // (bandwidth_s) add up, rather than overlap.
+  bool pipelined = false;
+  double time_s() const {
+    if (pipelined) return latency_s + bandwidth_s;
+    return latency_s > bandwidth_s ? latency_s : bandwidth_s;
+  }
   bool latency_bound() const { return latency_s > bandwidth_s; }
 };
 

@@ -867,16 +867,24 @@ TreeLimits tree_limits(const Fabric& f, const std::vector<ChipId>& group) {
   TreeLimits out;
   const std::vector<TreeChannel> channels = tree_channels(f, group);
   std::vector<std::uint32_t> crossings(f.num_links(), 0);
+  struct Step {
+    double latency_s = 0, seconds_per_byte = 0;
+    void widen(const Step& s) {
+      latency_s = std::max(latency_s, s.latency_s);
+      seconds_per_byte = std::max(seconds_per_byte, s.seconds_per_byte);
+    }
+  };
   auto cross = [&](ChipId from, ChipId to) {
-    double lat = 0;
+    Step s;
     for (LinkId l : f.route(from, to)) {
       const double b = static_cast<double>(f.link(l).spec.bandwidth_bytes_per_s);
       out.seconds_per_byte = std::max(out.seconds_per_byte, ++crossings[l] / b);
-      lat += f.link(l).spec.latency.seconds();
+      s.latency_s += f.link(l).spec.latency.seconds();
+      s.seconds_per_byte += 1 / b;
     }
-    return lat;
+    return s;
   };
-  double chain_step = 0, tree_step = 0;
+  Step chain_step, tree_step;
   std::size_t m = 0, g = 0, depth = 0;
   for (const TreeChannel& ch : channels) {
     m = ch.chains.size();
@@ -885,17 +893,22 @@ TreeLimits tree_limits(const Fabric& f, const std::vector<ChipId>& group) {
     for (std::size_t i = 1; i < m; ++i) depth = std::max(depth, level[i] = level[ch.parent[i]] + 1);
     for (std::size_t i = 0; i < m; ++i) {
       const auto& chain = ch.chains[i];
-      for (std::size_t j = 1; j < g; ++j)  // up the chain and down it
-        chain_step = std::max({chain_step, cross(chain[j], chain[j - 1]), cross(chain[j - 1], chain[j])});
+      for (std::size_t j = 1; j < g; ++j) {  // up the chain and down it
+        chain_step.widen(cross(chain[j], chain[j - 1]));
+        chain_step.widen(cross(chain[j - 1], chain[j]));
+      }
       if (i > 0) {
         const ChipId parent = ch.chains[ch.parent[i]][0];
-        tree_step = std::max({tree_step, cross(chain[0], parent), cross(parent, chain[0])});
+        tree_step.widen(cross(chain[0], parent));
+        tree_step.widen(cross(parent, chain[0]));
       }
     }
   }
   // Up the chain and the tree, and down again: the trees' depth, ceil(log2 M)
   // (NCCL's cost model counts floor(log2 M): its root has one child).
-  out.latency_s = 2 * (static_cast<double>(g - 1) * chain_step + static_cast<double>(depth) * tree_step);
+  const double chain_steps = 2 * static_cast<double>(g - 1), tree_steps = 2 * static_cast<double>(depth);
+  out.latency_s = chain_steps * chain_step.latency_s + tree_steps * tree_step.latency_s;
+  out.path_seconds_per_byte = chain_steps * chain_step.seconds_per_byte + tree_steps * tree_step.seconds_per_byte;
   out.channels = channels.size();
   return out;
 }

@@ -144,13 +144,16 @@ struct RingLimits {
 };
 RingLimits ring_limits(const topology::Fabric& fabric, const std::vector<std::vector<ChipId>>& rings);
 
-// NCCL's tree across nodes for one group (tree_channels): its latency, up the
-// chain and the tree and down again (2 ((G-1) chain steps + the trees' depth,
-// ceil(log2 M), in tree steps), each the slowest of its kind), and the busiest
-// link in seconds per byte of a channel's data (each channel carries
-// V / channels through every edge, up and down).
+// NCCL's tree across nodes for one group (tree_channels): the way of one chunk,
+// up the chain and the tree and down again (2 ((G-1) chain steps + the trees'
+// depth, ceil(log2 M), in tree steps), each step the slowest of its kind: its
+// latency, and the seconds per byte of the links it crosses (a chunk is stored
+// and forwarded at each); and the busiest link in seconds per byte of a
+// channel's data (each channel carries V / channels through every edge, up and
+// down).
 struct TreeLimits {
   double latency_s = 0;
+  double path_seconds_per_byte = 0;
   double seconds_per_byte = 0;
   std::size_t channels = 0;
 };
