@@ -106,7 +106,8 @@ namespace {
 
 // NCCL's ring and direct algorithms on a switched fabric (docs/MODEL.md): with N
 // GPUs per ring, B the narrowest one-way bandwidth a ring step crosses and a the
-// slowest step's latency,
+// slowest step's latency (its links' latencies and a forwarding chunk, or the
+// step's piece if smaller, over each of them),
 //   AllGather, ReduceScatter: latency (N-1) a, bandwidth (N-1)/N V/B
 //   AllReduce:                twice that (a reduce-scatter then an all-gather)
 //   AllToAll (direct):        the busier port of a GPU: its pieces to its own node
@@ -134,15 +135,20 @@ collectives::ClosedForm gpu_closed_form(const workloads::Op& op, const workloads
   // A ring's phase: N-1 consecutive steps' latency; bandwidth (N-1)/N V
   // over its narrowest link, or with C channels (N-1)/N V/C through the link the
   // channels cross most often.
+  // Each step forwards what it received once a forwarding chunk of it (or all of
+  // it, if smaller) has crossed each link of the step: a phase's latency counts
+  // that chunk's serialisation at every link of its steps.
   const int channels = collectives::gpu::ring_channels(torus, op.hw_axes);
+  const double forward = static_cast<double>(w.hardware.forward_chunk_bytes);
   const auto ring_phase = [&](collectives::ClosedForm& phase) {
+    const double piece = std::min(v / n / channels, forward);
     if (channels == 1) {
-      phase.latency_s = lim.phase_latency_s;
+      phase.latency_s = lim.phase_latency_s + piece * lim.phase_seconds_per_byte;
       phase.bandwidth_s = (n - 1) / n * v / lim.bandwidth_bytes_per_s;
       return;
     }
     const collectives::gpu::RingLimits all = collectives::gpu::ring_limits(fabric, collectives::gpu::channel_rings(torus, op.hw_axes));
-    phase.latency_s = all.phase_latency_s;
+    phase.latency_s = all.phase_latency_s + piece * all.phase_seconds_per_byte;
     phase.bandwidth_s = (n - 1) / n * v / channels * all.seconds_per_byte;
   };
   switch (op.kind) {
@@ -165,10 +171,20 @@ collectives::ClosedForm gpu_closed_form(const workloads::Op& op, const workloads
         double m = 1;
         for (int a : op.hw_axes)
           if (a >= 1) m *= torus.axis(a).size;
+        // The four phases run one after the other: each its latency (a step of two
+        // links, each crossed by a forwarding chunk of the step's piece or all of
+        // it) or its bandwidth term, whichever is larger, and those add up.
         const double g = torus.axis(0).size;
         const double nic = static_cast<double>(w.hardware.nic.bandwidth_bytes_per_s);
-        f.latency_s = 2 * (g - 1) * nv_step + 2 * (m - 1) * 2 * w.hardware.nic.latency.seconds();
-        f.bandwidth_s = 2 * (g - 1) / g * v / nv + 2 * (m - 1) / m * (v / g) / nic;
+        const double nic_step = 2 * w.hardware.nic.latency.seconds();
+        f.additive = true;
+        const auto phase = [&](double steps, double step_s, double piece, double link_bytes_per_s, double bytes) {
+          const double latency = steps * (step_s + 2 * std::min(piece, forward) / link_bytes_per_s);
+          const double bandwidth = steps / (steps + 1) * bytes / link_bytes_per_s;
+          (latency > bandwidth ? f.latency_s : f.bandwidth_s) += 2 * std::max(latency, bandwidth);
+        };
+        phase(g - 1, nv_step, v / g, nv, v);            // in the node, reduce-scatter and all-gather
+        phase(m - 1, nic_step, v / g / m, nic, v / g);  // across the nodes, on each rail
       } else if (algorithm == collectives::gpu::Algorithm::Tree) {
         // NCCL's tree of nodes with a chain in each (inside one node, the chain
         // alone), a pipeline of chunks of a channel's V / channels that every
@@ -178,7 +194,7 @@ collectives::ClosedForm gpu_closed_form(const workloads::Op& op, const workloads
         const std::uint64_t ch = t.channels, per = (op.bytes + ch - 1) / ch;
         const std::uint64_t chunks = collectives::gpu::chunk_count(per, w.hardware.forward_chunk_bytes);
         const std::uint64_t chunk = (per + chunks - 1) / chunks;
-        f.pipelined = true;
+        f.additive = true;
         f.latency_s = t.latency_s + static_cast<double>(chunk) * t.path_seconds_per_byte;
         f.bandwidth_s = static_cast<double>(per - chunk) * t.seconds_per_byte;
       } else if (algorithm == collectives::gpu::Algorithm::Direct) {

@@ -32,13 +32,14 @@ namespace meshsim::collectives {
 struct ClosedForm {
   double latency_s = 0;    // the latency-floor term
   double bandwidth_s = 0;  // the bandwidth term
-  // A pipeline of whole chunks, each stored and forwarded at every link (NCCL's
-  // tree): the first chunk's way through (latency_s, its serialisation at every
-  // link included) and then the other chunks through the busiest link
-  // (bandwidth_s) add up, rather than overlap.
-  bool pipelined = false;
+  // The two terms add up rather than overlap: a pipeline of whole chunks, each
+  // stored and forwarded at every link (NCCL's tree: the first chunk's way
+  // through, then the other chunks through the busiest link), or phases that run
+  // one after the other (the hierarchical all-reduce: the latency-bound phases'
+  // latencies and the others' bandwidth terms).
+  bool additive = false;
   double time_s() const {
-    if (pipelined) return latency_s + bandwidth_s;
+    if (additive) return latency_s + bandwidth_s;
     return latency_s > bandwidth_s ? latency_s : bandwidth_s;
   }
   bool latency_bound() const { return latency_s > bandwidth_s; }

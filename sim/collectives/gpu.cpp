@@ -919,22 +919,27 @@ RingLimits ring_limits(const Fabric& f, const std::vector<std::vector<ChipId>>& 
   std::vector<std::uint32_t> crossings(f.num_links(), 0);
   for (const auto& ring : rings) {
     if (ring.size() < 2) continue;
-    double around = 0, fastest = 0;  // the ring's step latencies: their sum, the smallest
+    // The ring's step latencies and seconds per byte: their sums, and the step of
+    // the smallest latency.
+    double around = 0, around_per_byte = 0, fastest = 0, fastest_per_byte = 0;
     for (std::size_t i = 0; i < ring.size(); ++i) {
       const std::vector<LinkId> route = f.route(ring[i], ring[(i + 1) % ring.size()]);
-      double step_lat = 0;
+      double step_lat = 0, step_per_byte = 0;
       for (LinkId l : route) {
         const double b = static_cast<double>(f.link(l).spec.bandwidth_bytes_per_s);
         bw = bw == 0 ? b : std::min(bw, b);
         step_lat += f.link(l).spec.latency.seconds();
+        step_per_byte += 1 / b;
         out.seconds_per_byte = std::max(out.seconds_per_byte, ++crossings[l] / b);
       }
       lat = std::max(lat, step_lat);
       around += step_lat;
-      fastest = i == 0 ? step_lat : std::min(fastest, step_lat);
+      around_per_byte += step_per_byte;
+      if (i == 0 || step_lat < fastest) fastest = step_lat, fastest_per_byte = step_per_byte;
     }
     // A phase's chains each take N-1 consecutive steps: all but one of the ring's.
     out.phase_latency_s = std::max(out.phase_latency_s, around - fastest);
+    out.phase_seconds_per_byte = std::max(out.phase_seconds_per_byte, around_per_byte - fastest_per_byte);
   }
   out.bandwidth_bytes_per_s = bw;
   out.step_latency_s = lat;

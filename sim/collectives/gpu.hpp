@@ -135,12 +135,16 @@ std::uint64_t transfer_bound(const topology::Fabric& fabric, const Torus& coords
 // link, less for channels whose NIC steps are spread over the GPUs.
 // `phase_latency_s`: the latency of a ring phase (N-1 consecutive steps from any
 // start): the ring's step latencies summed, less its fastest step; (N-1) times
-// the step latency when every step is alike.
+// the step latency when every step is alike. `phase_seconds_per_byte`: over the
+// same steps, the sum of 1/b over the links each crosses: a step forwards what it
+// received once a forwarding chunk of it has crossed each link (or all of it, if
+// smaller), so a phase's first data take that chunk times this on top.
 struct RingLimits {
   double bandwidth_bytes_per_s = 0;
   double step_latency_s = 0;
   double seconds_per_byte = 0;
   double phase_latency_s = 0;
+  double phase_seconds_per_byte = 0;
 };
 RingLimits ring_limits(const topology::Fabric& fabric, const std::vector<std::vector<ChipId>>& rings);
 
