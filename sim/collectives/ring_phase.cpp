@@ -27,6 +27,9 @@ struct ChainBytes {
 // which keeps the executor's working set in cache.
 class Chains {
  public:
+  // Room for two chains a chip, as many as a phase starts: growing by doubling
+  // copied megabytes per phase on a full pod.
+  explicit Chains(const Torus& t) { chains_.reserve(2 * static_cast<std::size_t>(t.num_chips())); }
   void add(ChipId from, Direction dir, int hops, ChainBytes bytes) {
     MESHSIM_ASSERT(hops > 0, "empty chain");
     chains_.push_back({from, dir, hops, bytes, 0});
@@ -98,7 +101,7 @@ void all_gather_phase(ProgramBuilder& b, const Torus& t, int axis, int size, boo
   const bool wrap = ring;
   // On an even ring the antipodal chip gets half the shard from each side.
   const ChainBytes ring_bytes{shard_bytes, shard_bytes, x % 2 == 0 ? ceil_div(shard_bytes, 2) : shard_bytes};
-  Chains chains;
+  Chains chains(t);
   for (ChipId c = 0; c < t.num_chips(); ++c) {
     if (entry[c] == sim::kNoTask) continue;  // not in the op's chips
     const int pos = t.coord(c, axis);
@@ -116,7 +119,7 @@ void reduce_scatter_phase(ProgramBuilder& b, const Torus& t, int axis, int size,
   const int x = size;
   MESHSIM_ASSERT(x > 1, "ring phase over an axis of size 1");
   MESHSIM_ASSERT(ring || x == t.axis(axis).size, "a line is its whole axis");
-  Chains chains;
+  Chains chains(t);
   if (ring) {
     // On an even ring the antipodal chip sends half its contribution each way.
     const int hops = x / 2;
