@@ -528,24 +528,28 @@ TEST_CASE("GPU: NCCL's tree across nodes: a chain in every node, a double binary
 // mid sizes over many nodes), and on 2 nodes beats it: a NIC's chunks of the
 // reduce and of the broadcast, which the closed form runs one after the other
 // per chunk, overlap. Measured from 2 to 12,500 nodes, 64 KiB to 1 GiB: 0.87 to 1.26.
-TEST_CASE("GPU: NCCL's tree stays within 0.85 to 1.3 of its closed form, 2 to 1,024 nodes", "[gpu]") {
+TEST_CASE("GPU: NCCL's tree stays within 0.85 to 1.3 of its closed form, 2 to 4,096 nodes", "[gpu]") {
   double lowest = 2, highest = 0;
+  std::vector<std::pair<int, std::uint64_t>> cases;
   for (int nodes : {2, 3, 5, 16, 100, 1024})
-    for (std::uint64_t bytes : {std::uint64_t{1} << 16, std::uint64_t{1} << 22, std::uint64_t{1} << 26}) {
-      const std::string m = std::to_string(nodes);
-      const driver::RunResult r = run(R"({"hardware": "h100-dgx", "topology": {"nodes": )" + m +
-                                      R"(}, "mesh": {"G": 8, "N": )" + m + "}, \"ops\": [" +
-                                      ops("all_reduce", R"(["G", "N"])", bytes, "tree") + "]}");
-      const double ratio = r.ops[0].time().seconds() / r.ops[0].closed_s;
-      INFO(nodes << " nodes, " << bytes << " bytes: " << ratio);
-      CHECK(ratio >= 0.85);
-      CHECK(ratio <= 1.3);
-      lowest = std::min(lowest, ratio);
-      highest = std::max(highest, ratio);
-    }
+    for (std::uint64_t bytes : {std::uint64_t{1} << 16, std::uint64_t{1} << 22, std::uint64_t{1} << 26})
+      cases.emplace_back(nodes, bytes);
+  cases.emplace_back(4096, std::uint64_t{1} << 26);  // the highest measured: 1.2585
+  for (const auto& [nodes, bytes] : cases) {
+    const std::string m = std::to_string(nodes);
+    const driver::RunResult r = run(R"({"hardware": "h100-dgx", "topology": {"nodes": )" + m +
+                                    R"(}, "mesh": {"G": 8, "N": )" + m + "}, \"ops\": [" +
+                                    ops("all_reduce", R"(["G", "N"])", bytes, "tree") + "]}");
+    const double ratio = r.ops[0].time().seconds() / r.ops[0].closed_s;
+    INFO(nodes << " nodes, " << bytes << " bytes: " << ratio);
+    CHECK(ratio >= 0.85);
+    CHECK(ratio <= 1.3);
+    lowest = std::min(lowest, ratio);
+    highest = std::max(highest, ratio);
+  }
   // Both ends are reached: the envelope is no wider than it has to be.
   CHECK(lowest < 0.95);
-  CHECK(highest > 1.2);
+  CHECK(highest > 1.25);
 }
 
 // Apart from the case above: its 254 k flows take SimGrid minutes under the
