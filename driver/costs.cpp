@@ -112,19 +112,31 @@ namespace {
 //   AllReduce:                twice that (a reduce-scatter then an all-gather)
 //   AllToAll (direct):        the busier port of a GPU: its pieces to its own node
 //                             over NVLink, to other nodes over its NIC
-//   Send:                     the route's latency, bytes/B
+//   Send:                     the route's latency and a forwarding chunk over
+//                             every link but the narrowest, plus bytes/B (additive)
 collectives::ClosedForm gpu_closed_form(const workloads::Op& op, const workloads::Workload& w,
                                         const topology::Torus& torus, const topology::Fabric& fabric,
                                         collectives::gpu::Algorithm algorithm) {
   collectives::ClosedForm f;
   if (op.kind == OpKind::Send) {
-    double bw = 0;
+    // Each link of the route forwards once a forwarding chunk (or the whole
+    // message, if smaller) has crossed the one before: the route's latencies and
+    // that chunk over every link but the narrowest, then the message through the
+    // narrowest. Exact for a route of equal links with nothing else on it.
+    const double bytes = static_cast<double>(op.bytes);
+    const double first = std::min(bytes, static_cast<double>(w.hardware.forward_chunk_bytes));
+    double bw = 0, chunk_s = 0;
     for (topology::LinkId l : fabric.route(op.src, op.dst)) {
       const double b = static_cast<double>(fabric.link(l).spec.bandwidth_bytes_per_s);
       bw = bw == 0 ? b : std::min(bw, b);
       f.latency_s += fabric.link(l).spec.latency.seconds();
+      chunk_s += first / b;
     }
-    f.bandwidth_s = bw > 0 ? static_cast<double>(op.bytes) / bw : 0;
+    if (bw > 0) {
+      f.additive = true;
+      f.latency_s += chunk_s - first / bw;
+      f.bandwidth_s = bytes / bw;
+    }
     return f;
   }
   const auto rings = collectives::gpu::rings(torus, op.hw_axes);

@@ -34,9 +34,11 @@ struct ClosedForm {
   double bandwidth_s = 0;  // the bandwidth term
   // The two terms add up rather than overlap: a pipeline of whole chunks, each
   // stored and forwarded at every link (NCCL's tree: the first chunk's way
-  // through, then the other chunks through the busiest link), or phases that run
-  // one after the other (the hierarchical all-reduce: the latency-bound phases'
-  // latencies and the others' bandwidth terms).
+  // through, then the other chunks through the busiest link; a send on a GPU
+  // fabric: its route's latencies and first chunk, then the message through the
+  // narrowest link), or phases that run one after the other (the hierarchical
+  // all-reduce: the latency-bound phases' latencies and the others' bandwidth
+  // terms).
   bool additive = false;
   double time_s() const {
     if (additive) return latency_s + bandwidth_s;

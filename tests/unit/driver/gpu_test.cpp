@@ -271,6 +271,27 @@ TEST_CASE("GPU: the full-bisection spine carries a permutation of cross-rail sen
   CHECK(pair(1, 0, 3, 2) == Approx(2 * one.ops[0].time().seconds()).epsilon(0.01));
 }
 
+TEST_CASE("GPU: a send's closed form: its route's latencies and first chunk, then the message", "[gpu]") {
+  // Each link forwards once a 512 KiB chunk, or the whole message if smaller, has
+  // crossed the one before; alone on its route a send takes exactly its closed form.
+  const std::string head = R"({"hardware": "h100-dgx", "topology": {"nodes": 2}, "mesh": {"X": 8, "Y": 2}, "ops": [)";
+  const double chunk = 512 * 1024;
+  for (const double bytes : {65536.0, 524288.0, 4194304.0, 16777216.0}) {
+    const std::string b = std::to_string(static_cast<std::uint64_t>(bytes));
+    const double first = std::min(bytes, chunk);
+    // The same rail of the next node: NIC up and down, 4.8 us each.
+    const driver::RunResult nic = run(head + R"({"kind": "send", "bytes": )" + b +
+                                      R"(, "from": [0, 0], "to": [0, 1]}]})");
+    CHECK(nic.ops[0].closed_s == Approx(2 * 4.8e-6 + first / 50e9 + bytes / 50e9).epsilon(1e-9));
+    CHECK(nic.ops[0].time().seconds() == Approx(nic.ops[0].closed_s).epsilon(1e-6));
+    // The next GPU of the node: NVLink up and down, 1.7 us each.
+    const driver::RunResult nvlink = run(head + R"({"kind": "send", "bytes": )" + b +
+                                         R"(, "from": [0, 0], "to": [1, 0]}]})");
+    CHECK(nvlink.ops[0].closed_s == Approx(2 * 1.7e-6 + first / 450e9 + bytes / 450e9).epsilon(1e-9));
+    CHECK(nvlink.ops[0].time().seconds() == Approx(nvlink.ops[0].closed_s).epsilon(1e-6));
+  }
+}
+
 TEST_CASE("GPU: the a100-dgx preset: DGX A100 values, and a ring all-reduce at 2(N-1)/N V/B", "[gpu]") {
   const topology::GpuPreset* p = topology::find_gpu_preset("a100-dgx");
   REQUIRE(p != nullptr);
