@@ -203,12 +203,11 @@ collectives::ClosedForm gpu_closed_form(const workloads::Op& op, const workloads
         // link stores and forwards whole: the first chunk's way up and down, then
         // the other chunks through the link the channels load most.
         const collectives::gpu::TreeLimits t = collectives::gpu::tree_limits(fabric, rings.front());
-        const std::uint64_t ch = t.channels, per = (op.bytes + ch - 1) / ch;
-        const std::uint64_t chunks = collectives::gpu::chunk_count(per, w.hardware.forward_chunk_bytes);
-        const std::uint64_t chunk = (per + chunks - 1) / chunks;
+        const collectives::gpu::TreeChunking c =
+            collectives::gpu::tree_chunking(op.bytes, t.channels, w.hardware.forward_chunk_bytes);
         f.additive = true;
-        f.latency_s = t.latency_s + static_cast<double>(chunk) * t.path_seconds_per_byte;
-        f.bandwidth_s = static_cast<double>(per - chunk) * t.seconds_per_byte;
+        f.latency_s = t.latency_s + static_cast<double>(c.chunk) * t.path_seconds_per_byte;
+        f.bandwidth_s = static_cast<double>(c.per_channel - c.chunk) * t.seconds_per_byte;
       } else if (algorithm == collectives::gpu::Algorithm::Direct) {
         f.latency_s = lim.step_latency_s;
         f.bandwidth_s = (n - 1) * v / lim.bandwidth_bytes_per_s;

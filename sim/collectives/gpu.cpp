@@ -205,6 +205,14 @@ std::uint64_t chunk_count(std::uint64_t bytes, std::uint64_t chunk_bytes) {
   return std::max<std::uint64_t>(1, ceil_div(bytes, std::max<std::uint64_t>(chunk_bytes, 1)));
 }
 
+TreeChunking tree_chunking(std::uint64_t group_bytes, std::uint64_t channels, std::uint64_t chunk_bytes) {
+  TreeChunking out;
+  out.per_channel = ceil_div(group_bytes, channels);
+  out.chunks = chunk_count(out.per_channel, chunk_bytes);
+  out.chunk = ceil_div(out.per_channel, out.chunks);
+  return out;
+}
+
 const char* algorithm_name(Algorithm a) {
   switch (a) {
     case Algorithm::Ring:
@@ -421,8 +429,8 @@ void nccl_tree_all_reduce(ProgramBuilder& b, const Fabric& f, const std::vector<
   constexpr std::uint64_t kWindow = 8;
   for (const auto& group : groups) {
     const std::vector<TreeChannel> all = tree_channels(f, group);  // rail-major: channel 2r + t
-    const std::uint64_t per = ceil_div(group_bytes, all.size());
-    const std::uint64_t chunks = chunk_count(per, chunk_bytes), chunk = ceil_div(per, chunks);
+    const TreeChunking cut = tree_chunking(group_bytes, all.size(), chunk_bytes);
+    const std::uint64_t chunks = cut.chunks, chunk = cut.chunk;
     const std::size_t m = all.front().chains.size(), g = all.front().chains.front().size();
     const std::size_t rails = rail_zero ? 1 : all.size() / 2, trees = tree_zero ? 1 : 2;
     // Per tree (both rails' channels share its shape): each position's children.
@@ -650,7 +658,7 @@ std::optional<std::vector<LinkId>> tree_rail_quotient(ProgramBuilder& b, const F
   // them by doubling faults in twice the pages (about 2 edges a transfer). Each
   // group's 2G channels carry V/2G (turns checked their count).
   const std::uint64_t chunks =
-      chunk_count(ceil_div(group_bytes, 2 * static_cast<std::uint64_t>(f.gpus_per_node())), chunk_bytes);
+      tree_chunking(group_bytes, 2 * static_cast<std::uint64_t>(f.gpus_per_node()), chunk_bytes).chunks;
   std::uint64_t transfers = 0;
   for (std::size_t i = 0; i < rs.size(); ++i)
     if (ports.active(rs[i].front())) transfers += chunks * per_chunk[i];
@@ -849,7 +857,7 @@ std::uint64_t transfer_bound(const Fabric& f, const Torus& coords, Kind kind, Al
           // edge and tree edge once up and once down, each a routed hop: exact.
           for (const auto& ring : rs) {
             const std::vector<TreeChannel> channels = tree_channels(f, ring);
-            const Count chunks = chunk_count(ceil_div(group_bytes, channels.size()), chunk_bytes);
+            const Count chunks = tree_chunking(group_bytes, channels.size(), chunk_bytes).chunks;
             for (const TreeChannel& ch : channels) total += chunks * tree_channel_transfers(f, ch);
           }
           break;

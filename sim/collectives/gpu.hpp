@@ -117,6 +117,14 @@ std::vector<ChipId> tree_mirror(const topology::Fabric& fabric, const Torus& coo
 // loop over.
 std::uint64_t chunk_count(std::uint64_t bytes, std::uint64_t chunk_bytes);
 
+// How NCCL's tree cuts a group's bytes: each of its `channels` carries
+// ceil(bytes / channels), in `chunks` chunks of `chunk` bytes (the last may be
+// shorter). The builder, the task bound and the closed form all use it.
+struct TreeChunking {
+  std::uint64_t per_channel = 0, chunks = 0, chunk = 0;
+};
+TreeChunking tree_chunking(std::uint64_t group_bytes, std::uint64_t channels, std::uint64_t chunk_bytes);
+
 // What an NVLS transfer of `bytes` costs its link, at `efficiency` (0 < e <= 1)
 // of the link rate: ceil(bytes / e), the time its multimem traffic holds the
 // link (request packets, the switch's reduction). Link byte counts include it.
