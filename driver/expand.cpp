@@ -333,6 +333,7 @@ Expanded Expander::operator()(const workloads::Workload& w) const {
     const std::uint32_t n = layout.count();
     MESHSIM_ASSERT(!op.chips || (n > 0 && op.chips->back() < chips), "an op's chips are out of range");
     out.op_ports.push_back(layout);
+    out.send_chips.push_back(send_chips(op));
     std::fill(entry.begin(), entry.end(), sim::kNoTask);
     std::fill(exit.begin(), exit.end(), sim::kNoTask);
     // A communication op's fixed cost (launch, synchronisation) delays every chip's entry.
@@ -412,6 +413,15 @@ Expanded Expander::operator()(const workloads::Workload& w) const {
     exits.push_back(std::move(own));
   }
   out.program = std::move(b).finish();
+  return out;
+}
+
+std::vector<std::uint32_t> send_chips(const workloads::Op& op) {
+  std::vector<std::uint32_t> out;
+  if (op.kind != OpKind::Send) return out;
+  for (const auto& [src, dst] : workloads::send_pairs(op)) out.insert(out.end(), {src, dst});
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
 }
 

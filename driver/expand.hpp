@@ -3,6 +3,7 @@
 // op, one entry and one exit join per chip; an op's entry on chip c waits for the
 // exits on chip c of the ops it depends on; the collective algorithms fill in the
 // transfers between.
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -23,6 +24,14 @@ struct Expanded {
   std::vector<std::uint64_t> op_transfers;
   std::vector<std::uint64_t> op_link_bytes;  // bytes x hops
   std::vector<sim::OpChips> op_ports;        // per op: its chips and where its entry and exit joins are
+  // Per op: for a send, the chips it moves bytes between (ascending), whose
+  // entries alone say when it could start (OUTPUT.md, `start`); else empty.
+  std::vector<std::vector<std::uint32_t>> send_chips;
+  // Whether op `op`'s entry join at position `k` of its chips counts for its start.
+  bool starts_op(sim::OpId op, std::uint32_t k) const {
+    const std::vector<std::uint32_t>& own = send_chips[op];
+    return own.empty() || std::binary_search(own.begin(), own.end(), op_ports[op].chip_at(k));
+  }
   std::uint32_t chips = 0;
   // The network as a graph of nodes, for flow-level engines (SimGrid): chips are
   // nodes 0..chips-1, then a GPU fabric's switches (NVLink switch per node, leaf
@@ -31,6 +40,9 @@ struct Expanded {
   std::vector<std::pair<std::uint32_t, std::uint32_t>> resource_ends;
   std::uint32_t nodes = 0;
 };
+
+// Expanded::send_chips of `op`: a send's chips, ascending; empty for other kinds.
+std::vector<std::uint32_t> send_chips(const workloads::Op& op);
 
 // Refuses (InputError at the op, before building it) a program whose tasks would
 // exceed kMaxTasks.

@@ -248,6 +248,37 @@ std::string first_few(const std::vector<std::string>& items, std::size_t shown, 
                           first_few(ops, 3, " and "), cause));
 }
 
+// A send runs on every chip of its op (or its `chips`): the others only pass
+// its dependencies on (an entry and an exit join). Its timing is that of its
+// own chips (Expanded::send_chips): from the first of their entries to the
+// last of their exits, which wait for its bytes (the sender's for them to leave).
+class PortWatch {
+ public:
+  explicit PortWatch(const Expanded& ex) : ex_(ex), own_(ex.op_ports.size()) {}
+  // Port `full` (an id in ex's program) of op `op` completed at `at`.
+  void port(sim::OpId op, sim::TaskId full, Tick at) {
+    if (ex_.send_chips[op].empty()) return;
+    const sim::OpChips& ports = ex_.op_ports[op];
+    const std::uint32_t k = full - ports.entry_begin, n = ports.count();
+    if (!ex_.starts_op(op, k < n ? k : k - n)) return;
+    sim::OpTiming& t = own_[op];
+    if (k < n)
+      t.begin = min(t.begin, at);
+    else
+      t.end = max(t.end, at);
+  }
+  // `all` (every op's tasks and joins) with each send's own span where it ran.
+  std::vector<sim::OpTiming> timings(std::vector<sim::OpTiming> all) const {
+    for (std::size_t i = 0; i < all.size(); ++i)
+      if (own_[i].ran()) all[i] = own_[i];
+    return all;
+  }
+
+ private:
+  const Expanded& ex_;
+  std::vector<sim::OpTiming> own_;
+};
+
 // The results of every op from its timing on an engine: when all its chips could
 // start it (`all_ready`), its first start and last arrival (`timings`).
 std::vector<OpResult> op_results(const workloads::Workload& w, const topology::Torus& torus, const Expanded& ex,
@@ -344,13 +375,18 @@ RunResult simulate_simgrid(const workloads::Workload& w, const topology::Torus& 
                                  kMaxTick.seconds()));
   std::vector<sim::OpTiming> timings(w.ops.size());
   std::vector<Tick> all_ready(w.ops.size());
+  PortWatch sends(ex);
   for (sim::TaskId t = 0; t < ex.program.num_tasks(); ++t) {
-    sim::OpTiming& o = timings[ex.program.task(t).op()];
+    const sim::OpId op = ex.program.task(t).op();
+    sim::OpTiming& o = timings[op];
     o.begin = min(o.begin, run.tasks[t].start);
     o.end = max(o.end, run.tasks[t].done);
+    if (ex.op_ports[op].is_port(t)) sends.port(op, t, run.tasks[t].done);
   }
+  timings = sends.timings(timings);
   for (std::size_t i = 0; i < w.ops.size(); ++i)
     for (std::uint32_t c = 0; c < ex.op_ports[i].count(); ++c) {
+      if (!ex.starts_op(static_cast<sim::OpId>(i), c)) continue;
       // Ready when its dependencies were done: before the entry's delay (the op's fixed cost).
       const sim::TaskId entry = ex.op_ports[i].entry_begin + c;
       const Tick delay = Tick::from_ps(static_cast<std::int64_t>(ex.program.task(entry).amount));
@@ -538,17 +574,23 @@ std::optional<RunResult> run_native(const workloads::Workload& w, const topology
   // quotient's layout numbers its op ports as the quotient does).
   const std::vector<sim::TaskId>* subset = reduced ? &reduced->full_id : nullptr;
 
-  // When every chip may start each op: the completion of its last entry join.
+  // When every chip may start each op: the completion of its last entry join;
+  // and a send's span on its own chips (PortWatch).
   struct EntryWatch final : sim::ExecutionObserver {
     const Expanded& ex;
     const std::vector<sim::TaskId>* subset;
     std::vector<Tick> all_ready;
-    EntryWatch(const Expanded& e, const std::vector<sim::TaskId>* s) : ex(e), subset(s), all_ready(e.op_transfers.size()) {}
+    PortWatch sends;
+    EntryWatch(const Expanded& e, const std::vector<sim::TaskId>* s)
+        : ex(e), subset(s), all_ready(e.op_transfers.size()), sends(e) {}
     void on_task(sim::TaskId, const sim::Task&, const sim::TaskTiming&) override {}
     void on_join(sim::TaskId id, const sim::Task& task, Tick at) override {
       const sim::OpId op = task.op();
       // Ready when its dependencies were done: before the entry's delay (the op's fixed cost).
-      if (ex.op_ports[op].is_entry(subset ? (*subset)[id] : id))
+      const sim::TaskId full = subset ? (*subset)[id] : id;
+      if (!ex.op_ports[op].is_port(full)) return;
+      sends.port(op, full, at);
+      if (ex.op_ports[op].is_entry(full) && ex.starts_op(op, full - ex.op_ports[op].entry_begin))
         all_ready[op] = max(all_ready[op], at - Tick::from_ps(static_cast<std::int64_t>(task.amount)));
     }
   } entries(ex, subset);
@@ -659,7 +701,7 @@ std::optional<RunResult> run_native(const workloads::Workload& w, const topology
   r.transfers = stats.total_transfers();
   r.link_bytes = stats.total_bytes();
   r.capacity_respected = stats.capacity_respected();
-  r.ops = op_results(w, torus, ex, executor.op_timings(), entries.all_ready);
+  r.ops = op_results(w, torus, ex, entries.sends.timings(executor.op_timings()), entries.all_ready);
   if (translated && !quotient)  // every group ran each op's transfers (a quotient's ex counts the whole program's)
     for (OpResult& o : r.ops) o.transfers *= translated->copies, o.link_bytes *= translated->copies;
   if (recorder) {

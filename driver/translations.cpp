@@ -818,6 +818,7 @@ std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const to
   if (w.ops.size() == 1 && as_is(parts.front())) {
     OpPart& part = parts.front();
     out.ex.op_ports.push_back(sim::OpChips{0, part.chips, t.num_chips()});
+    out.ex.send_chips.push_back(send_chips(w.ops.front()));
     out.ex.op_transfers.push_back(part.transfers);
     out.ex.op_link_bytes.push_back(part.link_bytes);
     out.full_tasks = part.tasks;
@@ -848,6 +849,7 @@ std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const to
     const sim::OpId id = b.add_op();
     first[i] = static_cast<sim::TaskId>(b.num_tasks());
     out.ex.op_ports.push_back(sim::OpChips{first[i], part.chips, t.num_chips()});
+    out.ex.send_chips.push_back(send_chips(w.ops[i]));
     out.ex.op_transfers.push_back(part.transfers);
     out.ex.op_link_bytes.push_back(part.link_bytes);
     for (sim::TaskId k = 0; k < part.program.num_tasks(); ++k) {

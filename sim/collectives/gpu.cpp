@@ -761,7 +761,16 @@ void build(ProgramBuilder& b, const Fabric& f, const Torus& coords, Kind kind, A
 }
 
 void send(ProgramBuilder& b, const Fabric& f, ChipId src, ChipId dst, std::uint64_t bytes, const OpPorts& ports) {
-  routed(b, f.route(src, dst), bytes, src, dst, ports);
+  const std::vector<LinkId> route = f.route(src, dst);
+  if (route.empty()) return;
+  const auto [first, last] = hop(b, route, bytes, ports.op, 1);
+  b.depend(ports.entry[src], first);
+  b.depend(last, ports.exit[dst]);
+  // The sender is done with the send once its bytes have arrived: what it does
+  // next waits for that. (Not once they have left it: a flow-level engine
+  // moves the route's hops as one flow, which no edge may leave halfway;
+  // sim/flow_graph.hpp.)
+  b.depend(last, ports.exit[src]);
 }
 
 namespace {

@@ -232,7 +232,7 @@ std::vector<Phase> reduce_scatter_phases(const AxisOrderPart& part, std::uint64_
   return phases;
 }
 
-void routed_chain(ProgramBuilder& b, const Torus& t, std::span<const topology::LinkId> links, std::uint64_t bytes,
+TaskId routed_chain(ProgramBuilder& b, const Torus& t, std::span<const topology::LinkId> links, std::uint64_t bytes,
                   std::span<const TaskId> entry, std::span<const TaskId> exit, OpId op) {
   MESHSIM_ASSERT(!links.empty(), "empty route");
   TaskId prev = 0;
@@ -245,6 +245,7 @@ void routed_chain(ProgramBuilder& b, const Torus& t, std::span<const topology::L
     prev = x;
   }
   b.depend(prev, exit[t.link_info(links.back()).dst]);
+  return prev;
 }
 
 }  // namespace meshsim::collectives::detail

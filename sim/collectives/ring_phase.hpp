@@ -80,8 +80,9 @@ std::vector<Phase> all_gather_phases(const AxisOrderPart& part, std::uint64_t sh
 std::vector<Phase> reduce_scatter_phases(const AxisOrderPart& part, std::uint64_t part_bytes);
 
 // Sends `bytes` along `links` (a route), hop by hop with cut-through forwarding.
-// The first hop waits for entry[src]; the last arrival feeds exit[dst].
-void routed_chain(ProgramBuilder& b, const Torus& t, std::span<const topology::LinkId> links, std::uint64_t bytes,
+// The first hop waits for entry[src]; the last arrival feeds exit[dst]. Returns
+// the last hop's transfer.
+TaskId routed_chain(ProgramBuilder& b, const Torus& t, std::span<const topology::LinkId> links, std::uint64_t bytes,
                   std::span<const TaskId> entry, std::span<const TaskId> exit, OpId op);
 
 }  // namespace meshsim::collectives::detail

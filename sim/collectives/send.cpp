@@ -51,7 +51,8 @@ void send(ProgramBuilder& b, const Torus& t, ChipId src, ChipId dst, std::uint64
   const std::uint64_t share = ceil_div(bytes, axes.size());
   for (std::size_t p = 0; p < axes.size(); ++p) {
     const std::vector<topology::LinkId> route = t.route(src, dst, rotated(axes, p));
-    routed_chain(b, t, route, share, ports.entry, ports.exit, ports.op);
+    // The sender is done with the send once its bytes have arrived (gpu::send).
+    b.depend(routed_chain(b, t, route, share, ports.entry, ports.exit, ports.op), ports.exit[src]);
   }
 }
 

@@ -292,6 +292,44 @@ TEST_CASE("GPU: a send's closed form: its route's latencies and first chunk, the
   }
 }
 
+TEST_CASE("GPU: a send chained after a send starts when its sender has sent, and takes its own time", "[gpu]") {
+  // `far` crosses nodes (16 MiB through a 50 GB/s NIC); `near`, after it, goes
+  // from the same GPU to the next one over NVLink. The sender is done with
+  // `far` once its bytes have arrived; `near` starts then and takes its own
+  // closed form. Its start and end count its own two GPUs only. Before, the
+  // sender went on at once, `near` finished long before `far` had arrived, and
+  // its start counted the receiver of `far` (a chip `near` only passes
+  // dependencies through): it reported a time of 0.
+  const std::string head = R"({"hardware": "h100-dgx", "topology": {"nodes": 2}, "mesh": {"X": 8, "Y": 2}, "ops": [)";
+  const driver::RunResult r =
+      run(head + R"({"name": "far", "kind": "send", "bytes": 16777216, "from": [0, 0], "to": [0, 1]},
+                    {"name": "near", "kind": "send", "bytes": 524288, "from": [0, 0], "to": [1, 0],
+                     "after": ["far"]}]})");
+  const driver::OpResult &far = r.ops[0], &near = r.ops[1];
+  CHECK(far.time().seconds() == Approx(far.closed_s).epsilon(1e-6));
+  CHECK(near.begin == far.end);
+  CHECK(near.time().seconds() == Approx(near.closed_s).epsilon(1e-6));
+  // An op on the receiver of `far` after `near` waits for `far` there
+  // (dependencies pass through the chips a send leaves out), not for `near`.
+  const driver::RunResult three =
+      run(head + R"({"name": "far", "kind": "send", "bytes": 16777216, "from": [0, 0], "to": [0, 1]},
+                    {"name": "near", "kind": "send", "bytes": 524288, "from": [0, 0], "to": [1, 0],
+                     "after": ["far"]},
+                    {"name": "back", "kind": "send", "bytes": 524288, "from": [0, 1], "to": [1, 1],
+                     "after": ["near"]}]})");
+  CHECK(three.ops[2].begin == three.ops[0].end);
+  CHECK(three.ops[2].time().seconds() == Approx(three.ops[2].closed_s).epsilon(1e-6));
+  // After a send between two other GPUs, a send waits for nothing on its own
+  // (dependencies are per chip): it starts at 0 and ends long before the first.
+  const driver::RunResult apart =
+      run(head + R"({"name": "far", "kind": "send", "bytes": 16777216, "from": [2, 0], "to": [2, 1]},
+                    {"name": "near", "kind": "send", "bytes": 524288, "from": [0, 0], "to": [1, 0],
+                     "after": ["far"]}]})");
+  CHECK(apart.ops[1].begin == Tick{});
+  CHECK(apart.ops[1].end < apart.ops[0].end);
+  CHECK(apart.ops[1].time().seconds() == Approx(apart.ops[1].closed_s).epsilon(1e-6));
+}
+
 TEST_CASE("GPU: the a100-dgx preset: DGX A100 values, and a ring all-reduce at 2(N-1)/N V/B", "[gpu]") {
   const topology::GpuPreset* p = topology::find_gpu_preset("a100-dgx");
   REQUIRE(p != nullptr);

@@ -111,6 +111,23 @@ TEST_CASE("multislice: a send between slices takes the two DCN links", "[multisl
   CHECK(o.bandwidth_s == Approx(static_cast<double>(bytes) / kDcn));
 }
 
+TEST_CASE("multislice: a send after a send starts once the first has arrived, and takes its own time",
+          "[multislice]") {
+  // `far` leaves chip (0,0,0) of slice 0 for slice 1 over DCN; `near` goes from
+  // the same chip to its x-neighbour after it. The sender is done with `far`
+  // once its bytes have arrived; `near` starts then (its start and end count
+  // its own two chips) and takes the time it takes alone.
+  const std::uint64_t bytes = std::uint64_t{1} << 22;
+  const std::string near = R"({"name": "near", "kind": "send", "bytes": 4096, "from": [0, 0, 0, 0],
+                               "to": [1, 0, 0, 0])";
+  const driver::RunResult r = driver::simulate(workloads::parse_workload(
+      workload(R"({"name": "far", "kind": "send", "bytes": )" + std::to_string(bytes) +
+               R"(, "from": [0, 0, 0, 0], "to": [0, 0, 0, 1]}, )" + near + R"(, "after": ["far"]})"),
+      "t.json"));
+  CHECK(r.ops[1].begin == r.ops[0].end);
+  CHECK(r.ops[1].end - r.ops[1].begin == run_one(workload(near + "}")).end);
+}
+
 TEST_CASE("multislice: collectives over the ICI axes and the slices stay between the bound and the closed form",
           "[multislice]") {
   const std::uint64_t v = std::uint64_t{1} << 28;
