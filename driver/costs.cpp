@@ -204,7 +204,8 @@ collectives::ClosedForm gpu_closed_form(const workloads::Op& op, const workloads
         // the other chunks through the link the channels load most.
         const collectives::gpu::TreeLimits t = collectives::gpu::tree_limits(fabric, rings.front());
         const collectives::gpu::TreeChunking c =
-            collectives::gpu::tree_chunking(op.bytes, t.channels, w.hardware.forward_chunk_bytes);
+            collectives::gpu::tree_chunking(op.bytes, t.channels, w.hardware.forward_chunk_bytes,
+                                            collectives::gpu::tree_depth(fabric, rings.front()));
         f.additive = true;
         f.latency_s = t.latency_s + static_cast<double>(c.chunk) * t.path_seconds_per_byte;
         f.bandwidth_s = static_cast<double>(c.per_channel - c.chunk) * t.seconds_per_byte;

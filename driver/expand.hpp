@@ -66,7 +66,7 @@ class Expander {
   std::unique_ptr<System> system_;
 };
 
-constexpr std::size_t kMaxTasks = std::size_t{1} << 26;
+constexpr std::size_t kMaxTasks = std::size_t{1} << 27;
 
 // An upper bound of the hop transfers `op` expands into, computed before building
 // it so that a huge op is refused without first using the memory: on a GPU
@@ -114,7 +114,7 @@ RunSize estimate_run(const workloads::Workload& w, const topology::Torus& torus)
 // would need more than a few GiB.
 struct Limits {
   std::uint64_t max_transfers = kMaxTasks;
-  std::uint64_t max_memory_bytes = std::uint64_t{8} << 30;  // 8 GiB
+  std::uint64_t max_memory_bytes = std::uint64_t{16} << 30;  // 16 GiB
 };
 // Throws InputError (at the biggest op) when `size` passes a limit or its tasks
 // pass kMaxTasks (transfers plus joins and computes), with the

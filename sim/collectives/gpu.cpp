@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 
 #include "base/error.hpp"
@@ -205,12 +206,31 @@ std::uint64_t chunk_count(std::uint64_t bytes, std::uint64_t chunk_bytes) {
   return std::max<std::uint64_t>(1, ceil_div(bytes, std::max<std::uint64_t>(chunk_bytes, 1)));
 }
 
-TreeChunking tree_chunking(std::uint64_t group_bytes, std::uint64_t channels, std::uint64_t chunk_bytes) {
+TreeChunking tree_chunking(std::uint64_t group_bytes, std::uint64_t channels, std::uint64_t chunk_bytes,
+                           std::uint64_t depth) {
+  // NCCL (src/enqueue.cc, the tree with the Simple protocol, up and down): the
+  // chunk is halved while the whole buffer over the channels gives fewer than
+  // 8 x depth chunks, down to 128 KiB; fewer than 4 x depth, down to 64 KiB;
+  // fewer than depth, down to 32 KiB. The bytes over channel x chunk are
+  // counted in whole chunks, as NCCL's integer division counts them.
+  std::uint64_t size = std::max<std::uint64_t>(chunk_bytes, 1);
+  const auto enough = [&](std::uint64_t times) { return group_bytes / (channels * size) >= times * depth; };
+  while (!enough(8) && size > 131072) size /= 2;
+  while (!enough(4) && size > 65536) size /= 2;
+  while (!enough(1) && size > 32768) size /= 2;
   TreeChunking out;
   out.per_channel = ceil_div(group_bytes, channels);
-  out.chunks = chunk_count(out.per_channel, chunk_bytes);
+  out.chunks = chunk_count(out.per_channel, size);
   out.chunk = ceil_div(out.per_channel, out.chunks);
   return out;
+}
+
+std::uint64_t tree_depth(const Fabric& f, std::span<const ChipId> group) {
+  std::vector<int> nodes;
+  for (ChipId c : group) nodes.push_back(f.node_of(c));
+  std::sort(nodes.begin(), nodes.end());
+  const auto m = static_cast<std::uint64_t>(std::unique(nodes.begin(), nodes.end()) - nodes.begin());
+  return group.size() / m - 1 + static_cast<std::uint64_t>(std::bit_width(m) - 1);
 }
 
 const char* algorithm_name(Algorithm a) {
@@ -429,7 +449,7 @@ void nccl_tree_all_reduce(ProgramBuilder& b, const Fabric& f, const std::vector<
   constexpr std::uint64_t kWindow = 8;
   for (const auto& group : groups) {
     const std::vector<TreeChannel> all = tree_channels(f, group);  // rail-major: channel 2r + t
-    const TreeChunking cut = tree_chunking(group_bytes, all.size(), chunk_bytes);
+    const TreeChunking cut = tree_chunking(group_bytes, all.size(), chunk_bytes, tree_depth(f, group));
     const std::uint64_t chunks = cut.chunks, chunk = cut.chunk;
     const std::size_t m = all.front().chains.size(), g = all.front().chains.front().size();
     const std::size_t rails = rail_zero ? 1 : all.size() / 2, trees = tree_zero ? 1 : 2;
@@ -657,8 +677,9 @@ std::optional<std::vector<LinkId>> tree_rail_quotient(ProgramBuilder& b, const F
   // The builder's arrays at about their final size at once: at scale, growing
   // them by doubling faults in twice the pages (about 2 edges a transfer). Each
   // group's 2G channels carry V/2G (turns checked their count).
-  const std::uint64_t chunks =
-      tree_chunking(group_bytes, 2 * static_cast<std::uint64_t>(f.gpus_per_node()), chunk_bytes).chunks;
+  const std::uint64_t chunks = tree_chunking(group_bytes, 2 * static_cast<std::uint64_t>(f.gpus_per_node()),
+                                             chunk_bytes, rs.empty() ? 0 : tree_depth(f, rs.front()))
+                                    .chunks;
   std::uint64_t transfers = 0;
   for (std::size_t i = 0; i < rs.size(); ++i)
     if (ports.active(rs[i].front())) transfers += chunks * per_chunk[i];
@@ -866,7 +887,7 @@ std::uint64_t transfer_bound(const Fabric& f, const Torus& coords, Kind kind, Al
           // edge and tree edge once up and once down, each a routed hop: exact.
           for (const auto& ring : rs) {
             const std::vector<TreeChannel> channels = tree_channels(f, ring);
-            const Count chunks = tree_chunking(group_bytes, channels.size(), chunk_bytes).chunks;
+            const Count chunks = tree_chunking(group_bytes, channels.size(), chunk_bytes, tree_depth(f, ring)).chunks;
             for (const TreeChannel& ch : channels) total += chunks * tree_channel_transfers(f, ch);
           }
           break;

@@ -119,11 +119,18 @@ std::uint64_t chunk_count(std::uint64_t bytes, std::uint64_t chunk_bytes);
 
 // How NCCL's tree cuts a group's bytes: each of its `channels` carries
 // ceil(bytes / channels), in `chunks` chunks of `chunk` bytes (the last may be
-// shorter). The builder, the task bound and the closed form all use it.
+// shorter). The chunk starts at `chunk_bytes` (NCCL's step, a buffer over its 8
+// steps) and is halved as NCCL halves it for a tree of `depth` (tree_depth)
+// where the buffer would give each channel too few chunks to fill the pipeline
+// (docs/MODEL.md). The builder, the task bound and the closed form all use it.
 struct TreeChunking {
   std::uint64_t per_channel = 0, chunks = 0, chunk = 0;
 };
-TreeChunking tree_chunking(std::uint64_t group_bytes, std::uint64_t channels, std::uint64_t chunk_bytes);
+TreeChunking tree_chunking(std::uint64_t group_bytes, std::uint64_t channels, std::uint64_t chunk_bytes,
+                           std::uint64_t depth);
+// NCCL's estimate of its tree's depth over `group`: the GPUs of a node less
+// one (the chain), plus floor(log2(nodes)).
+std::uint64_t tree_depth(const topology::Fabric& fabric, std::span<const ChipId> group);
 
 // What an NVLS transfer of `bytes` costs its link, at `efficiency` (0 < e <= 1)
 // of the link rate: ceil(bytes / e), the time its multimem traffic holds the

@@ -59,9 +59,9 @@ expect_error("meshsim: error: ${workload}:/ops/0: the run would need about 192 h
              --max-transfers 191)
 expect_success(--max-transfers 192)
 # Out-of-range and malformed bounds are usage errors.
-expect_error("meshsim: error: --max-transfers: Value 0 not in range 1 to 67108864 (see meshsim --help)" --max-transfers 0)
-expect_error("meshsim: error: --max-transfers: Value 67108865 not in range 1 to 67108864 (see meshsim --help)"
-             --max-transfers 67108865)
+expect_error("meshsim: error: --max-transfers: Value 0 not in range 1 to 134217728 (see meshsim --help)" --max-transfers 0)
+expect_error("meshsim: error: --max-transfers: Value 134217729 not in range 1 to 134217728 (see meshsim --help)"
+             --max-transfers 134217729)
 expect_error("meshsim: error: --max-memory: Value 0 not in range 1 to 18446744073709551615 (see meshsim --help)"
              --max-memory 0)
 

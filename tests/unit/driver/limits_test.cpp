@@ -49,31 +49,33 @@ TEST_CASE("Limits: the 4096-chip benchmark op is estimated exactly and fits the 
 }
 
 TEST_CASE("Limits: transfers within the bound but tasks past the program's limit are refused up front", "[limits]") {
-  // 56 of them: 66,060,288 transfers (under 2^26), but with their joins more than 2^26 tasks.
-  const workloads::Workload w = allreduces(56);
+  // 113 of them: 133,300,224 transfers (under 2^27), but with their joins more than 2^27 tasks.
+  const workloads::Workload w = allreduces(113);
   const driver::RunSize size = driver::estimate_run(w, w.make_torus());
-  CHECK(size.transfers == 56ull * 1179648);
+  CHECK(size.transfers == 113ull * 1179648);
+  CHECK(size.transfers < driver::kMaxTasks);
   CHECK_THROWS_WITH(driver::check_limits(w, size, driver::Limits{}),
-                    Catch::StartsWith("w.json:/ops/0: the run would need about 66060288 hop transfers") &&
-                        Catch::Contains("more than meshsim's limit of 67108864 tasks"));
+                    Catch::StartsWith("w.json:/ops/0: the run would need about 133300224 hop transfers") &&
+                        Catch::Contains("more than meshsim's limit of 134217728 tasks"));
 }
 
 TEST_CASE("Limits: a run that the torus' translations reduce counts what it simulates and builds", "[limits]") {
-  // 56 all-reduces over every axis of a 16x16x16 v4 (all wrapped): the whole
+  // 113 all-reduces over every axis of a 16x16x16 v4 (all wrapped): the whole
   // program is past the task limit, its quotient one chip's share of each op,
   // and the largest op is built alone in full.
-  const workloads::Workload w = allreduces(56);
+  const workloads::Workload w = allreduces(113);
   const topology::Torus torus = w.make_torus();
   const driver::RunSize full = driver::estimate_run(w, torus);
   const driver::RunSize size = driver::run_size(w, torus);
+  CHECK(full.tasks > driver::kMaxTasks);
   CHECK(size.translations == 4096);
-  CHECK(size.transfers == 56ull * 1179648 / 4096);
+  CHECK(size.transfers == 113ull * 1179648 / 4096);
   CHECK(size.biggest_op_transfers == 1179648 / 4096);
-  CHECK(size.memory_bytes > full.memory_bytes / 56);  // the largest op, in full
-  CHECK(size.memory_bytes < full.memory_bytes / 28);
+  CHECK(size.memory_bytes > full.memory_bytes / 113);  // the largest op, in full
+  CHECK(size.memory_bytes < full.memory_bytes / 56);
   CHECK_NOTHROW(driver::check_limits(w, size, driver::Limits{}));
   CHECK_THROWS_WITH(driver::check_limits(w, size, driver::Limits{10000, std::uint64_t{8} << 30}),
-                    Catch::Contains("16128 hop transfers (simulating one task of each set of 4096 translates)") &&
+                    Catch::Contains("32544 hop transfers (simulating one task of each set of 4096 translates)") &&
                         Catch::Contains("more than the limit of 10000 transfers (--max-transfers)"));
   // Without the reduction (meshsim run --no-reduce) the whole program counts.
   driver::SimulateOptions whole;
@@ -84,7 +86,7 @@ TEST_CASE("Limits: a run that the torus' translations reduce counts what it simu
 TEST_CASE("Limits: a quotient whose op, built whole to check it, passes the task limit is refused up front",
           "[limits]") {
   // An all-to-all over every axis of a 16x16x16 v4: the translations leave one
-  // chip's share to simulate, but the op is built whole for its check, past 2^26 tasks.
+  // chip's share to simulate, but the op is built whole for its check, past 2^27 tasks.
   const workloads::Workload w = workloads::parse_workload(
       R"({"hardware": "tpu-v4", "topology": {"shape": [16, 16, 16]}, "mesh": {"X": 16, "Y": 16, "Z": 16},
           "ops": [{"kind": "all_to_all", "bytes": 1073741824, "axes": ["X", "Y", "Z"]}]})",
@@ -94,11 +96,12 @@ TEST_CASE("Limits: a quotient whose op, built whole to check it, passes the task
   CHECK(size.biggest_op_tasks > driver::kMaxTasks);
   CHECK_THROWS_WITH(driver::check_limits(w, size, driver::Limits{}),
                     Catch::Contains("(simulating one task of each set of 4096 translates)") &&
-                        Catch::Contains("more than meshsim's limit of 67108864 tasks for the op built whole to check "
+                        Catch::Contains("more than meshsim's limit of 134217728 tasks for the op built whole to check "
                                         "the reduction"));
-  // 1 GiB over 8,192 H100s by NCCL's tree: the rotation of the GPUs and the
-  // mirror of the nodes leave one sixteenth of its 67.1 M transfers, whose
-  // quotient is built without the op: it fits.
+  // 1 GiB over 8,192 H100s by NCCL's tree (256 KiB chunks: a tree of depth
+  // 7 + 10 would get fewer than 8 x 17 chunks of 512 KiB a channel): the
+  // rotation of the GPUs and the mirror of the nodes leave one sixteenth of
+  // its 134.2 M transfers, whose quotient is built without the op: it fits.
   const workloads::Workload tree = workloads::parse_workload(
       R"({"hardware": "h100-dgx", "topology": {"nodes": 1024}, "mesh": {"G": 8, "N": 1024},
           "ops": [{"kind": "all_reduce", "bytes": 1073741824, "axes": ["G", "N"]}]})",
@@ -106,7 +109,7 @@ TEST_CASE("Limits: a quotient whose op, built whole to check it, passes the task
   const driver::RunSize turned = driver::run_size(tree, tree.make_torus());
   CHECK(turned.translations == 16);
   CHECK(turned.mirrored);
-  CHECK(turned.transfers == 67100672 / 16);
+  CHECK(turned.transfers == 134201344 / 16);
   CHECK(turned.biggest_op_tasks == 0);
   CHECK_NOTHROW(driver::check_limits(tree, turned, driver::Limits{}));
 }
