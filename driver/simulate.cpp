@@ -251,7 +251,7 @@ std::string first_few(const std::vector<std::string>& items, std::size_t shown, 
 // A send runs on every chip of its op (or its `chips`): the others only pass
 // its dependencies on (an entry and an exit join). Its timing is that of its
 // own chips (Expanded::send_chips): from the first of their entries to the
-// last of their exits, which wait for its bytes (the sender's for them to leave).
+// last of their exits, which wait for its bytes to arrive (the sender's too).
 class PortWatch {
  public:
   explicit PortWatch(const Expanded& ex) : ex_(ex), own_(ex.op_ports.size()) {}

@@ -233,7 +233,7 @@ std::vector<Phase> reduce_scatter_phases(const AxisOrderPart& part, std::uint64_
 }
 
 TaskId routed_chain(ProgramBuilder& b, const Torus& t, std::span<const topology::LinkId> links, std::uint64_t bytes,
-                  std::span<const TaskId> entry, std::span<const TaskId> exit, OpId op) {
+                    std::span<const TaskId> entry, std::span<const TaskId> exit, OpId op) {
   MESHSIM_ASSERT(!links.empty(), "empty route");
   TaskId prev = 0;
   for (std::size_t k = 0; k < links.size(); ++k) {

@@ -83,6 +83,6 @@ std::vector<Phase> reduce_scatter_phases(const AxisOrderPart& part, std::uint64_
 // The first hop waits for entry[src]; the last arrival feeds exit[dst]. Returns
 // the last hop's transfer.
 TaskId routed_chain(ProgramBuilder& b, const Torus& t, std::span<const topology::LinkId> links, std::uint64_t bytes,
-                  std::span<const TaskId> entry, std::span<const TaskId> exit, OpId op);
+                    std::span<const TaskId> entry, std::span<const TaskId> exit, OpId op);
 
 }  // namespace meshsim::collectives::detail
