@@ -922,13 +922,15 @@ TreeLimits tree_limits(const Fabric& f, const std::vector<ChipId>& group) {
     }
     return s;
   };
-  Step chain_step, tree_step;
-  std::size_t m = 0, g = 0, depth = 0;
+  // The widest step of a chain, and the slowest way between a head and the root,
+  // up and down: the sums of its steps, each edge's own route (under leaves
+  // and spines a step within a leaf crosses 2 links, across leaves 4).
+  Step chain_step, up_most, down_most;
+  std::size_t g = 0;
   for (const TreeChannel& ch : channels) {
-    m = ch.chains.size();
+    const std::size_t m = ch.chains.size();
     g = ch.chains.front().size();
-    std::vector<std::size_t> level(m, 0);  // parents come first
-    for (std::size_t i = 1; i < m; ++i) depth = std::max(depth, level[i] = level[ch.parent[i]] + 1);
+    std::vector<Step> up(m), down(m);  // node i's head to the root, and back; parents come first
     for (std::size_t i = 0; i < m; ++i) {
       const auto& chain = ch.chains[i];
       for (std::size_t j = 1; j < g; ++j) {  // up the chain and down it
@@ -936,17 +938,21 @@ TreeLimits tree_limits(const Fabric& f, const std::vector<ChipId>& group) {
         chain_step.widen(cross(chain[j - 1], chain[j]));
       }
       if (i > 0) {
-        const ChipId parent = ch.chains[ch.parent[i]][0];
-        tree_step.widen(cross(chain[0], parent));
-        tree_step.widen(cross(parent, chain[0]));
+        const std::uint32_t p = ch.parent[i];
+        const Step u = cross(chain[0], ch.chains[p][0]), d = cross(ch.chains[p][0], chain[0]);
+        up[i] = {up[p].latency_s + u.latency_s, up[p].seconds_per_byte + u.seconds_per_byte};
+        down[i] = {down[p].latency_s + d.latency_s, down[p].seconds_per_byte + d.seconds_per_byte};
       }
+      up_most.widen(up[i]);
+      down_most.widen(down[i]);
     }
   }
-  // Up the chain and the tree, and down again: the trees' depth, ceil(log2 M)
-  // (NCCL's cost model counts floor(log2 M): its root has one child).
-  const double chain_steps = 2 * static_cast<double>(g - 1), tree_steps = 2 * static_cast<double>(depth);
-  out.latency_s = chain_steps * chain_step.latency_s + tree_steps * tree_step.latency_s;
-  out.path_seconds_per_byte = chain_steps * chain_step.seconds_per_byte + tree_steps * tree_step.seconds_per_byte;
+  // Up the chain and the tree, and down again: over the trees' depth, ceil(log2 M)
+  // steps (NCCL's cost model counts floor(log2 M): its root has one child).
+  const double chain_steps = 2 * static_cast<double>(g - 1);
+  out.latency_s = chain_steps * chain_step.latency_s + up_most.latency_s + down_most.latency_s;
+  out.path_seconds_per_byte =
+      chain_steps * chain_step.seconds_per_byte + up_most.seconds_per_byte + down_most.seconds_per_byte;
   out.channels = channels.size();
   return out;
 }

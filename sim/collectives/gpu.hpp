@@ -164,12 +164,14 @@ struct RingLimits {
 RingLimits ring_limits(const topology::Fabric& fabric, const std::vector<std::vector<ChipId>>& rings);
 
 // NCCL's tree across nodes for one group (tree_channels): the way of one chunk,
-// up the chain and the tree and down again (2 ((G-1) chain steps + the trees'
-// depth, ceil(log2 M), in tree steps), each step the slowest of its kind: its
-// latency, and the seconds per byte of the links it crosses (a chunk is stored
-// and forwarded at each); and the busiest link in seconds per byte of a
-// channel's data (each channel carries V / channels through every edge, up and
-// down).
+// up the chain and the tree and down again: 2 (G-1) chain steps, each the
+// slowest chain step, and the slowest way from a head up to the root and from
+// the root down to a head, each the sum of its own tree steps (at most the
+// trees' depth, ceil(log2 M); a step across leaves crosses more links than one
+// within a leaf); in latency, and in seconds per byte of the links crossed (a
+// chunk is stored and forwarded at each); and the busiest link in seconds per
+// byte of a channel's data (each channel carries V / channels through every
+// edge, up and down).
 struct TreeLimits {
   double latency_s = 0;
   double path_seconds_per_byte = 0;

@@ -662,6 +662,19 @@ TEST_CASE("GPU: NCCL's tree stays within 0.8 to 1.15 of its closed form, 2 to 4,
   // Both ends are reached: the envelope is no wider than it has to be.
   CHECK(lowest < 0.85);
   CHECK(highest > 1.09);
+  // Under SuperPOD leaves of 32 nodes the closed form follows each edge's own
+  // route: most stay under a leaf (2 links), a few cross the spines (4). Taking
+  // the widest step for every level put 8 MiB over 64 nodes at 0.75.
+  for (int nodes : {64, 256}) {
+    const std::string m = std::to_string(nodes);
+    const driver::RunResult r = run(R"({"hardware": {"preset": "h100-dgx", "leaf_nodes": 32}, "topology": {"nodes": )" +
+                                    m + R"(}, "mesh": {"G": 8, "N": )" + m + "}, \"ops\": [" +
+                                    ops("all_reduce", R"(["G", "N"])", std::uint64_t{1} << 23, "tree") + "]}");
+    const double ratio = r.ops[0].time().seconds() / r.ops[0].closed_s;
+    INFO(nodes << " nodes under 32-node leaves: " << ratio);
+    CHECK(ratio >= 0.95);
+    CHECK(ratio <= 1.05);
+  }
 }
 
 // Apart from the case above: its 254 k flows take SimGrid minutes under the
