@@ -266,13 +266,6 @@ collectives::ClosedForm gpu_closed_form(const workloads::Op& op, const workloads
 
 }  // namespace
 
-int nodes_of(const topology::Fabric& f, std::span<const topology::ChipId> group) {
-  std::vector<int> nodes;
-  for (topology::ChipId c : group) nodes.push_back(f.node_of(c));
-  std::sort(nodes.begin(), nodes.end());
-  return static_cast<int>(std::unique(nodes.begin(), nodes.end()) - nodes.begin());
-}
-
 double nccl_model_s(collectives::gpu::Algorithm algorithm, const NcclModelInput& in, std::uint64_t bytes) {
   // NCCL's tuning model (src/graph/tuning.cc, NCCL 2.2x; ../shared/notes/scale.md),
   // Simple protocol (meshsim's chunks are its 512 KiB steps), in microseconds:
@@ -315,7 +308,7 @@ GpuChoice gpu_algorithm(const workloads::Op& op, const workloads::Workload& w, c
     const collectives::ClosedForm ring = gpu_closed_form(op, w, torus, fabric, Algorithm::Ring);
     const double n = static_cast<double>(rings.front().size());
     const double bus_bytes_per_s = 2 * (n - 1) / n * static_cast<double>(op.bytes) / ring.bandwidth_s;
-    NcclModelInput in{static_cast<int>(rings.front().size()), nodes_of(fabric, rings.front()), bus_bytes_per_s};
+    NcclModelInput in{static_cast<int>(rings.front().size()), static_cast<int>(collectives::gpu::node_count(fabric, rings.front())), bus_bytes_per_s};
     if (nccl_model_s(Algorithm::Tree, in, op.bytes) < nccl_model_s(Algorithm::Ring, in, op.bytes))
       return {Algorithm::Tree, gpu_closed_form(op, w, torus, fabric, Algorithm::Tree)};
     return {Algorithm::Ring, ring};

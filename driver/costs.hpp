@@ -47,7 +47,6 @@ struct NcclModelInput {
   double bus_bytes_per_s = 0;
 };
 double nccl_model_s(collectives::gpu::Algorithm algorithm, const NcclModelInput& in, std::uint64_t bytes);
-int nodes_of(const topology::Fabric& fabric, std::span<const topology::ChipId> group);  // distinct nodes
 
 // The fabric level a communication op reaches, its outermost: on a TPU, dcn for a
 // collective over the slice axis or a send between slices, else ici; on a GPU

@@ -187,12 +187,14 @@ std::pair<TaskId, TaskId> hop(ProgramBuilder& b, const std::vector<LinkId>& rout
 }
 
 // `bytes` along `route` from src to dst, cut-through, between the op's ports.
-void routed(ProgramBuilder& b, const std::vector<LinkId>& route, std::uint64_t bytes, ChipId src, ChipId dst,
-            const OpPorts& ports) {
-  if (route.empty()) return;
+// Returns the last hop's transfer (kNoTask for an empty route).
+TaskId routed(ProgramBuilder& b, const std::vector<LinkId>& route, std::uint64_t bytes, ChipId src, ChipId dst,
+              const OpPorts& ports) {
+  if (route.empty()) return sim::kNoTask;
   const auto [first, last] = hop(b, route, bytes, ports.op, 1);
   b.depend(ports.entry[src], first);
   b.depend(last, ports.exit[dst]);
+  return last;
 }
 
 }  // namespace
@@ -225,11 +227,15 @@ TreeChunking tree_chunking(std::uint64_t group_bytes, std::uint64_t channels, st
   return out;
 }
 
-std::uint64_t tree_depth(const Fabric& f, std::span<const ChipId> group) {
+std::uint64_t node_count(const Fabric& f, std::span<const ChipId> group) {
   std::vector<int> nodes;
   for (ChipId c : group) nodes.push_back(f.node_of(c));
   std::sort(nodes.begin(), nodes.end());
-  const auto m = static_cast<std::uint64_t>(std::unique(nodes.begin(), nodes.end()) - nodes.begin());
+  return static_cast<std::uint64_t>(std::unique(nodes.begin(), nodes.end()) - nodes.begin());
+}
+
+std::uint64_t tree_depth(const Fabric& f, std::span<const ChipId> group) {
+  const std::uint64_t m = node_count(f, group);
   return group.size() / m - 1 + static_cast<std::uint64_t>(std::bit_width(m) - 1);
 }
 
@@ -782,16 +788,12 @@ void build(ProgramBuilder& b, const Fabric& f, const Torus& coords, Kind kind, A
 }
 
 void send(ProgramBuilder& b, const Fabric& f, ChipId src, ChipId dst, std::uint64_t bytes, const OpPorts& ports) {
-  const std::vector<LinkId> route = f.route(src, dst);
-  if (route.empty()) return;
-  const auto [first, last] = hop(b, route, bytes, ports.op, 1);
-  b.depend(ports.entry[src], first);
-  b.depend(last, ports.exit[dst]);
+  const TaskId last = routed(b, f.route(src, dst), bytes, src, dst, ports);
   // The sender is done with the send once its bytes have arrived: what it does
   // next waits for that. (Not once they have left it: a flow-level engine
   // moves the route's hops as one flow, which no edge may leave halfway;
   // sim/flow_graph.hpp.)
-  b.depend(last, ports.exit[src]);
+  if (last != sim::kNoTask) b.depend(last, ports.exit[src]);
 }
 
 namespace {

@@ -32,6 +32,8 @@ std::vector<std::vector<ChipId>> channel_rings(const Torus& coords, std::span<co
 
 // Whether a group's GPUs are in more than one node.
 bool spans_nodes(const topology::Fabric& fabric, const std::vector<ChipId>& group);
+// The distinct nodes of a group's GPUs.
+std::uint64_t node_count(const topology::Fabric& fabric, std::span<const ChipId> group);
 
 // NCCL's tree: 2G channels (G: the group's GPUs per node), one per rail r and
 // tree t. Inside one node it is the chain alone, as NCCL's tree there is (its
