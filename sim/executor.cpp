@@ -10,9 +10,10 @@ Executor::Executor(Engine& engine, const Program& program, std::span<const Resou
     : engine_(engine), program_(program), resources_(resources) {
   self_ = engine_.add_handler(*this);
   const std::size_t n = program_.num_tasks();
-  ready_at_.resize(n);
+  tasks_.resize(n);
   if (program_.num_stream_edges() > 0) stream_floor_.resize(n);
-  pending_ = program_.predecessor_counts();
+  for (TaskId i = 0; i < n; ++i)
+    for (std::uint32_t e : program_.successors(i)) ++tasks_[e >> 1].pending;
   for (TaskId i = 0; i < n; ++i) {
     const Task& t = program_.task(i);
     if (t.kind() != TaskKind::Join) MESHSIM_ASSERT(t.resource < resources_.size(), "task on an unknown resource");
@@ -29,7 +30,7 @@ Executor::Executor(Engine& engine, const Program& program, std::span<const Resou
 void Executor::start() {
   const Tick now = engine_.now();
   for (TaskId i = 0; i < program_.num_tasks(); ++i)
-    if (pending_[i] == 0) work_.push_back(i);
+    if (tasks_[i].pending == 0) work_.push_back(i);
   drain(now);
   running_ = true;
 }
@@ -65,8 +66,7 @@ void Executor::upcoming(std::uint64_t payload, int distance) {
     return;
   }
   __builtin_prefetch(&program_.task(id));
-  __builtin_prefetch(&ready_at_[id]);
-  __builtin_prefetch(&pending_[id]);
+  __builtin_prefetch(&tasks_[id]);
   if (!stream_floor_.empty()) __builtin_prefetch(&stream_floor_[id]);
   program_.prefetch_offset(id);
 }
@@ -112,7 +112,7 @@ Executor::Waiting Executor::WaitQueue::pop() {
 }
 
 void Executor::release(TaskId id) {
-  std::uint32_t& pending = pending_[id];
+  std::uint32_t& pending = tasks_[id].pending;
   MESHSIM_ASSERT(pending > 0 && pending != kStarted, "dependency resolved twice");
   if (--pending == 0) work_.push_back(id);
 }
@@ -130,7 +130,7 @@ void Executor::activate(TaskId id, Tick now) {
     return;
   }
   ResourceState& r = state_[t.resource];
-  const Tick ready = ready_at_[id];
+  const Tick ready = tasks_[id].ready_at();
   if (ready <= now && !zero_lag_at_.empty()) {
     if (running_ && zero_lag_at_[t.resource] == now && !zero_lag_) zero_lag_ = id;
     zero_lag_at_[t.resource] = now;
@@ -165,10 +165,10 @@ void Executor::activate(TaskId id, Tick now) {
 }
 
 void Executor::complete_join(TaskId id) {
-  pending_[id] = kStarted;
+  tasks_[id].pending = kStarted;
   ++completed_;
   // The last predecessor's arrival, plus the join's delay.
-  const Tick at = ready_at_[id] + Tick::from_ps(static_cast<std::int64_t>(program_.task(id).amount));
+  const Tick at = tasks_[id].ready_at() + Tick::from_ps(static_cast<std::int64_t>(program_.task(id).amount));
   OpTiming& op = op_timings_[program_.task(id).op()];
   op.begin = min(op.begin, at);
   op.end = max(op.end, at);
@@ -176,7 +176,7 @@ void Executor::complete_join(TaskId id) {
   for (ExecutionObserver* o : observers_) o->on_join(id, program_.task(id), at);
   for (std::uint32_t e : program_.successors(id)) {
     const TaskId succ = e >> 1;
-    ready_at_[succ] = max(ready_at_[succ], at);
+    tasks_[succ].raise_ready_at(at);
     release(succ);
   }
 }
@@ -185,11 +185,12 @@ void Executor::start_task(TaskId id, Tick now) {
   const Task& t = program_.task(id);
   const Resource& res = resources_[t.resource];
   ResourceState& r = state_[t.resource];
-  const Tick ready = ready_at_[id];
+  TaskState& state = tasks_[id];
+  const Tick ready = state.ready_at();
   MESHSIM_ASSERT(now >= r.busy_until, "a resource serves two tasks at once");
-  MESHSIM_ASSERT(pending_[id] == 0, "task started twice or too early");
+  MESHSIM_ASSERT(state.pending == 0, "task started twice or too early");
   MESHSIM_ASSERT(now >= ready, "task started before its dependencies allow");
-  pending_[id] = kStarted;
+  state.pending = kStarted;
   ++completed_;
 
   Tick end;
@@ -225,17 +226,14 @@ void Executor::start_task(TaskId id, Tick now) {
   }
 
   const std::span<const std::uint32_t> successors = program_.successors(id);
-  for (std::uint32_t e : successors) {  // their misses at once, not one after another
-    __builtin_prefetch(&ready_at_[e >> 1]);
-    __builtin_prefetch(&pending_[e >> 1]);
-  }
+  for (std::uint32_t e : successors) __builtin_prefetch(&tasks_[e >> 1]);  // their misses at once
   for (std::uint32_t e : successors) {
     const TaskId succ = e >> 1;
     if (e & 1u) {
-      ready_at_[succ] = max(ready_at_[succ], first_chunk + res.latency);
+      tasks_[succ].raise_ready_at(first_chunk + res.latency);
       stream_floor_[succ] = max(stream_floor_[succ], arrival);
     } else {
-      ready_at_[succ] = max(ready_at_[succ], arrival);
+      tasks_[succ].raise_ready_at(arrival);
     }
     release(e >> 1);
   }
@@ -243,8 +241,8 @@ void Executor::start_task(TaskId id, Tick now) {
 
 std::vector<TaskId> Executor::unfinished_tasks() const {
   std::vector<TaskId> out;
-  for (TaskId i = 0; i < ready_at_.size(); ++i)
-    if (pending_[i] != kStarted) out.push_back(i);
+  for (TaskId i = 0; i < tasks_.size(); ++i)
+    if (tasks_[i].pending != kStarted) out.push_back(i);
   return out;
 }
 

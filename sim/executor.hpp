@@ -120,13 +120,33 @@ class Executor final : public EventHandler {
   std::vector<ExecutionObserver*> observers_;
 
   static constexpr std::uint32_t kStarted = ~std::uint32_t{0};
-  // Per task: the max over its predecessors of when they allow it to start.
-  BigVector<Tick> ready_at_;
+  // Per task: the max over its predecessors of when they allow it to start,
+  // and its unresolved predecessors (kStarted once started), side by side in
+  // 12 bytes: resolving a dependency touches one cache line, not two (at scale
+  // every one is a miss).
+  class TaskState {
+   public:
+    Tick ready_at() const {
+      return Tick::from_ps(static_cast<std::int64_t>(std::uint64_t{ready_hi_} << 32 | ready_lo_));
+    }
+    void raise_ready_at(Tick t) {
+      if (t <= ready_at()) return;
+      const auto ps = static_cast<std::uint64_t>(t.ps());
+      ready_lo_ = static_cast<std::uint32_t>(ps);
+      ready_hi_ = static_cast<std::uint32_t>(ps >> 32);
+    }
+    std::uint32_t pending = 0;
+
+   private:
+    std::uint32_t ready_lo_ = 0;  // ready_at's picoseconds (never negative), low and high halves
+    std::uint32_t ready_hi_ = 0;
+  };
+  static_assert(sizeof(TaskState) == 12);
+  BigVector<TaskState> tasks_;
   // Per task: when the last byte of its stream predecessors arrived. Empty when
   // the program has no stream edges (most torus collectives): 8 bytes a task
   // neither allocated nor touched.
   BigVector<Tick> stream_floor_;
-  BigVector<std::uint32_t> pending_;  // unresolved predecessors; kStarted once started
 
   struct Waiting {
     Tick ready_at;
