@@ -204,12 +204,18 @@ RunSize translated_size(const RunSize& full, std::uint64_t translations, bool bi
   return out;
 }
 
-void check_limits(const workloads::Workload& w, const RunSize& size, const Limits& limits) {
-  const bool transfers = size.transfers > limits.max_transfers;
+bool within_limits(const RunSize& size, const Limits& limits) {
   // The program's own limit (32-bit ids, edges), also for the op built whole to check a quotient.
   const bool whole_op = size.translations > 1 && size.biggest_op_tasks > kMaxTasks;
+  return size.transfers <= limits.max_transfers && size.tasks <= kMaxTasks && !whole_op &&
+         size.memory_bytes <= limits.max_memory_bytes;
+}
+
+void check_limits(const workloads::Workload& w, const RunSize& size, const Limits& limits, const std::string& hint) {
+  if (within_limits(size, limits)) return;
+  const bool transfers = size.transfers > limits.max_transfers;
+  const bool whole_op = size.translations > 1 && size.biggest_op_tasks > kMaxTasks;
   const bool tasks = !transfers && (size.tasks > kMaxTasks || whole_op);
-  if (!transfers && !tasks && size.memory_bytes <= limits.max_memory_bytes) return;
   const workloads::Op& op = w.ops[size.biggest_op];
   const auto size_text = [](std::uint64_t bytes) {
     const auto in = [&](int shift) { return static_cast<double>(bytes) / static_cast<double>(1ull << shift); };
@@ -228,9 +234,9 @@ void check_limits(const workloads::Workload& w, const RunSize& size, const Limit
                                 size.tasks - size.transfers)
                   : fmt::format("the limit of {} (--max-memory)", size_text(limits.max_memory_bytes));
   throw InputError(w.file, op.pointer,
-                   fmt::format("the run would need about {} hop transfers{} and {} of memory, more than {}; this op "
-                               "alone needs about {}: coarsen the workload (a smaller mesh, fewer axes per collective{}, "
-                               "fewer ops){}",
+                   fmt::format("the run would need about {} hop transfers{} and {} of memory, more than {}; {}this "
+                               "op alone needs about {}: coarsen the workload (a smaller mesh, fewer axes per "
+                               "collective{}, fewer ops){}",
                                size.transfers,
                                size.groups > 1
                                    ? fmt::format(" (simulating one of its {} identical independent groups)", size.groups)
@@ -242,7 +248,8 @@ void check_limits(const workloads::Workload& w, const RunSize& size, const Limit
                                    ? fmt::format(" (simulating one task of each set of {} translates)",
                                                  size.translations)
                                    : std::string(),
-                               size_text(size.memory_bytes), limit, size.biggest_op_transfers,
+                               size_text(size.memory_bytes), limit, hint.empty() ? hint : hint + "; ",
+                               size.biggest_op_transfers,
                                w.hardware.gpu ? ", a larger forward_chunk_bytes" : "",
                                largest || tasks ? "" : " or raise the limit"));
 }

@@ -116,9 +116,13 @@ struct Limits {
   std::uint64_t max_transfers = kMaxTasks;
   std::uint64_t max_memory_bytes = std::uint64_t{16} << 30;  // 16 GiB
 };
-// Throws InputError (at the biggest op) when `size` passes a limit or its tasks
-// pass kMaxTasks (transfers plus joins and computes), with the
-// estimate and how to make the run smaller.
-void check_limits(const workloads::Workload& w, const RunSize& size, const Limits& limits);
+// Whether `size` stays within `limits` and meshsim's own limit of kMaxTasks
+// (transfers plus joins and computes; for a quotient, also the op built whole).
+bool within_limits(const RunSize& size, const Limits& limits);
+// Throws InputError (at the biggest op) when it does not, with the estimate and
+// how to make the run smaller; `hint`, when not empty, is said first (e.g. that
+// an option turned the exact reductions off).
+void check_limits(const workloads::Workload& w, const RunSize& size, const Limits& limits,
+                  const std::string& hint = {});
 
 }  // namespace meshsim::driver

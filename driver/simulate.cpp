@@ -474,6 +474,28 @@ RunSize run_size(const workloads::Workload& w, const topology::Torus& torus, con
   return estimate_run(w, torus);
 }
 
+namespace {
+
+// For a run that an option keeps whole and that is too big: which option, and
+// what the exact reductions would simulate without it, when that fits.
+std::string reduction_hint(const workloads::Workload& w, const topology::Torus& torus,
+                           const SimulateOptions& options) {
+  if (may_reduce_run(options)) return {};
+  const char* why = options.engine != EngineKind::Native ? "SimGrid (--engine) runs every task"
+                    : !options.reduce                    ? "--no-reduce simulates every task"
+                    : options.critical_path              ? "--critical-path simulates every task"
+                                                         : "--trace simulates every task";
+  SimulateOptions reduced;
+  reduced.limits = options.limits;
+  const RunSize size = run_size(w, torus, reduced);
+  if (size.groups <= 1 && size.translations <= 1) return {};  // nothing to reduce: the option is not the cause
+  if (!within_limits(size, options.limits)) return {};
+  return fmt::format("{} (without it, the exact reductions would simulate about {} transfers)", why,
+                     size.transfers);
+}
+
+}  // namespace
+
 RunResult simulate(const workloads::Workload& w, const SimulateOptions& options) {
   const topology::Torus torus = w.make_torus();
   std::optional<RunSize> whole;  // the whole workload's size, once estimated
@@ -502,7 +524,9 @@ RunResult simulate(const workloads::Workload& w, const SimulateOptions& options)
       // Not invariant, or a tie the quotient cannot stand for: the whole program.
     }
   }
-  check_limits(w, whole ? *whole : estimate_run(w, torus), options.limits);
+  const RunSize size = whole ? *whole : estimate_run(w, torus);
+  check_limits(w, size, options.limits,
+               within_limits(size, options.limits) ? std::string() : reduction_hint(w, torus, options));
   const Expanded ex = expand(w, torus);
   return simulate_expanded(w, torus, ex, options);
 }

@@ -41,14 +41,25 @@ function(expect_success)
 endfunction()
 
 set(tail "this op alone needs about 512: coarsen the workload (a smaller mesh, fewer axes per collective, fewer ops) or raise the limit")
+# Where an option keeps the run whole and the exact reductions would fit, the
+# line says so.
+set(reduced "without it, the exact reductions would simulate about 192 transfers")
 # One transfer over the bound: refused. At the bound: runs.
-expect_error("meshsim: error: ${workload}:/ops/0: the run would need about 1536 hop transfers and 154 KiB of memory, more than the limit of 1535 transfers (--max-transfers); ${tail}"
+expect_error("meshsim: error: ${workload}:/ops/0: the run would need about 1536 hop transfers and 154 KiB of memory, more than the limit of 1535 transfers (--max-transfers); --no-reduce simulates every task (${reduced}); ${tail}"
              --no-reduce --max-transfers 1535)
 expect_success(--no-reduce --max-transfers 1536)
+foreach(option --critical-path "--trace;trace_not_written.json")
+  list(GET option 0 name)
+  expect_error("meshsim: error: ${workload}:/ops/0: the run would need about 1536 hop transfers and 154 KiB of memory, more than the limit of 1535 transfers (--max-transfers); ${name} simulates every task (${reduced}); ${tail}"
+               ${option} --max-transfers 1535)
+endforeach()
+expect_error("meshsim: error: ${workload}:/ops/0: the run would need about 1536 hop transfers and 154 KiB of memory, more than the limit of 1535 transfers (--max-transfers); SimGrid (--engine) runs every task (${reduced}); ${tail}"
+             --engine simgrid --max-transfers 1535)
 # One byte over the memory bound: refused. At the bound: runs. Units are accepted.
-expect_error("meshsim: error: ${workload}:/ops/0: the run would need about 1536 hop transfers and 154 KiB of memory, more than the limit of 154 KiB (--max-memory); ${tail}"
+expect_error("meshsim: error: ${workload}:/ops/0: the run would need about 1536 hop transfers and 154 KiB of memory, more than the limit of 154 KiB (--max-memory); --no-reduce simulates every task (${reduced}); ${tail}"
              --no-reduce --max-memory 157823)
 expect_success(--no-reduce --max-memory 157824)
+# Where the reduced run would not fit either, nothing about the option.
 expect_error("meshsim: error: ${workload}:/ops/0: the run would need about 1536 hop transfers and 154 KiB of memory, more than the limit of 2 KiB (--max-memory); ${tail}"
              --no-reduce --max-memory 2KiB)
 expect_success(--no-reduce --max-memory 1GiB --max-transfers 67108864)
