@@ -308,7 +308,8 @@ GpuChoice gpu_algorithm(const workloads::Op& op, const workloads::Workload& w, c
     const collectives::ClosedForm ring = gpu_closed_form(op, w, torus, fabric, Algorithm::Ring);
     const double n = static_cast<double>(rings.front().size());
     const double bus_bytes_per_s = 2 * (n - 1) / n * static_cast<double>(op.bytes) / ring.bandwidth_s;
-    NcclModelInput in{static_cast<int>(rings.front().size()), static_cast<int>(collectives::gpu::node_count(fabric, rings.front())), bus_bytes_per_s};
+    const auto nodes = static_cast<int>(collectives::gpu::node_count(fabric, rings.front()));
+    NcclModelInput in{static_cast<int>(rings.front().size()), nodes, bus_bytes_per_s};
     if (nccl_model_s(Algorithm::Tree, in, op.bytes) < nccl_model_s(Algorithm::Ring, in, op.bytes))
       return {Algorithm::Tree, gpu_closed_form(op, w, torus, fabric, Algorithm::Tree)};
     return {Algorithm::Ring, ring};

@@ -477,7 +477,8 @@ RunSize run_size(const workloads::Workload& w, const topology::Torus& torus, con
 namespace {
 
 // For a run that an option keeps whole and that is too big: which option, and
-// what the exact reductions would simulate without it, when that fits.
+// what the exact reductions would simulate without it, when that fits (where
+// nothing reduces, that is the whole run again, which does not).
 std::string reduction_hint(const workloads::Workload& w, const topology::Torus& torus,
                            const SimulateOptions& options) {
   if (may_reduce_run(options)) return {};
@@ -485,10 +486,7 @@ std::string reduction_hint(const workloads::Workload& w, const topology::Torus& 
                     : !options.reduce                    ? "--no-reduce simulates every task"
                     : options.critical_path              ? "--critical-path simulates every task"
                                                          : "--trace simulates every task";
-  SimulateOptions reduced;
-  reduced.limits = options.limits;
-  const RunSize size = run_size(w, torus, reduced);
-  if (size.groups <= 1 && size.translations <= 1) return {};  // nothing to reduce: the option is not the cause
+  const RunSize size = run_size(w, torus, SimulateOptions{});
   if (!within_limits(size, options.limits)) return {};
   return fmt::format("{} (without it, the exact reductions would simulate about {} transfers)", why,
                      size.transfers);
@@ -525,8 +523,7 @@ RunResult simulate(const workloads::Workload& w, const SimulateOptions& options)
     }
   }
   const RunSize size = whole ? *whole : estimate_run(w, torus);
-  check_limits(w, size, options.limits,
-               within_limits(size, options.limits) ? std::string() : reduction_hint(w, torus, options));
+  if (!within_limits(size, options.limits)) check_limits(w, size, options.limits, reduction_hint(w, torus, options));
   const Expanded ex = expand(w, torus);
   return simulate_expanded(w, torus, ex, options);
 }

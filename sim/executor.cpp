@@ -12,8 +12,7 @@ Executor::Executor(Engine& engine, const Program& program, std::span<const Resou
   const std::size_t n = program_.num_tasks();
   tasks_.resize(n);
   if (program_.num_stream_edges() > 0) stream_floor_.resize(n);
-  for (TaskId i = 0; i < n; ++i)
-    for (std::uint32_t e : program_.successors(i)) ++tasks_[e >> 1].pending;
+  program_.count_predecessors([&](TaskId t) { ++tasks_[t].pending; });
   for (TaskId i = 0; i < n; ++i) {
     const Task& t = program_.task(i);
     if (t.kind() != TaskKind::Join) MESHSIM_ASSERT(t.resource < resources_.size(), "task on an unknown resource");

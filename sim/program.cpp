@@ -11,7 +11,7 @@ std::size_t Program::memory_bytes() const {
 
 BigVector<std::uint32_t> Program::predecessor_counts() const {
   BigVector<std::uint32_t> counts(tasks_.size(), 0);
-  for (std::uint32_t e : successors_) ++counts[e >> 1];
+  count_predecessors([&](TaskId t) { ++counts[t]; });
   return counts;
 }
 

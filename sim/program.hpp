@@ -53,6 +53,12 @@ class Program {
   // Per task, how many edges end at it (counted from the successor lists: the
   // program does not keep them, 4 bytes a task saved at scale).
   BigVector<std::uint32_t> predecessor_counts() const;
+  // Calls count(task) once per edge that ends at `task`, for a caller that
+  // keeps the counts in its own per-task state.
+  template <class Count>
+  void count_predecessors(Count&& count) const {
+    for (std::uint32_t e : successors_) count(e >> 1);
+  }
   // Algorithm step of a task (ring step, hop index), for traces.
   std::uint16_t step(TaskId id) const { return steps_[id]; }
   std::size_t num_edges() const { return successors_.size(); }
