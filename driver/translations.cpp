@@ -18,11 +18,6 @@ namespace {
 
 constexpr std::uint32_t kNone = ~std::uint32_t{0};
 
-bool same_resource(const sim::Resource& a, const sim::Resource& b) {
-  return a.bandwidth_bytes_per_s == b.bandwidth_bytes_per_s && a.latency == b.latency &&
-         a.forward_chunk_bytes == b.forward_chunk_bytes;
-}
-
 // Nodes between a node and the next along node axis `a` (>= 1) of a GPU fabric's coordinates.
 int node_stride(const topology::Torus& t, int a) {
   int stride = 1;
@@ -421,7 +416,7 @@ bool Translations::verify() const {
       const sim::Task& a = p.task(id);
       const sim::Task& b = p.task(rep);
       if (a.amount != b.amount || a.op_kind != b.op_kind || p.step(id) != p.step(rep)) return false;
-      if (a.kind() != sim::TaskKind::Join && !same_resource(ex_->resources[a.resource], ex_->resources[b.resource]))
+      if (a.kind() != sim::TaskKind::Join && ex_->resources[a.resource] != ex_->resources[b.resource])
         return false;
       const auto succ = p.successors(id);
       const auto rep_succ = p.successors(rep);

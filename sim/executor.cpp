@@ -26,6 +26,13 @@ Executor::Executor(Engine& engine, const Program& program, std::span<const Resou
   op_timings_.assign(program_.num_ops(), OpTiming{});
 }
 
+void Executor::classify_ops(std::span<const std::uint8_t> op_class) {
+  MESHSIM_ASSERT(!running_, "ops classified after the run started");
+  MESHSIM_ASSERT(op_class.size() >= program_.num_ops(), "an op without a class");
+  for (std::uint8_t c : op_class) MESHSIM_ASSERT(c < kOpClasses, "an op class without a resource variant");
+  op_class_ = op_class;
+}
+
 void Executor::start() {
   const Tick now = engine_.now();
   for (TaskId i = 0; i < program_.num_tasks(); ++i)
@@ -192,13 +199,18 @@ void Executor::start_task(TaskId id, Tick now) {
   state.pending = kStarted;
   ++completed_;
 
+  // The op's view of the resource: its own latency and chunk, or its class's.
+  const std::uint8_t op_class = op_class_.empty() ? 0 : op_class_[t.op()];
+  const Tick latency = op_class == 0 ? res.latency : res.variants[op_class - 1].latency;
   Tick end;
   Tick first_chunk;  // when the first forwarding chunk has left (for stream successors)
   if (t.kind() == TaskKind::Transfer) {
     const Tick service = serialization_time(t.amount, res.bandwidth_bytes_per_s);
+    const std::uint64_t chunk = op_class == 0 ? res.forward_chunk_bytes : res.variants[op_class - 1].forward_chunk_bytes;
     // The forwarding chunk, or the whole transfer when it is smaller (or no chunking).
-    const Tick chunk_time =
-        res.forward_chunk_bytes == 0 || res.forward_chunk_bytes > t.amount ? service : r.chunk_time;
+    const Tick chunk_time = chunk == 0 || chunk > t.amount ? service
+                            : op_class == 0                ? r.chunk_time
+                                                           : serialization_time(chunk, res.bandwidth_bytes_per_s);
     // Cut-through: the last chunk cannot leave before it has arrived from upstream.
     end = stream_floor_.empty() ? now + service : max(now + service, stream_floor_[id] + chunk_time);
     first_chunk = now + chunk_time;
@@ -208,7 +220,7 @@ void Executor::start_task(TaskId id, Tick now) {
     end = now + Tick::from_ps(static_cast<std::int64_t>(t.amount));
     first_chunk = end;
   }
-  const Tick arrival = end + res.latency;
+  const Tick arrival = end + latency;
   r.busy_until = end;
   if (arrival > kMaxTick) {  // inputs too large for the time type: stop, report
     if (!overflow_) overflow_ = id;
@@ -229,7 +241,7 @@ void Executor::start_task(TaskId id, Tick now) {
   for (std::uint32_t e : successors) {
     const TaskId succ = e >> 1;
     if (e & 1u) {
-      tasks_[succ].raise_ready_at(first_chunk + res.latency);
+      tasks_[succ].raise_ready_at(first_chunk + latency);
       stream_floor_[succ] = max(stream_floor_[succ], arrival);
     } else {
       tasks_[succ].raise_ready_at(arrival);

@@ -4,6 +4,7 @@
 // ready. A transfer occupies its link for bytes / bandwidth (integer ps, rounded
 // up) and arrives one hop latency after its last byte left. Nothing here knows
 // what a chip, a torus or a collective is.
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -16,10 +17,26 @@
 
 namespace meshsim::sim {
 
+// How a task's op sees a resource: op classes (Executor::classify_ops) above 0
+// see a variant of it, with the same bandwidth but their own latency and
+// forwarding chunk (NCCL's protocols: the same link, other per-hop latencies and
+// steps).
+struct ResourceVariant {
+  Tick latency;
+  std::uint64_t forward_chunk_bytes = 0;
+  bool operator==(const ResourceVariant&) const = default;
+};
+inline constexpr std::size_t kOpClasses = 3;  // class 0 (the resource itself) and two variants
+
 struct Resource {
   std::uint64_t bandwidth_bytes_per_s = 0;  // 0: a compute unit (tasks carry durations)
   Tick latency;                             // added after the last byte leaves
   std::uint64_t forward_chunk_bytes = 0;    // granularity of stream (cut-through) forwarding
+  std::array<ResourceVariant, kOpClasses - 1> variants{};  // what op classes 1, 2 see instead
+  ResourceVariant seen_by(std::uint8_t op_class) const {
+    return op_class == 0 ? ResourceVariant{latency, forward_chunk_bytes} : variants[op_class - 1];
+  }
+  bool operator==(const Resource&) const = default;
 };
 
 struct TaskTiming {
@@ -49,6 +66,10 @@ class Executor final : public EventHandler {
  public:
   Executor(Engine& engine, const Program& program, std::span<const Resource> resources);
   void add_observer(ExecutionObserver& observer) { observers_.push_back(&observer); }
+  // Every op's class (indexed by op, each below kOpClasses; call before start();
+  // `op_class` must outlive the run): the tasks of an op of class c > 0 see
+  // every resource's variant c (Resource::seen_by). Without it every op is of class 0.
+  void classify_ops(std::span<const std::uint8_t> op_class);
 
   // Schedules the tasks without predecessors; then call engine.run().
   void start();
@@ -196,6 +217,7 @@ class Executor final : public EventHandler {
   std::uint64_t activations_ = 0;
   std::uint64_t woken_ = 0;
   std::span<const std::uint32_t> keys_;
+  std::span<const std::uint8_t> op_class_;  // empty: every op of class 0
   bool keyed_ = false;  // order_ties_by or order_ties_by_ids was called
   Tick last_activation_ = Tick::from_ps(-1);  // with keys: the latest activation time, and its rank
   std::uint64_t activation_rank_ = 0;

@@ -109,8 +109,7 @@ std::optional<Reduced> reduce(const Program& p, std::span<const Resource> resour
   const auto same_resource = [&](std::uint32_t a, std::uint32_t b) {
     const Resource& x = resources[a];
     const Resource& y = resources[b];
-    return x.bandwidth_bytes_per_s == y.bandwidth_bytes_per_s && x.latency == y.latency &&
-           x.forward_chunk_bytes == y.forward_chunk_bytes && resource_position[a] == resource_position[b];
+    return x == y && resource_position[a] == resource_position[b];
   };
   const auto signature = [&](std::size_t c) {
     std::uint64_t h = mix(0, begin[c + 1] - begin[c]);

@@ -32,8 +32,11 @@ struct Run {
   Engine engine;
   std::unique_ptr<Executor> exec;
   std::unique_ptr<Timings> timings;
-  Run(ProgramBuilder&& b, std::vector<Resource> r) : program(std::move(b).finish()), res(std::move(r)) {
+  std::vector<std::uint8_t> classes;
+  Run(ProgramBuilder&& b, std::vector<Resource> r, std::vector<std::uint8_t> op_classes = {})
+      : program(std::move(b).finish()), res(std::move(r)), classes(std::move(op_classes)) {
     exec = std::make_unique<Executor>(engine, program, res);
+    if (!classes.empty()) exec->classify_ops(classes);
     timings = std::make_unique<Timings>(program.num_tasks());
     exec->add_observer(*timings);
     exec->start();
@@ -102,6 +105,34 @@ TEST_CASE("Executor: stream edges pipeline a forwarded transfer (cut-through)", 
     CHECK(r.t(y).start.ps() == 1'100'000);
     CHECK(r.t(y).arrival.ps() == 2'200'000);
   }
+}
+
+TEST_CASE("Executor: an op of a class sees each resource's variant: its latency and chunk, the same bandwidth",
+          "[sim]") {
+  // Two ops, each a cut-through chain of two 1000-byte hops; op 1 is of class 2.
+  ProgramBuilder b;
+  std::vector<TaskId> first, second;
+  for (int i = 0; i < 2; ++i) {
+    const OpId op = b.add_op();
+    first.push_back(b.transfer(static_cast<std::uint32_t>(i), 1000, op));
+    second.push_back(b.transfer(2, 1000, op));
+    b.depend(first.back(), second.back(), EdgeKind::Stream);
+  }
+  std::vector<Resource> res = resources(100);
+  for (Resource& r : res) r.variants[1] = {Tick::from_ps(10'000), 50};
+  Run r(std::move(b), res, {0, 2});
+  // Op 0 as without classes: 1 us a hop, 100 ns latency, 100-byte chunks.
+  CHECK(r.t(first[0]).arrival.ps() == 1'100'000);
+  // Op 1: 10 ns latency; its second hop may start after one 50-byte chunk (50 ns).
+  CHECK(r.t(first[1]).arrival.ps() == 1'010'000);
+  // Both second hops share link 2 (FIFO by ready time): op 1's is ready at
+  // 60 ns, op 0's at 200 ns; op 1's ends no earlier than its last byte's arrival
+  // plus one chunk.
+  CHECK(r.t(second[1]).start.ps() == 60'000);
+  CHECK(r.t(second[1]).end.ps() == 1'060'000);
+  CHECK(r.t(second[1]).arrival.ps() == 1'070'000);
+  CHECK(r.t(second[0]).start.ps() == 1'060'000);
+  CHECK(r.t(second[0]).arrival.ps() == 2'160'000);
 }
 
 TEST_CASE("Executor: compute tasks occupy their unit for their duration", "[sim]") {
