@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "base/error.hpp"
+#include "driver/costs.hpp"
 #include "driver/expand.hpp"
 #include "driver/simulate.hpp"
 #include "sim/engine.hpp"
@@ -432,7 +433,9 @@ int main(int argc, char** argv) {
         t_expand.push_back(seconds_since(t1));
         const auto t2 = Clock::now();
         meshsim::sim::Engine engine;
+        const std::vector<std::uint8_t> op_class = meshsim::driver::op_classes(w, torus);  // NCCL's protocols
         meshsim::sim::Executor exec(engine, ex.program, ex.resources);
+        if (!op_class.empty()) exec.classify_ops(op_class);
         exec.start();
         engine.run();
         t_run.push_back(seconds_since(t2));

@@ -213,9 +213,10 @@ LowerBound torus_bound(const workloads::Op& op, const workloads::Workload& w, co
   return lb;
 }
 
-double route_latency(const topology::Fabric& f, topology::ChipId src, topology::ChipId dst) {
+double route_latency(const topology::Fabric& f, topology::ChipId src, topology::ChipId dst,
+                     collectives::gpu::Protocol p = collectives::gpu::Protocol::Simple) {
   double s = 0;
-  for (topology::LinkId l : f.route(src, dst)) s += f.link(l).spec.latency.seconds();
+  for (topology::LinkId l : f.route(src, dst)) s += collectives::gpu::link_latency(f, l, p).seconds();
   return s;
 }
 
@@ -249,7 +250,7 @@ double fabric_tier_cut_s(OpKind kind, double v, std::span<const std::vector<topo
 namespace {
 
 LowerBound fabric_bound(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& t,
-                        const topology::Fabric& f) {
+                        const topology::Fabric& f, collectives::gpu::Protocol protocol) {
   LowerBound lb;
   const double nvl = static_cast<double>(w.hardware.nvlink.bandwidth_bytes_per_s);
   const double nic = static_cast<double>(w.hardware.nic.bandwidth_bytes_per_s);
@@ -292,16 +293,17 @@ LowerBound fabric_bound(const workloads::Op& op, const workloads::Workload& w, c
   }
   for (topology::ChipId c : group)
     if (c != group.front())
-      lb.latency_s = std::max({lb.latency_s, route_latency(f, group.front(), c), route_latency(f, c, group.front())});
+      lb.latency_s = std::max(
+          {lb.latency_s, route_latency(f, group.front(), c, protocol), route_latency(f, c, group.front(), protocol)});
   return lb;
 }
 
 }  // namespace
 
 LowerBound lower_bound(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus,
-                       const topology::Fabric* fabric) {
+                       const topology::Fabric* fabric, collectives::gpu::Protocol protocol) {
   if (is_local(op.kind)) return {};
-  return fabric ? fabric_bound(op, w, torus, *fabric) : torus_bound(op, w, torus);
+  return fabric ? fabric_bound(op, w, torus, *fabric, protocol) : torus_bound(op, w, torus);
 }
 
 }  // namespace meshsim::driver

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/collectives/gpu.hpp"
 #include "topology/fabric.hpp"
 #include "topology/torus.hpp"
 #include "workloads/workload.hpp"
@@ -29,10 +30,12 @@ struct LowerBound {
   const char* binding() const;  // "ingress", "cut", "traffic" or "latency"
 };
 
-// For a collective or send on a TPU torus (`fabric` null) or a GPU fabric.
+// For a collective or send on a TPU torus (`fabric` null) or a GPU fabric, on a
+// GPU fabric with the latencies NCCL's `protocol` sees (the op's).
 // Local ops have no communication bound (all zero).
 LowerBound lower_bound(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus,
-                       const topology::Fabric* fabric);
+                       const topology::Fabric* fabric,
+                       collectives::gpu::Protocol protocol = collectives::gpu::Protocol::Simple);
 
 // The cuts of a GPU fabric's upper tiers: the bytes `kind` must move, summed
 // over the op's groups, between each group's GPUs under one leaf unit (or one

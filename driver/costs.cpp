@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <optional>
 
@@ -114,9 +115,16 @@ namespace {
 //                             over NVLink, to other nodes over its NIC
 //   Send:                     the route's latency and a forwarding chunk over
 //                             every link but the narrowest, plus bytes/B (additive)
+//
+// With protocol p (ring and tree only): the links' latencies as p sees them,
+// every byte p's wire bytes (wire_factor) and p's step as the forwarding chunk.
 collectives::ClosedForm gpu_closed_form(const workloads::Op& op, const workloads::Workload& w,
                                         const topology::Torus& torus, const topology::Fabric& fabric,
-                                        collectives::gpu::Algorithm algorithm) {
+                                        collectives::gpu::Algorithm algorithm,
+                                        collectives::gpu::Protocol protocol = collectives::gpu::Protocol::Simple) {
+  using collectives::gpu::Protocol;
+  MESHSIM_ASSERT(collectives::gpu::supports(algorithm, protocol) || op.kind == OpKind::Send,
+                 "a protocol the algorithm does not run");
   collectives::ClosedForm f;
   if (op.kind == OpKind::Send) {
     // Each link of the route forwards once a forwarding chunk (or the whole
@@ -142,26 +150,25 @@ collectives::ClosedForm gpu_closed_form(const workloads::Op& op, const workloads
   const auto rings = collectives::gpu::rings(torus, op.hw_axes);
   const double n = rings.empty() ? 1.0 : static_cast<double>(rings.front().size());
   if (n < 2) return f;
-  const collectives::gpu::RingLimits lim = collectives::gpu::ring_limits(fabric, rings);
-  const double v = static_cast<double>(op.bytes);
+  const collectives::gpu::RingLimits lim = collectives::gpu::ring_limits(fabric, rings, protocol);
+  // The bytes the links carry (the data in the protocol's lines).
+  const double v = static_cast<double>(op.bytes) * collectives::gpu::wire_factor(protocol);
   // A ring's phase: N-1 consecutive steps' latency; bandwidth (N-1)/N V
   // over its narrowest link, or with C channels (N-1)/N V/C through the link the
   // channels cross most often.
   // Each step forwards what it received once a forwarding chunk of it (or all of
   // it, if smaller) has crossed each link of the step: a phase's latency counts
-  // that chunk's serialisation at every link of its steps.
+  // that chunk's serialisation at every link of its steps (ring_limits).
   const int channels = collectives::gpu::ring_channels(torus, op.hw_axes);
   const double forward = static_cast<double>(w.hardware.forward_chunk_bytes);
   const auto ring_phase = [&](collectives::ClosedForm& phase) {
-    const double piece = std::min(v / n / channels, forward);
-    if (channels == 1) {
-      phase.latency_s = lim.phase_latency_s + piece * lim.phase_seconds_per_byte;
-      phase.bandwidth_s = (n - 1) / n * v / lim.bandwidth_bytes_per_s;
-      return;
-    }
-    const collectives::gpu::RingLimits all = collectives::gpu::ring_limits(fabric, collectives::gpu::channel_rings(torus, op.hw_axes));
-    phase.latency_s = all.phase_latency_s + piece * all.phase_seconds_per_byte;
-    phase.bandwidth_s = (n - 1) / n * v / channels * all.seconds_per_byte;
+    const double piece = v / n / channels;
+    const collectives::gpu::RingLimits all = collectives::gpu::ring_limits(
+        fabric, channels == 1 ? rings : collectives::gpu::channel_rings(torus, op.hw_axes), protocol, piece,
+        w.hardware.forward_chunk_bytes);
+    phase.latency_s = all.phase_latency_s + all.phase_forward_s;
+    phase.bandwidth_s = channels == 1 ? (n - 1) / n * v / all.bandwidth_bytes_per_s
+                                      : (n - 1) / n * v / channels * all.seconds_per_byte;
   };
   switch (op.kind) {
     case OpKind::AllGather:
@@ -202,13 +209,16 @@ collectives::ClosedForm gpu_closed_form(const workloads::Op& op, const workloads
         // alone), a pipeline of chunks of a channel's V / channels that every
         // link stores and forwards whole: the first chunk's way up and down, then
         // the other chunks through the link the channels load most.
-        const collectives::gpu::TreeLimits t = collectives::gpu::tree_limits(fabric, rings.front());
-        const collectives::gpu::TreeChunking c =
-            collectives::gpu::tree_chunking(op.bytes, t.channels, w.hardware.forward_chunk_bytes,
-                                            collectives::gpu::tree_depth(fabric, rings.front()));
+        const collectives::gpu::TreeChunking c = collectives::gpu::tree_chunking(
+            op.bytes, collectives::gpu::tree_channels(fabric, rings.front()).size(),
+            collectives::gpu::step_bytes(protocol, w.hardware.forward_chunk_bytes),
+            collectives::gpu::tree_depth(fabric, rings.front()));
+        const double wire = collectives::gpu::wire_factor(protocol);
+        const collectives::gpu::TreeLimits t = collectives::gpu::tree_limits(
+            fabric, rings.front(), protocol, static_cast<double>(c.chunk) * wire, w.hardware.forward_chunk_bytes);
         f.additive = true;
-        f.latency_s = t.latency_s + static_cast<double>(c.chunk) * t.path_seconds_per_byte;
-        f.bandwidth_s = static_cast<double>(c.per_channel - c.chunk) * t.seconds_per_byte;
+        f.latency_s = t.latency_s + t.path_forward_s;
+        f.bandwidth_s = static_cast<double>(c.per_channel - c.chunk) * wire * t.seconds_per_byte;
       } else if (algorithm == collectives::gpu::Algorithm::Direct) {
         f.latency_s = lim.step_latency_s;
         f.bandwidth_s = (n - 1) * v / lim.bandwidth_bytes_per_s;
@@ -266,24 +276,55 @@ collectives::ClosedForm gpu_closed_form(const workloads::Op& op, const workloads
 
 }  // namespace
 
-double nccl_model_s(collectives::gpu::Algorithm algorithm, const NcclModelInput& in, std::uint64_t bytes) {
+double nccl_ll_max_bytes_per_s(const workloads::Hardware& hw, int nodes) {
+  // NCCL's llMaxBws (src/graph/tuning.cc, NCCL 2.2x), GB/s: inside one node by
+  // GPU generation (Volta 39.0, Ampere 87.7, Hopper 141.0, Blackwell 282.0);
+  // across two nodes and more by host CPU (Intel and others 39.0 and 20.4, AMD
+  // 22.5 and 19.0).
+  if (nodes <= 1) {
+    const int cc = hw.compute_capability;
+    return 1e9 * (cc >= 100 ? 282.0 : cc >= 90 ? 141.0 : cc >= 80 ? 87.7 : 39.0);
+  }
+  if (nodes == 2) return 1e9 * (hw.amd_cpu ? 22.5 : 39.0);
+  return 1e9 * (hw.amd_cpu ? 19.0 : 20.4);
+}
+
+double nccl_model_s(collectives::gpu::Algorithm algorithm, collectives::gpu::Protocol protocol,
+                    const NcclModelInput& in, std::uint64_t bytes) {
+  using collectives::gpu::Algorithm;
+  using collectives::gpu::Protocol;
   // NCCL's tuning model (src/graph/tuning.cc, NCCL 2.2x; ../shared/notes/scale.md),
-  // Simple protocol (meshsim's chunks are its 512 KiB steps), in microseconds:
-  // a base latency, per-step hardware latencies over NVLink and the network, and
-  // the bus bandwidth turned into algorithm bandwidth.
-  constexpr double kBase = 8.4;                           // Ring and Tree, Simple
-  constexpr double kRingNvlink = 3.4, kRingNet = 14.0;    // hwLat, Ring, Simple
-  constexpr double kTreeNvlink = 4.0, kTreeNet = 14.0;    // hwLat, Tree, Simple
-  constexpr double kTreeBandwidth = 0.92;                 // Tree all-reduce bandwidth factor
-  const double n = in.ranks, nodes = in.nodes;
-  const double steps = 2 * (n - 1), inter = 2 * (nodes - 1);  // all-reduce
-  double latency_us = 0, algbw = 0;
-  if (algorithm == collectives::gpu::Algorithm::Tree) {
-    latency_us = kBase + 2 * ((n / nodes - 1) * kTreeNvlink + std::floor(std::log2(nodes)) * kTreeNet);
-    algbw = in.bus_bytes_per_s * kTreeBandwidth * 0.5;
+  // in microseconds: a base latency, per-step hardware latencies over NVLink and
+  // the network, and the bus bandwidth turned into algorithm bandwidth. Per
+  // protocol, in NCCL's order LL, LL128, Simple:
+  constexpr std::array<double, 3> kBaseTree{6.8, 14.0, 8.4}, kBaseRing{6.6, 14.0, 8.4};
+  constexpr std::array<double, 3> kTreeNvlink{0.6, 1.25, 4.0}, kRingNvlink{0.6, 1.9, 3.4};
+  constexpr std::array<double, 3> kTreeNet{5.0, 8.5, 14.0}, kRingNet{2.7, 4.0, 14.0};
+  constexpr double kTreeBandwidth = 0.92;  // Tree all-reduce bandwidth factor
+  // A network step's post overhead on an Intel (or Arm) host, 1 us, three times
+  // over for Simple: the least an inter-node ring's NVLink step costs.
+  constexpr double kNetOverhead = 1.0;
+  const std::size_t i = protocol == Protocol::LL ? 0 : protocol == Protocol::LL128 ? 1 : 2;
+  const double n = in.ranks, nodes = in.nodes, ppn = n / nodes;
+  const double steps = in.all_reduce ? 2 * (n - 1) : n - 1;
+  const double inter = nodes <= 1 ? 0 : in.all_reduce ? 2 * (nodes - 1) : nodes - 1;
+  double bus = in.bus_bytes_per_s, latency_us = 0, algbw = 0;
+  if (algorithm == Algorithm::Tree) {
+    MESHSIM_ASSERT(in.all_reduce, "NCCL's tree runs all-reduces");
+    bus *= kTreeBandwidth;
+    if (protocol == Protocol::LL) bus = std::min(bus / 3.8, in.ll_max_bytes_per_s);
+    if (protocol == Protocol::LL128) bus *= nodes <= 1 ? 7.0 / 9.0 : 120.0 / 128.0;
+    latency_us = kBaseTree[i] + 2 * ((ppn - 1) * kTreeNvlink[i] + std::floor(std::log2(nodes)) * kTreeNet[i]);
+    algbw = bus * 0.5;
   } else {
-    latency_us = kBase + (steps - inter) * kRingNvlink + inter * kRingNet;
-    algbw = in.bus_bytes_per_s * n / steps;
+    if (protocol == Protocol::LL) bus = std::min(in.ll_max_bytes_per_s, bus * 0.5);
+    if (protocol == Protocol::LL128) bus *= 0.92;
+    const double intra =
+        nodes <= 1 ? kRingNvlink[i] : std::max(kRingNvlink[i], kNetOverhead * (protocol == Protocol::Simple ? 3 : 1));
+    // With one GPU a node, NCCL takes the tree's network latency.
+    const double net = ppn == 1 ? kTreeNet[i] : kRingNet[i];
+    latency_us = kBaseRing[i] + (steps - inter) * intra + inter * net;
+    algbw = bus * n / steps;
   }
   return latency_us * 1e-6 + static_cast<double>(bytes) / algbw;
 }
@@ -291,10 +332,52 @@ double nccl_model_s(collectives::gpu::Algorithm algorithm, const NcclModelInput&
 GpuChoice gpu_algorithm(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus,
                         const topology::Fabric& fabric) {
   using collectives::gpu::Algorithm;
+  using collectives::gpu::Protocol;
   const std::vector<Algorithm> options = collectives::gpu::candidates(op.kind, torus, op.hw_axes, fabric);
+  std::optional<Protocol> asked;
+  if (!op.protocol.empty()) {
+    asked = collectives::gpu::parse_protocol(op.protocol);
+    if (!asked)
+      throw InputError(w.file, op.pointer + "/protocol",
+                       fmt::format("unknown protocol '{}' (known: simple, ll, ll128)", op.protocol));
+  }
+  const auto rings = collectives::gpu::rings(torus, op.hw_axes);
+  const bool grouped = !rings.empty() && rings.front().size() > 1;
+  // NCCL's model of algorithm a with protocol p, given the ring's bus bandwidth
+  // on this fabric (meshsim's closed form; NCCL's is its channels times their
+  // speed): for all-reduces, all-gathers and reduce-scatters.
+  const bool modelled = grouped && (op.kind == OpKind::AllReduce || op.kind == OpKind::AllGather ||
+                                    op.kind == OpKind::ReduceScatter);
+  NcclModelInput in;
+  if (modelled) {
+    const double n = static_cast<double>(rings.front().size());
+    in.ranks = static_cast<int>(rings.front().size());
+    in.nodes = static_cast<int>(collectives::gpu::node_count(fabric, rings.front()));
+    in.all_reduce = op.kind == OpKind::AllReduce;
+    const double bus_share = (in.all_reduce ? 2 : 1) * (n - 1) / n;
+    in.bus_bytes_per_s =
+        bus_share * static_cast<double>(op.bytes) / gpu_closed_form(op, w, torus, fabric, Algorithm::Ring).bandwidth_s;
+    in.ll_max_bytes_per_s = nccl_ll_max_bytes_per_s(w.hardware, in.nodes);
+  }
+  const std::vector<Protocol> protocols =
+      asked ? std::vector<Protocol>{*asked} : std::vector<Protocol>{Protocol::Simple, Protocol::LL, Protocol::LL128};
+  // The protocol for algorithm a: the one asked for, else the fastest by NCCL's
+  // model where a runs more than Simple.
+  const auto choose = [&](Algorithm a) -> GpuChoice {
+    Protocol p = asked.value_or(Protocol::Simple);
+    if (!collectives::gpu::supports(a, p))
+      throw InputError(w.file, op.pointer + "/protocol",
+                       fmt::format("protocol '{}' does not apply to the {} algorithm (NCCL runs the ring and the "
+                                   "tree with simple, ll and ll128, the others with simple)",
+                                   op.protocol, collectives::gpu::algorithm_name(a)));
+    if (!asked && modelled && (a == Algorithm::Ring || a == Algorithm::Tree))
+      for (Protocol q : protocols)
+        if (nccl_model_s(a, q, in, op.bytes) < nccl_model_s(a, p, in, op.bytes)) p = q;
+    return {a, gpu_closed_form(op, w, torus, fabric, a, p), p};
+  };
   if (!op.algorithm.empty()) {
     for (Algorithm a : options)
-      if (op.algorithm == collectives::gpu::algorithm_name(a)) return {a, gpu_closed_form(op, w, torus, fabric, a)};
+      if (op.algorithm == collectives::gpu::algorithm_name(a)) return choose(a);
     std::string known;
     for (Algorithm a : options) known += fmt::format("{}{}", known.empty() ? "" : ", ", collectives::gpu::algorithm_name(a));
     throw InputError(w.file, op.pointer + "/algorithm",
@@ -302,29 +385,31 @@ GpuChoice gpu_algorithm(const workloads::Op& op, const workloads::Workload& w, c
                                  known));
   }
   // Across nodes, an all-reduce runs as NCCL would run it: the ring or the tree,
-  // whichever NCCL's own cost model says is faster for this size.
-  const auto rings = collectives::gpu::rings(torus, op.hw_axes);
-  if (op.kind == OpKind::AllReduce && !rings.empty() && collectives::gpu::spans_nodes(fabric, rings.front())) {
-    const collectives::ClosedForm ring = gpu_closed_form(op, w, torus, fabric, Algorithm::Ring);
-    const double n = static_cast<double>(rings.front().size());
-    const double bus_bytes_per_s = 2 * (n - 1) / n * static_cast<double>(op.bytes) / ring.bandwidth_s;
-    const auto nodes = static_cast<int>(collectives::gpu::node_count(fabric, rings.front()));
-    NcclModelInput in{static_cast<int>(rings.front().size()), nodes, bus_bytes_per_s};
-    if (nccl_model_s(Algorithm::Tree, in, op.bytes) < nccl_model_s(Algorithm::Ring, in, op.bytes))
-      return {Algorithm::Tree, gpu_closed_form(op, w, torus, fabric, Algorithm::Tree)};
-    return {Algorithm::Ring, ring};
+  // each with a protocol, whichever NCCL's own cost model says is fastest for
+  // this size (Simple first on a tie).
+  if (op.kind == OpKind::AllReduce && grouped && collectives::gpu::spans_nodes(fabric, rings.front())) {
+    Algorithm best_a = Algorithm::Ring;
+    Protocol best_p = protocols.front();
+    double best_s = nccl_model_s(best_a, best_p, in, op.bytes);
+    for (Algorithm a : {Algorithm::Ring, Algorithm::Tree})
+      for (Protocol p : protocols)
+        if (const double t = nccl_model_s(a, p, in, op.bytes); t < best_s) best_a = a, best_p = p, best_s = t;
+    return {best_a, gpu_closed_form(op, w, torus, fabric, best_a, best_p), best_p};
   }
-  // Otherwise the algorithm whose closed form is fastest for this size. NCCL's
-  // tree inside one node is a chain, with the ring's steps and bandwidth (NCCL's
+  // Otherwise the algorithm whose closed form is fastest for this size, among
+  // those that run the protocol asked for; then its protocol. NCCL's tree
+  // inside one node is a chain, with the ring's steps and bandwidth (NCCL's
   // model scales its bandwidth by 0.92 besides): never faster than the ring, and
   // left out, so that rounding cannot choose it over an equal ring.
-  GpuChoice best{options.front(), gpu_closed_form(op, w, torus, fabric, options.front())};
+  const Protocol base = asked.value_or(Protocol::Simple);
+  std::optional<GpuChoice> best;
   for (Algorithm a : options) {
-    if (a == Algorithm::Tree) continue;
-    const collectives::ClosedForm f = gpu_closed_form(op, w, torus, fabric, a);
-    if (f.time_s() < best.closed.time_s()) best = {a, f};
+    if (a == Algorithm::Tree || !collectives::gpu::supports(a, base)) continue;
+    const collectives::ClosedForm f = gpu_closed_form(op, w, torus, fabric, a, base);
+    if (!best || f.time_s() < best->closed.time_s()) best = GpuChoice{a, f, base};
   }
-  return best;
+  if (!best) return choose(options.front());  // the protocol asked for runs on none: say so
+  return asked ? *best : choose(best->algorithm);
 }
 
 collectives::Schedule torus_schedule(const workloads::Op& op) {
@@ -396,12 +481,27 @@ collectives::ClosedForm torus_closed_form(const workloads::Op& op, const workloa
   return collectives::cheat_sheet(in);
 }
 
+std::vector<std::uint8_t> op_classes(const workloads::Workload& w, const topology::Torus& torus) {
+  if (!w.hardware.gpu) return {};
+  GpuChoices choices(w, torus);
+  std::vector<std::uint8_t> out(w.ops.size(), 0);
+  bool any = false;
+  for (std::size_t i = 0; i < w.ops.size(); ++i) {
+    const workloads::Op& op = w.ops[i];
+    if (!is_collective(op.kind) || op.kind == OpKind::Send) continue;
+    out[i] = static_cast<std::uint8_t>(choices(op).protocol);
+    any = any || out[i] != 0;
+  }
+  if (!any) out.clear();
+  return out;
+}
+
 GpuChoices::GpuChoices(const workloads::Workload& w, const topology::Torus& torus)
     : w_(w), torus_(torus), fabric_(w.make_fabric()) {}
 
 const GpuChoice& GpuChoices::operator()(const workloads::Op& op) {
-  Key key{static_cast<int>(op.kind), op.hw_axes, op.bytes, op.algorithm, op.kind == OpKind::Send ? op.src : 0,
-          op.kind == OpKind::Send ? op.dst : 0};
+  Key key{static_cast<int>(op.kind), op.hw_axes, op.bytes, op.algorithm, op.protocol,
+          op.kind == OpKind::Send ? op.src : 0, op.kind == OpKind::Send ? op.dst : 0};
   const auto it = memo_.find(key);
   if (it != memo_.end()) return it->second;
   GpuChoice c = op.kind == OpKind::Send ? GpuChoice{collectives::gpu::Algorithm::Direct,

@@ -24,29 +24,47 @@ double matmul_flops(const workloads::Op& op);  // per chip
 kernels::Roofline elementwise_cost(const workloads::Op& op, const workloads::Hardware& hw, const std::string& file);
 // matmul_cost or elementwise_cost, by kind.
 kernels::Roofline local_cost(const workloads::Op& op, const workloads::Hardware& hw, const std::string& file);
-// A GPU collective's algorithm: the one the workload names; else, for an
-// all-reduce across nodes, the ring or the tree as NCCL's cost model picks them
-// (nccl_model_s); else the fastest by its closed form. InputError when the named
-// one does not apply.
+// A GPU collective's algorithm and NCCL protocol: the algorithm the workload
+// names; else, for an all-reduce across nodes, the ring or the tree with the
+// protocol NCCL's cost model picks for them (nccl_model_s); else the fastest by
+// its closed form. The protocol: the one the workload names, else, for the ring
+// and the tree, NCCL's model's pick; Simple for the others. InputError when the
+// named algorithm or protocol does not apply.
 struct GpuChoice {
   collectives::gpu::Algorithm algorithm;
   collectives::ClosedForm closed;
+  collectives::gpu::Protocol protocol = collectives::gpu::Protocol::Simple;
 };
 GpuChoice gpu_algorithm(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus,
                         const topology::Fabric& fabric);  // `fabric` is w.make_fabric()
 
-// NCCL's tuning model of an all-reduce (src/graph/tuning.cc, NCCL 2.2x, Simple
-// protocol; constants in ../shared/notes/scale.md): latency + bytes / algbw, the
-// ring's latency base + (2(n-1) - 2(nodes-1)) NVLink steps + 2(nodes-1) network
-// steps, the tree's base + 2((n/nodes - 1) NVLink steps + log2(nodes) network
-// steps); algbw = busbw n / 2(n-1) for the ring, 0.92 busbw / 2 for the tree.
-// `bus_bytes_per_s`: the ring's bus bandwidth on this fabric (meshsim's closed
-// form; NCCL's is its channels times their speed).
+// NCCL's tuning model (src/graph/tuning.cc, NCCL 2.2x; constants in
+// ../shared/notes/scale.md) of a ring all-reduce, all-gather or reduce-scatter
+// or a tree all-reduce with protocol p: latency + bytes / algbw. The ring's
+// latency: base + (steps - network steps) NVLink steps + network steps
+// (all-reduce 2(n-1) steps, 2(nodes-1) of them network; the others half), an
+// NVLink step costing at least the network's post overhead across nodes; the
+// tree's base + 2((n/nodes - 1) NVLink steps + log2(nodes) network steps).
+// algbw = busbw n / steps for the ring, busbw / 2 for the tree, after NCCL's
+// refinements: the tree 0.92; LL x 0.5 on the ring, 1/3.8 on the tree, capped
+// at `ll_max_bytes_per_s`; LL128 x 0.92 on the ring, 120/128 on the tree (7/9 in
+// one node). NCCL's per-channel caps are left out: meshsim's channel counts
+// are not NCCL's. `bus_bytes_per_s`: the ring's bus bandwidth on this fabric
+// (meshsim's closed form; NCCL's is its channels times their speed).
 struct NcclModelInput {
   int ranks = 1, nodes = 1;
   double bus_bytes_per_s = 0;
+  bool all_reduce = true;  // else an all-gather or reduce-scatter (the ring)
+  double ll_max_bytes_per_s = 1e300;
 };
-double nccl_model_s(collectives::gpu::Algorithm algorithm, const NcclModelInput& in, std::uint64_t bytes);
+double nccl_model_s(collectives::gpu::Algorithm algorithm, collectives::gpu::Protocol protocol,
+                    const NcclModelInput& in, std::uint64_t bytes);
+// Per op of `w`, the class its tasks run as (sim::Executor::classify_ops): a GPU
+// collective's protocol (collectives::gpu::Protocol), else 0; empty when every
+// op is of class 0.
+std::vector<std::uint8_t> op_classes(const workloads::Workload& w, const topology::Torus& torus);
+// NCCL's cap on LL's bus bandwidth (llMaxBws) for `nodes` nodes of this hardware.
+double nccl_ll_max_bytes_per_s(const workloads::Hardware& hw, int nodes);
 
 // The fabric level a communication op reaches, its outermost: on a TPU, dcn for a
 // collective over the slice axis or a send between slices, else ici; on a GPU
@@ -78,7 +96,7 @@ class GpuChoices {
   const topology::Fabric& fabric() const { return fabric_; }
 
  private:
-  using Key = std::tuple<int, std::vector<int>, std::uint64_t, std::string, std::uint32_t, std::uint32_t>;
+  using Key = std::tuple<int, std::vector<int>, std::uint64_t, std::string, std::string, std::uint32_t, std::uint32_t>;
   const workloads::Workload& w_;
   const topology::Torus& torus_;
   topology::Fabric fabric_;

@@ -110,19 +110,20 @@ class Estimator {
   GpuChoices* choices() { return choices_ ? &*choices_ : nullptr; }
   std::uint64_t operator()(const workloads::Op& op) {
     if (!choices_ || !is_collective(op.kind)) return estimate_transfers(op, w_, t_, fabric());
-    const collectives::gpu::Algorithm a = (*choices_)(op).algorithm;
-    const Key key{static_cast<int>(op.kind), op.hw_axes, op.bytes, static_cast<int>(a)};
+    const GpuChoice& c = (*choices_)(op);
+    const Key key{static_cast<int>(op.kind), op.hw_axes, op.bytes, static_cast<int>(c.algorithm),
+                  static_cast<int>(c.protocol)};
     auto it = bounds_.find(key);
     if (it == bounds_.end())
       it = bounds_
-               .emplace(key, collectives::gpu::transfer_bound(choices_->fabric(), t_, op.kind, a, op.hw_axes, op.bytes,
-                                                              w_.hardware.forward_chunk_bytes))
+               .emplace(key, collectives::gpu::transfer_bound(choices_->fabric(), t_, op.kind, c.algorithm, op.hw_axes,
+                                                              op.bytes, w_.hardware.forward_chunk_bytes, c.protocol))
                .first;
     return chips_share(op, t_, it->second);
   }
 
  private:
-  using Key = std::tuple<int, std::vector<int>, std::uint64_t, int>;
+  using Key = std::tuple<int, std::vector<int>, std::uint64_t, int, int>;
   const workloads::Workload& w_;
   const topology::Torus& t_;
   std::optional<GpuChoices> choices_;
@@ -144,9 +145,10 @@ std::uint64_t estimate_transfers(const workloads::Op& op, const workloads::Workl
     case OpKind::Elementwise:
       return 0;
     default: {
+      const GpuChoice c = gpu_algorithm(op, w, t, *fabric);
       return chips_share(op, t,
-                         collectives::gpu::transfer_bound(*fabric, t, op.kind, gpu_algorithm(op, w, t, *fabric).algorithm,
-                                                          op.hw_axes, op.bytes, w.hardware.forward_chunk_bytes));
+                         collectives::gpu::transfer_bound(*fabric, t, op.kind, c.algorithm, op.hw_axes, op.bytes,
+                                                          w.hardware.forward_chunk_bytes, c.protocol));
     }
   }
 }
@@ -273,8 +275,12 @@ Expander::Expander(const workloads::Workload& w, const topology::Torus& torus)
     // Switch nodes after the GPUs (Fabric::link_ends).
     for (topology::LinkId l = 0; l < fabric->num_links(); ++l) {
       const topology::FabricLink& link = fabric->link(l);
-      out.resources.push_back(
-          sim::Resource{link.spec.bandwidth_bytes_per_s, link.spec.latency, w.hardware.forward_chunk_bytes});
+      // How NCCL's LL and LL128 see it (op classes 1 and 2, collectives::gpu::Protocol).
+      using collectives::gpu::Protocol;
+      out.resources.push_back(sim::Resource{
+          link.spec.bandwidth_bytes_per_s, link.spec.latency, w.hardware.forward_chunk_bytes,
+          {collectives::gpu::protocol_variant(Protocol::LL, link.kind, link.spec.latency),
+           collectives::gpu::protocol_variant(Protocol::LL128, link.kind, link.spec.latency)}});
       out.resource_ends.push_back(fabric->link_ends(l));
     }
   } else {
@@ -379,9 +385,11 @@ Expanded Expander::operator()(const workloads::Workload& w) const {
         MESHSIM_ASSERT(!fabric || !op.groups, "groups of chips on a GPU fabric");
         if (op.groups)
           collectives::group_collective(b, torus, op.kind, *op.groups, op.bytes, ports);
-        else if (fabric)
-          collectives::gpu::build(b, *fabric, torus, op.kind, (*estimator.choices())(op).algorithm, op.hw_axes,
-                                  op.bytes, w.hardware.forward_chunk_bytes, ports);
+        else if (fabric) {
+          const GpuChoice& c = (*estimator.choices())(op);
+          collectives::gpu::build(b, *fabric, torus, op.kind, c.algorithm, op.hw_axes, op.bytes,
+                                  w.hardware.forward_chunk_bytes, ports, c.protocol);
+        }
         else
           collectives::build(b, torus, op.kind, op.hw_axes, op.bytes, ports, torus_schedule(op));
         break;

@@ -179,7 +179,7 @@ std::string format_table(const workloads::Workload& w, const RunResult& r) {
   for (const OpResult& o : r.ops) name_width = std::max(name_width, o.name.size());
   out += fmt::format("{:<{}} {:<14} {:<6} {:>15} {:>13} {:>13} {:>13} {:>7}  {:<9} {:>13} {:>7} {:>10}{}\n", "op",
                      name_width, "kind", "axes", "V (bytes)", "start (us)", "time (us)", "closed (us)", "ratio", "regime",
-                     "bound (us)", "t/bound", "busbw GB/s", w.hardware.gpu ? "  algorithm" : "");
+                     "bound (us)", "t/bound", "busbw GB/s", w.hardware.gpu ? "  algorithm/protocol" : "");
   bool open_axis = false, twisted_line = false;
   const topology::Torus t = w.make_torus();
   for (std::size_t i = 0; i < r.ops.size(); ++i) {
@@ -200,7 +200,10 @@ std::string format_table(const workloads::Workload& w, const RunResult& r) {
                        bounded ? us(o.bound_s) : "-",
                        bounded ? fmt::format("{:.4f}", o.time().seconds() / o.bound_s) : "-",
                        o.busbw_bytes_per_s > 0 ? fmt::format("{:.2f}", o.busbw_bytes_per_s / 1e9) : "-",
-                       w.hardware.gpu ? "  " + (o.algorithm.empty() ? std::string("-") : o.algorithm) : "");
+                       w.hardware.gpu ? "  " + (o.algorithm.empty() ? std::string("-")
+                                                : o.protocol.empty() ? o.algorithm
+                                                                     : o.algorithm + "/" + o.protocol)
+                                      : "");
   }
   if (r.engine == "simgrid")
     out += fmt::format("\ntotal {} us; {} transfers as {} SimGrid flows, {} bytes over links\n", us(r.makespan),
@@ -333,6 +336,7 @@ Json run_json(const workloads::Workload& w, const RunResult& r) {
       op["ratio"] = nullptr;
     op["bound"] = o.bound;
     if (!o.algorithm.empty()) op["algorithm"] = o.algorithm;
+    if (!o.protocol.empty()) op["protocol"] = o.protocol;
     if (!is_local(o.kind)) {
       op["algbw_bytes_per_s"] = o.algbw_bytes_per_s;
       op["busbw_bytes_per_s"] = o.busbw_bytes_per_s;

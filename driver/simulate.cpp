@@ -33,7 +33,9 @@ std::string algorithm_name(const workloads::Op& op, const topology::Torus& torus
     if (op.kind == OpKind::Matmul) return "local matmul";
     if (op.kind == OpKind::Elementwise) return "local elementwise";
     if (op.kind == OpKind::Send) return "routed";
-    return collectives::gpu::algorithm_name((*gpu)(op).algorithm);
+    const GpuChoice& c = (*gpu)(op);
+    return fmt::format("{}/{}", collectives::gpu::algorithm_name(c.algorithm),
+                       collectives::gpu::protocol_name(c.protocol));
   }
   switch (op.kind) {
     case OpKind::Matmul:
@@ -287,7 +289,8 @@ std::vector<OpResult> op_results(const workloads::Workload& w, const topology::T
   out.reserve(w.ops.size());
   std::optional<GpuChoices> gpu;
   if (w.hardware.gpu) gpu.emplace(w, torus);
-  std::map<std::tuple<int, std::vector<int>, std::uint64_t>, LowerBound> bounds;  // per (kind, axes, bytes)
+  // per (kind, axes, bytes, protocol)
+  std::map<std::tuple<int, std::vector<int>, std::uint64_t, int>, LowerBound> bounds;
   for (std::size_t i = 0; i < w.ops.size(); ++i) {
     const workloads::Op& op = w.ops[i];
     const sim::OpTiming& t = timings[i];
@@ -312,10 +315,12 @@ std::vector<OpResult> op_results(const workloads::Workload& w, const topology::T
       const collectives::ClosedForm f = gpu ? (*gpu)(op).closed : torus_closed_form(op, w, torus);
       // A collective's bound depends only on its kind, axes and bytes: ops alike
       // (a training step's layers) share one.
-      const auto bound_of = [&] { return lower_bound(op, w, torus, gpu ? &gpu->fabric() : nullptr); };
+      const collectives::gpu::Protocol protocol =
+          gpu && op.kind != OpKind::Send ? (*gpu)(op).protocol : collectives::gpu::Protocol::Simple;
+      const auto bound_of = [&] { return lower_bound(op, w, torus, gpu ? &gpu->fabric() : nullptr, protocol); };
       LowerBound lb;
       if (is_collective(op.kind) && !op.groups) {
-        const auto key = std::tuple{static_cast<int>(op.kind), op.hw_axes, op.bytes};
+        const auto key = std::tuple{static_cast<int>(op.kind), op.hw_axes, op.bytes, static_cast<int>(protocol)};
         auto it = bounds.find(key);
         if (it == bounds.end()) it = bounds.emplace(key, bound_of()).first;
         lb = it->second;
@@ -327,7 +332,10 @@ std::vector<OpResult> op_results(const workloads::Workload& w, const topology::T
       const double fixed_s = comm_fixed_cost(op, w, torus).seconds();
       o.bound_s = lb.time_s() + fixed_s;
       o.bound_term = lb.binding();
-      if (gpu && op.kind != OpKind::Send) o.algorithm = collectives::gpu::algorithm_name((*gpu)(op).algorithm);
+      if (gpu && op.kind != OpKind::Send) {
+        o.algorithm = collectives::gpu::algorithm_name((*gpu)(op).algorithm);
+        o.protocol = collectives::gpu::protocol_name(protocol);
+      }
       if (!gpu) o.algorithm = op.algorithm;  // a torus schedule, when the op names one
       o.latency_s = f.latency_s + fixed_s;
       o.bandwidth_s = f.bandwidth_s;
@@ -357,6 +365,17 @@ std::vector<OpResult> op_results(const workloads::Workload& w, const topology::T
 // The same program as flows on SimGrid (sim/simgrid/).
 RunResult simulate_simgrid(const workloads::Workload& w, const topology::Torus& torus, const Expanded& ex,
                            const std::vector<std::string>& config) {
+  // A SimGrid link has one latency, whichever flow crosses it: Simple's.
+  const std::vector<std::uint8_t> classes = op_classes(w, torus);
+  for (std::size_t i = 0; i < classes.size(); ++i)
+    if (classes[i] != 0) {
+      const workloads::Op& op = w.ops[i];
+      throw InputError(
+          w.file, op.protocol.empty() ? op.pointer : op.pointer + "/protocol",
+          fmt::format("--engine simgrid gives every link one latency, the Simple protocol's, and NCCL's model runs "
+                      "this op with {} (give the op \"protocol\": \"simple\" to run it on SimGrid)",
+                      collectives::gpu::protocol_name(static_cast<collectives::gpu::Protocol>(classes[i]))));
+    }
   const sim::FlowGraph graph(ex.program);
   std::vector<sim::FlowResource> resources;
   for (std::size_t i = 0; i < ex.resources.size(); ++i)
@@ -617,7 +636,9 @@ std::optional<RunResult> run_native(const workloads::Workload& w, const topology
   } entries(ex, subset);
 
   sim::Engine engine;
+  const std::vector<std::uint8_t> op_class = op_classes(w, torus);  // NCCL's protocols
   sim::Executor executor(engine, program, resources);
+  if (!op_class.empty()) executor.classify_ops(op_class);
   traces::LinkStats observed(resources);
   executor.add_observer(observed);
   executor.add_observer(entries);

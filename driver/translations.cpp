@@ -638,7 +638,8 @@ std::optional<OpPart> turned_tree(const workloads::Op& op, const workloads::Work
   // Its links (ascending, as the other ops' quotients number theirs) are its resources 0..k-1.
   std::optional<std::vector<std::uint32_t>> links =
       collectives::gpu::tree_rail_quotient(b, fabric, t, op.hw_axes, op.bytes, w.hardware.forward_chunk_bytes,
-                                           collectives::OpPorts{id, entry, exit}, mirrors);
+                                           collectives::OpPorts{id, entry, exit}, mirrors,
+                                           gpu_algorithm(op, w, t, fabric).protocol);
   if (!links) return std::nullopt;
   out.resources = std::move(*links);
   out.program = std::move(b).finish();
@@ -702,7 +703,7 @@ std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const to
   // What expand() reads of an op on a torus (translated_axes: no groups): ops
   // with the same key build the same program. Their chips by identity: the
   // ops of a pipeline stage share one set.
-  using Key = std::tuple<int, std::vector<int>, std::uint64_t, std::string, std::int64_t, std::int64_t,
+  using Key = std::tuple<int, std::vector<int>, std::uint64_t, std::string, std::string, std::int64_t, std::int64_t,
                          const void*, std::vector<std::pair<topology::ChipId, topology::ChipId>>>;
   std::map<Key, std::size_t> known;
   std::vector<OpPart> parts;
@@ -718,6 +719,7 @@ std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const to
                   op.hw_axes,
                   op.bytes,
                   op.algorithm,
+                  op.protocol,
                   comm_fixed_cost(op, w, t).ps(),
                   is_local(op.kind) ? local_cost(op, w.hardware, w.file).time().ps() : 0,
                   op.chips.get(),

@@ -100,6 +100,13 @@ class ProgramBuilder {
   std::size_t num_tasks() const { return tasks_.size(); }
   std::size_t num_edges() const { return edges_.size(); }
   const Task& task(TaskId id) const { return tasks_[id]; }
+  // Every transfer from task `from` on carries f(its bytes) instead (a
+  // protocol's lines around the data an algorithm moves).
+  template <class F>
+  void map_transfer_bytes(TaskId from, F f) {
+    for (std::size_t i = from; i < tasks_.size(); ++i)
+      if (tasks_[i].kind() == TaskKind::Transfer) tasks_[i].amount = f(tasks_[i].amount);
+  }
   void reserve(std::size_t tasks, std::size_t edges);
   Program finish() &&;
 

@@ -35,6 +35,14 @@ constexpr std::uint64_t kChunk = 512 * 1024;
 constexpr double kHopperNvls = 0.85;
 constexpr double kBlackwellNvls = 0.74;
 
+// What NCCL's cost model asks of the machine (src/graph/tuning.cc: the LL
+// protocol's bandwidth cap, llMaxBws, is per GPU generation inside one node and
+// per host CPU vendor across nodes). CUDA compute capability (NVIDIA's "CUDA GPUs"
+// list, developer.nvidia.com/cuda-gpus): A100 8.0, H100 and H200 9.0, B200 10.0.
+// Host CPUs: DGX A100, 2 x AMD EPYC 7742 (DGX A100 User Guide); DGX H100 and
+// H200, 2 x Intel Xeon Platinum 8480C; DGX B200, 2 x Intel Xeon Platinum 8570
+// (their user guides); GB200 NVL72, NVIDIA Grace (Arm: NCCL counts it as not AMD).
+
 // H100 SXM and H200 (the same GH100 compute): FP32 (non-tensor) 67 TFLOPS and
 // INT8 tensor 1,979 TOPS dense (the datasheets list 3,958 "with sparsity"):
 // NVIDIA H100 and H200 Tensor Core GPU datasheets (nvidia.com). B200 leaves them
@@ -62,25 +70,26 @@ const std::array<GpuPreset, 5> kGpuPresets = {{
     {"a100-dgx", "DGX A100: 8 x A100 SXM 80GB, NVLink 300 GB/s per direction per GPU, 200 Gb/s IB per GPU",
      ChipSpec{.bf16_flops_per_s = kAmpereBf16, .int8_ops_per_s = kAmpereInt8, .fp8_flops_per_s = 0,
               .fp32_flops_per_s = kAmpereFp32, .hbm_bytes = 80'000'000'000, .hbm_bandwidth_bytes_per_s = 2.039e12},
-     8, LinkSpec{300'000'000'000, kNvlinkHop}, LinkSpec{kHdrNic, kNetHop}, LinkSpec{kHdrNic, kNetHop}, kChunk, 0},
+     8, LinkSpec{300'000'000'000, kNvlinkHop}, LinkSpec{kHdrNic, kNetHop}, LinkSpec{kHdrNic, kNetHop}, kChunk, 0, 80,
+     true},
     {"h100-dgx", "DGX H100: 8 x H100 SXM, NVLink 450 GB/s per direction per GPU, 400 Gb/s IB per GPU",
      ChipSpec{.bf16_flops_per_s = 9.9e14, .int8_ops_per_s = kHopperInt8, .fp8_flops_per_s = 2.0e15,
               .fp32_flops_per_s = kHopperFp32, .hbm_bytes = 80'000'000'000, .hbm_bandwidth_bytes_per_s = 3.35e12},
-     8, LinkSpec{450'000'000'000, kNvlinkHop}, LinkSpec{kNic, kNetHop}, LinkSpec{kNic, kNetHop}, kChunk, kHopperNvls},
+     8, LinkSpec{450'000'000'000, kNvlinkHop}, LinkSpec{kNic, kNetHop}, LinkSpec{kNic, kNetHop}, kChunk, kHopperNvls, 90},
     {"h200-dgx", "DGX H200: 8 x H200, NVLink 450 GB/s per direction per GPU, 400 Gb/s IB per GPU",
      ChipSpec{.bf16_flops_per_s = 9.9e14, .int8_ops_per_s = kHopperInt8, .fp8_flops_per_s = 2.0e15,
               .fp32_flops_per_s = kHopperFp32, .hbm_bytes = 141'000'000'000, .hbm_bandwidth_bytes_per_s = 4.8e12},
-     8, LinkSpec{450'000'000'000, kNvlinkHop}, LinkSpec{kNic, kNetHop}, LinkSpec{kNic, kNetHop}, kChunk, kHopperNvls},
+     8, LinkSpec{450'000'000'000, kNvlinkHop}, LinkSpec{kNic, kNetHop}, LinkSpec{kNic, kNetHop}, kChunk, kHopperNvls, 90},
     {"b200-dgx", "DGX B200: 8 x B200, NVLink 900 GB/s per direction per GPU, 400 Gb/s IB per GPU",
      ChipSpec{.bf16_flops_per_s = 2.3e15, .fp8_flops_per_s = 4.5e15, .hbm_bytes = 192'000'000'000,
               .hbm_bandwidth_bytes_per_s = 8.0e12},
      8, LinkSpec{900'000'000'000, kNvlinkHop}, LinkSpec{kNic, kNetHop}, LinkSpec{kNic, kNetHop}, kChunk,
-     kBlackwellNvls},
+     kBlackwellNvls, 100},
     {"gb200-nvl72", "GB200 NVL72: 72 B200 in one NVLink domain, 900 GB/s per direction per GPU",
      ChipSpec{.bf16_flops_per_s = 2.3e15, .fp8_flops_per_s = 4.5e15, .hbm_bytes = 192'000'000'000,
               .hbm_bandwidth_bytes_per_s = 8.0e12},
      72, LinkSpec{900'000'000'000, kNvlinkHop}, LinkSpec{kNic, kNetHop}, LinkSpec{kNic, kNetHop}, kChunk,
-     kBlackwellNvls},
+     kBlackwellNvls, 100},
 }};
 
 }  // namespace

@@ -22,6 +22,8 @@ struct GpuPreset {
   LinkSpec spine;            // leaf <-> spine cable, per direction
   std::uint64_t forward_chunk_bytes = 0;
   double nvls_efficiency = 0;  // NVLink SHARP (topology::FabricSpec::nvls_efficiency); 0: none
+  int compute_capability = 0;  // CUDA's, of the GPUs: 80 Ampere, 90 Hopper, 100 Blackwell
+  bool amd_cpu = false;        // the hosts' CPUs are AMD's (NCCL's cost model asks)
 };
 
 std::span<const GpuPreset> gpu_presets();

@@ -139,9 +139,15 @@ void Lowerer::lower_collective(const Cursor& c, Op op) {
   if (op.kind == OpKind::Send)
     c.only_keys({"name", "kind", "after", "bytes", "from", "to"});
   else if (op.kind == OpKind::ReduceScatter || op.kind == OpKind::AllToAll)
-    c.only_keys({"name", "kind", "after", "axes", "array", "bytes", "dim", "out", "algorithm"});
+    c.only_keys({"name", "kind", "after", "axes", "array", "bytes", "dim", "out", "algorithm", "protocol"});
   else
-    c.only_keys({"name", "kind", "after", "axes", "array", "bytes", "out", "algorithm"});
+    c.only_keys({"name", "kind", "after", "axes", "array", "bytes", "out", "algorithm", "protocol"});
+  if (auto p = c.find("protocol")) {
+    // NCCL's protocol (sim/collectives/gpu.hpp); whether the algorithm runs it is
+    // checked where the algorithms are chosen.
+    op.protocol = p->as_string();
+    if (!w_.hardware.gpu) p->fail("'protocol' is NCCL's: it applies to collectives on a GPU fabric");
+  }
   if (auto a = c.find("algorithm")) {
     op.algorithm = a->as_string();
     // On a torus: how a gather or reduction over several axes shares its data

@@ -227,6 +227,8 @@ Hardware preset_hardware(const std::string& name, const Cursor& where) {
     hw.nic = g->nic;
     hw.spine = g->spine;
     hw.nvls_efficiency = g->nvls_efficiency;
+    hw.compute_capability = g->compute_capability;
+    hw.amd_cpu = g->amd_cpu;
     set_peaks(hw);
     return hw;
   }

@@ -60,6 +60,11 @@ struct Hardware {
   // NVLink SHARP: the fraction of the NVLink rate NVLS traffic achieves; 0: none
   // (topology::FabricSpec::nvls_efficiency).
   double nvls_efficiency = 0;
+  // What NCCL's cost model knows of the machine (its preset's, docs/HARDWARE.md):
+  // the GPUs' CUDA compute capability (80 Ampere, 90 Hopper, 100 Blackwell) and
+  // whether the hosts' CPUs are AMD's; they set the LL protocol's bandwidth cap.
+  int compute_capability = 0;
+  bool amd_cpu = false;
 
   // Calibration terms (docs/CALIBRATION.md); the defaults change nothing.
   // Each level's links deliver `link_efficiency` of their peak bandwidth: the
@@ -116,6 +121,7 @@ struct Op {
   std::string sharding_before, sharding_after;
   std::string group;                    // the workload op it was lowered from (a matmul's steps share it)
   std::string algorithm;                // GPU collectives: the algorithm asked for ("" = fastest)
+  std::string protocol;                 // GPU collectives: NCCL's protocol asked for ("" = as NCCL's model picks)
 
   // What the op does to data (empty for bytes-only ops): the layouts it reads
   // (a matmul reads A and B, after free local slicing) and the layout it writes.

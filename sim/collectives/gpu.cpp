@@ -4,6 +4,7 @@
 #include <array>
 #include <bit>
 #include <cmath>
+#include <string_view>
 
 #include "base/error.hpp"
 #include "sim/collectives/ring_phase.hpp"
@@ -253,6 +254,105 @@ const char* algorithm_name(Algorithm a) {
       return "tree";
   }
   return "?";
+}
+
+const char* protocol_name(Protocol p) {
+  switch (p) {
+    case Protocol::Simple:
+      return "simple";
+    case Protocol::LL:
+      return "ll";
+    case Protocol::LL128:
+      return "ll128";
+  }
+  return "?";
+}
+
+std::optional<Protocol> parse_protocol(std::string_view name) {
+  for (Protocol p : {Protocol::Simple, Protocol::LL, Protocol::LL128})
+    if (name == protocol_name(p)) return p;
+  return std::nullopt;
+}
+
+bool supports(Algorithm a, Protocol p) { return p == Protocol::Simple || a == Algorithm::Ring || a == Algorithm::Tree; }
+
+namespace {
+
+// LL: a 16-byte line carries 8 data bytes; LL128: a 128-byte line carries 120
+// (NCCL_LL128_DATAELEMS 15 of NCCL_LL128_LINEELEMS 16 words).
+constexpr std::uint64_t kLlLine = 16, kLlData = 8, kLl128Line = 128, kLl128Data = 120;
+// A step's lines (DEFAULT_LL_BUFFSIZE, DEFAULT_LL128_BUFFSIZE over NCCL_STEPS).
+constexpr std::uint64_t kLlStepWire = 8 * 512 * kLlLine;     // 65,536
+constexpr std::uint64_t kLl128StepWire = 120 * 640 * 8;      // 614,400
+
+// NCCL's per-step hardware latency of the ring (src/graph/tuning.cc, hwLat, the
+// NCCL 2.7-2.17 table whose Simple values the GPU presets' links carry: NVLink
+// 3.4 us, the network 9.6 us), in tenths of a microsecond: LL, LL128, Simple.
+// The ratio to Simple scales a link's latency (meshsim's links carry a step's
+// latency, half on each of its two links).
+struct HwLat {
+  std::int64_t ll, ll128, simple;
+};
+constexpr HwLat kNvlinkHwLat{47, 190, 340};  // 0.47, 1.9, 3.4 us
+constexpr HwLat kNetHwLat{27, 40, 96};       // 2.7, 4.0, 9.6 us
+
+bool is_nvlink(topology::FabricLinkKind k) {
+  return k == topology::FabricLinkKind::NvlinkUp || k == topology::FabricLinkKind::NvlinkDown;
+}
+
+}  // namespace
+
+std::uint64_t wire_bytes(Protocol p, std::uint64_t payload) {
+  switch (p) {
+    case Protocol::Simple:
+      return payload;
+    case Protocol::LL:
+      return ceil_div(payload, kLlData) * kLlLine;
+    case Protocol::LL128:
+      return ceil_div(payload, kLl128Data) * kLl128Line;
+  }
+  return payload;
+}
+
+double wire_factor(Protocol p) {
+  return p == Protocol::LL      ? static_cast<double>(kLlLine) / kLlData
+         : p == Protocol::LL128 ? static_cast<double>(kLl128Line) / kLl128Data
+                                : 1.0;
+}
+
+std::uint64_t step_wire_bytes(Protocol p, std::uint64_t simple_step) {
+  return p == Protocol::LL ? kLlStepWire : p == Protocol::LL128 ? kLl128StepWire : simple_step;
+}
+
+std::uint64_t step_bytes(Protocol p, std::uint64_t simple_step) {
+  switch (p) {
+    case Protocol::Simple:
+      return simple_step;
+    case Protocol::LL:
+      return kLlStepWire / kLlLine * kLlData;
+    case Protocol::LL128:
+      return kLl128StepWire / kLl128Line * kLl128Data;
+  }
+  return simple_step;
+}
+
+sim::ResourceVariant protocol_variant(Protocol p, topology::FabricLinkKind kind, Tick latency) {
+  MESHSIM_ASSERT(p != Protocol::Simple, "Simple is the link itself");
+  const HwLat& h = is_nvlink(kind) ? kNvlinkHwLat : kNetHwLat;
+  const std::int64_t part = p == Protocol::LL ? h.ll : h.ll128;
+  const std::uint64_t line = p == Protocol::LL ? kLlLine : kLl128Line;
+  return {Tick::from_ps(latency.ps() / h.simple * part + latency.ps() % h.simple * part / h.simple),
+          is_nvlink(kind) ? line : step_wire_bytes(p, 0)};
+}
+
+Tick link_latency(const Fabric& f, LinkId l, Protocol p) {
+  const topology::FabricLink& link = f.link(l);
+  return p == Protocol::Simple ? link.spec.latency : protocol_variant(p, link.kind, link.spec.latency).latency;
+}
+
+std::uint64_t link_forward_chunk(const Fabric& f, LinkId l, Protocol p, std::uint64_t simple_chunk) {
+  const topology::FabricLink& link = f.link(l);
+  return p == Protocol::Simple ? simple_chunk : protocol_variant(p, link.kind, link.spec.latency).forward_chunk_bytes;
 }
 
 std::vector<Algorithm> candidates(Kind kind, const Torus& coords, std::span<const int> axes, const Fabric& fabric) {
@@ -658,7 +758,8 @@ bool turns(const Fabric& f, const Torus& coords, std::span<const int> axes, std:
 std::optional<std::vector<LinkId>> tree_rail_quotient(ProgramBuilder& b, const Fabric& f, const Torus& coords,
                                                       std::span<const int> axes, std::uint64_t group_bytes,
                                                       std::uint64_t chunk_bytes, const OpPorts& ports,
-                                                      std::span<const ChipId> mirrors) {
+                                                      std::span<const ChipId> mirrors, Protocol protocol) {
+  chunk_bytes = step_bytes(protocol, chunk_bytes);
   const bool mirror = !mirrors.empty();
   std::vector<LinkId> links;
   std::vector<std::uint64_t> per_chunk;
@@ -693,12 +794,17 @@ std::optional<std::vector<LinkId>> tree_rail_quotient(ProgramBuilder& b, const F
   if (rs.empty() || rs.front().size() < 2) return links;
   b.reserve(b.num_tasks() + transfers, b.num_edges() + transfers / 2 * 5);
   const Fold fold{f, resource};
+  const auto first = static_cast<TaskId>(b.num_tasks());
   nccl_tree_all_reduce(b, f, rs, group_bytes, chunk_bytes, ports, &fold, mirror);
+  if (protocol != Protocol::Simple) b.map_transfer_bytes(first, [&](std::uint64_t x) { return wire_bytes(protocol, x); });
   return links;
 }
 
-void build(ProgramBuilder& b, const Fabric& f, const Torus& coords, Kind kind, Algorithm algorithm,
-           std::span<const int> axes, std::uint64_t group_bytes, std::uint64_t chunk_bytes, const OpPorts& ports) {
+namespace {
+
+// build() in data bytes.
+void build_data(ProgramBuilder& b, const Fabric& f, const Torus& coords, Kind kind, Algorithm algorithm,
+                std::span<const int> axes, std::uint64_t group_bytes, std::uint64_t chunk_bytes, const OpPorts& ports) {
   // Only the groups of the op's chips (a pipeline stage's, or all).
   const auto active_rings = [&](std::vector<std::vector<ChipId>> all) {
     std::erase_if(all, [&](const std::vector<ChipId>& ring) { return !ports.active(ring.front()); });
@@ -787,6 +893,17 @@ void build(ProgramBuilder& b, const Fabric& f, const Torus& coords, Kind kind, A
   MESHSIM_ASSERT(false, "not a group collective");
 }
 
+}  // namespace
+
+void build(ProgramBuilder& b, const Fabric& f, const Torus& coords, Kind kind, Algorithm algorithm,
+           std::span<const int> axes, std::uint64_t group_bytes, std::uint64_t chunk_bytes, const OpPorts& ports,
+           Protocol protocol) {
+  MESHSIM_ASSERT(supports(algorithm, protocol), "a protocol the algorithm does not run");
+  const auto first = static_cast<TaskId>(b.num_tasks());
+  build_data(b, f, coords, kind, algorithm, axes, group_bytes, step_bytes(protocol, chunk_bytes), ports);
+  if (protocol != Protocol::Simple) b.map_transfer_bytes(first, [&](std::uint64_t x) { return wire_bytes(protocol, x); });
+}
+
 void send(ProgramBuilder& b, const Fabric& f, ChipId src, ChipId dst, std::uint64_t bytes, const OpPorts& ports) {
   const TaskId last = routed(b, f.route(src, dst), bytes, src, dst, ports);
   // The sender is done with the send once its bytes have arrived: what it does
@@ -846,7 +963,9 @@ Count ring_phase_transfers(const Fabric& f, const std::vector<std::vector<ChipId
 }  // namespace
 
 std::uint64_t transfer_bound(const Fabric& f, const Torus& coords, Kind kind, Algorithm algorithm,
-                             std::span<const int> axes, std::uint64_t group_bytes, std::uint64_t chunk_bytes) {
+                             std::span<const int> axes, std::uint64_t group_bytes, std::uint64_t chunk_bytes,
+                             Protocol protocol) {
+  chunk_bytes = step_bytes(protocol, chunk_bytes);
   const std::vector<std::vector<ChipId>> rs = rings(coords, axes);
   if (rs.empty() || rs.front().size() < 2) return 0;
   Count total = 0;
@@ -903,15 +1022,16 @@ std::uint64_t transfer_bound(const Fabric& f, const Torus& coords, Kind kind, Al
   return total > kCountCap ? kCountCap : static_cast<std::uint64_t>(total);
 }
 
-TreeLimits tree_limits(const Fabric& f, const std::vector<ChipId>& group) {
+TreeLimits tree_limits(const Fabric& f, const std::vector<ChipId>& group, Protocol protocol, double chunk,
+                       std::uint64_t simple_chunk) {
   TreeLimits out;
   const std::vector<TreeChannel> channels = tree_channels(f, group);
   std::vector<std::uint32_t> crossings(f.num_links(), 0);
   struct Step {
-    double latency_s = 0, seconds_per_byte = 0;
+    double latency_s = 0, forward_s = 0;
     void widen(const Step& s) {
       latency_s = std::max(latency_s, s.latency_s);
-      seconds_per_byte = std::max(seconds_per_byte, s.seconds_per_byte);
+      forward_s = std::max(forward_s, s.forward_s);
     }
   };
   auto cross = [&](ChipId from, ChipId to) {
@@ -919,8 +1039,8 @@ TreeLimits tree_limits(const Fabric& f, const std::vector<ChipId>& group) {
     for (LinkId l : f.route(from, to)) {
       const double b = static_cast<double>(f.link(l).spec.bandwidth_bytes_per_s);
       out.seconds_per_byte = std::max(out.seconds_per_byte, ++crossings[l] / b);
-      s.latency_s += f.link(l).spec.latency.seconds();
-      s.seconds_per_byte += 1 / b;
+      s.latency_s += link_latency(f, l, protocol).seconds();
+      s.forward_s += std::min(chunk, static_cast<double>(link_forward_chunk(f, l, protocol, simple_chunk))) / b;
     }
     return s;
   };
@@ -942,8 +1062,8 @@ TreeLimits tree_limits(const Fabric& f, const std::vector<ChipId>& group) {
       if (i > 0) {
         const std::uint32_t p = ch.parent[i];
         const Step u = cross(chain[0], ch.chains[p][0]), d = cross(ch.chains[p][0], chain[0]);
-        up[i] = {up[p].latency_s + u.latency_s, up[p].seconds_per_byte + u.seconds_per_byte};
-        down[i] = {down[p].latency_s + d.latency_s, down[p].seconds_per_byte + d.seconds_per_byte};
+        up[i] = {up[p].latency_s + u.latency_s, up[p].forward_s + u.forward_s};
+        down[i] = {down[p].latency_s + d.latency_s, down[p].forward_s + d.forward_s};
       }
       up_most.widen(up[i]);
       down_most.widen(down[i]);
@@ -953,39 +1073,39 @@ TreeLimits tree_limits(const Fabric& f, const std::vector<ChipId>& group) {
   // steps (NCCL's cost model counts floor(log2 M): its root has one child).
   const double chain_steps = 2 * static_cast<double>(g - 1);
   out.latency_s = chain_steps * chain_step.latency_s + up_most.latency_s + down_most.latency_s;
-  out.path_seconds_per_byte =
-      chain_steps * chain_step.seconds_per_byte + up_most.seconds_per_byte + down_most.seconds_per_byte;
+  out.path_forward_s = chain_steps * chain_step.forward_s + up_most.forward_s + down_most.forward_s;
   out.channels = channels.size();
   return out;
 }
 
-RingLimits ring_limits(const Fabric& f, const std::vector<std::vector<ChipId>>& rings) {
+RingLimits ring_limits(const Fabric& f, const std::vector<std::vector<ChipId>>& rings, Protocol p, double piece,
+                       std::uint64_t simple_chunk) {
   RingLimits out;
   double bw = 0, lat = 0;
   std::vector<std::uint32_t> crossings(f.num_links(), 0);
   for (const auto& ring : rings) {
     if (ring.size() < 2) continue;
-    // The ring's step latencies and seconds per byte: their sums, and the step of
+    // The ring's step latencies and forwarding times: their sums, and the step of
     // the smallest latency.
-    double around = 0, around_per_byte = 0, fastest = 0, fastest_per_byte = 0;
+    double around = 0, around_forward = 0, fastest = 0, fastest_forward = 0;
     for (std::size_t i = 0; i < ring.size(); ++i) {
       const std::vector<LinkId> route = f.route(ring[i], ring[(i + 1) % ring.size()]);
-      double step_lat = 0, step_per_byte = 0;
+      double step_lat = 0, step_forward = 0;
       for (LinkId l : route) {
         const double b = static_cast<double>(f.link(l).spec.bandwidth_bytes_per_s);
         bw = bw == 0 ? b : std::min(bw, b);
-        step_lat += f.link(l).spec.latency.seconds();
-        step_per_byte += 1 / b;
+        step_lat += link_latency(f, l, p).seconds();
+        step_forward += std::min(piece, static_cast<double>(link_forward_chunk(f, l, p, simple_chunk))) / b;
         out.seconds_per_byte = std::max(out.seconds_per_byte, ++crossings[l] / b);
       }
       lat = std::max(lat, step_lat);
       around += step_lat;
-      around_per_byte += step_per_byte;
-      if (i == 0 || step_lat < fastest) fastest = step_lat, fastest_per_byte = step_per_byte;
+      around_forward += step_forward;
+      if (i == 0 || step_lat < fastest) fastest = step_lat, fastest_forward = step_forward;
     }
     // A phase's chains each take N-1 consecutive steps: all but one of the ring's.
     out.phase_latency_s = std::max(out.phase_latency_s, around - fastest);
-    out.phase_seconds_per_byte = std::max(out.phase_seconds_per_byte, around_per_byte - fastest_per_byte);
+    out.phase_forward_s = std::max(out.phase_forward_s, around_forward - fastest_forward);
   }
   out.bandwidth_bytes_per_s = bw;
   out.step_latency_s = lat;

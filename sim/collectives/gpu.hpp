@@ -6,9 +6,11 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "sim/collectives/collective.hpp"
+#include "sim/executor.hpp"
 #include "topology/fabric.hpp"
 
 namespace meshsim::collectives::gpu {
@@ -71,14 +73,59 @@ enum class Algorithm {
 };
 const char* algorithm_name(Algorithm a);
 
+// NCCL's protocols: how a step's data crosses a link (src/include/device.h,
+// src/init.cc; docs/MODEL.md, "NCCL's protocols").
+//  - Simple: the data itself, in steps of the buffer (NCCL_BUFFSIZE 4 MiB over
+//    NCCL_STEPS 8: the hardware's forward chunk), each signalled by a flag
+//    written after a memory fence: the highest latency a step.
+//  - LL: 16-byte lines of two 4-byte words each followed by its 4-byte flag,
+//    which the receiver polls: twice the bytes on the wire, the lowest latency;
+//    a step is 8 lines x 512 threads = 64 KiB of lines, 32 KiB of data.
+//  - LL128: 128-byte lines of 120 data bytes and an 8-byte flag: 128/120 the
+//    bytes; a step is 120 x 640 threads x 8 B = 614,400 bytes of lines, 576,000
+//    of data.
+// NCCL runs the ring and the tree with any of them, NVLS with Simple only;
+// meshsim's hierarchical, direct and all-to-all algorithms are Simple's. The
+// value is the op's class in the executor (sim::Executor::classify_ops): LL
+// sees every link's variant 1, LL128 variant 2 (protocol_variant).
+enum class Protocol : std::uint8_t { Simple = 0, LL = 1, LL128 = 2 };
+const char* protocol_name(Protocol p);
+std::optional<Protocol> parse_protocol(std::string_view name);
+bool supports(Algorithm a, Protocol p);
+// The bytes on the wire that carry `payload` data bytes (whole lines).
+std::uint64_t wire_bytes(Protocol p, std::uint64_t payload);
+// Wire bytes per data byte: 1, 2, 128/120.
+double wire_factor(Protocol p);
+// The data bytes of one step, and its bytes on the wire (the forwarding chunk):
+// `simple_step` both for Simple.
+std::uint64_t step_bytes(Protocol p, std::uint64_t simple_step);
+std::uint64_t step_wire_bytes(Protocol p, std::uint64_t simple_step);
+// How protocol p (LL or LL128) sees a link of `kind` whose Simple per-hop
+// latency is `latency`: that latency scaled by NCCL's hwLat of p over Simple's
+// for the link's kind (NVLink, else the network), and as the forwarding chunk
+// a line over NVLink, where the receiving GPU polls each line's flag and
+// passes it on, a step's lines over the network, which NCCL's proxy sends a
+// step at a time.
+sim::ResourceVariant protocol_variant(Protocol p, topology::FabricLinkKind kind, Tick latency);
+// The per-hop latency and forwarding chunk of link `l` of `fabric` as protocol
+// p sees it (`simple_chunk`: the hardware's forwarding chunk, Simple's).
+Tick link_latency(const topology::Fabric& fabric, topology::LinkId l, Protocol p);
+std::uint64_t link_forward_chunk(const topology::Fabric& fabric, topology::LinkId l, Protocol p,
+                                 std::uint64_t simple_chunk);
+
 // The algorithms that apply to `kind` over these groups, best known first.
 // NVLS only where the fabric's switches have NVLink SHARP (nvls_efficiency > 0).
 std::vector<Algorithm> candidates(Kind kind, const Torus& coords, std::span<const int> axes,
                                   const topology::Fabric& fabric);
 
-// `chunk_bytes`: the pipelining granularity of algorithms that loop over chunks (NVLS).
+// `chunk_bytes`: the pipelining granularity of algorithms that loop over chunks
+// (NVLS, the tree), Simple's step. With `protocol` (one the algorithm runs:
+// supports), the tree loops over that protocol's steps (step_bytes) and every
+// transfer carries the protocol's wire bytes for its data (wire_bytes); the op
+// must run as the protocol's class (sim::Executor::classify_ops).
 void build(ProgramBuilder& b, const topology::Fabric& fabric, const Torus& coords, Kind kind, Algorithm algorithm,
-           std::span<const int> axes, std::uint64_t group_bytes, std::uint64_t chunk_bytes, const OpPorts& ports);
+           std::span<const int> axes, std::uint64_t group_bytes, std::uint64_t chunk_bytes, const OpPorts& ports,
+           Protocol protocol = Protocol::Simple);
 void send(ProgramBuilder& b, const topology::Fabric& fabric, ChipId src, ChipId dst, std::uint64_t bytes,
           const OpPorts& ports);
 
@@ -105,7 +152,8 @@ std::optional<std::vector<topology::LinkId>> tree_rail_quotient(ProgramBuilder& 
                                                       const Torus& coords, std::span<const int> axes,
                                                       std::uint64_t group_bytes, std::uint64_t chunk_bytes,
                                                       const OpPorts& ports,
-                                                      std::span<const ChipId> mirrors = {});
+                                                      std::span<const ChipId> mirrors = {},
+                                                      Protocol protocol = Protocol::Simple);
 
 // The mirror of the nodes of NCCL's tree over `axes`: per GPU, the same GPU of
 // the node of rank m - 1 - its node's rank, when the op is one group over every
@@ -143,7 +191,8 @@ std::uint64_t nvls_link_bytes(std::uint64_t bytes, double efficiency);
 // computed from the same rings, routes and chunk counts without building
 // anything (exact for the ring phases and the tree); saturates at 2^62.
 std::uint64_t transfer_bound(const topology::Fabric& fabric, const Torus& coords, Kind kind, Algorithm algorithm,
-                             std::span<const int> axes, std::uint64_t group_bytes, std::uint64_t chunk_bytes);
+                             std::span<const int> axes, std::uint64_t group_bytes, std::uint64_t chunk_bytes,
+                             Protocol protocol = Protocol::Simple);
 
 // The narrowest one-way bandwidth a ring step of these rings crosses (bytes/s),
 // and the latency of the slowest ring step.
@@ -152,34 +201,40 @@ std::uint64_t transfer_bound(const topology::Fabric& fabric, const Torus& coords
 // link, less for channels whose NIC steps are spread over the GPUs.
 // `phase_latency_s`: the latency of a ring phase (N-1 consecutive steps from any
 // start): the ring's step latencies summed, less its fastest step; (N-1) times
-// the step latency when every step is alike. `phase_seconds_per_byte`: over the
-// same steps, the sum of 1/b over the links each crosses: a step forwards what it
-// received once a forwarding chunk of it has crossed each link (or all of it, if
-// smaller), so a phase's first data take that chunk times this on top.
+// the step latency when every step is alike. `phase_forward_s`: over the same
+// steps, the time a step's `piece` bytes take to let it forward: a step forwards
+// what it received once a forwarding chunk of it (the link's, as protocol p
+// sees it: link_forward_chunk) has crossed each link, or all of it if smaller,
+// so a phase's first data take the sum of min(piece, chunk) / b on top.
 struct RingLimits {
   double bandwidth_bytes_per_s = 0;
   double step_latency_s = 0;
   double seconds_per_byte = 0;
   double phase_latency_s = 0;
-  double phase_seconds_per_byte = 0;
+  double phase_forward_s = 0;
 };
-RingLimits ring_limits(const topology::Fabric& fabric, const std::vector<std::vector<ChipId>>& rings);
+// Latencies and forwarding chunks as protocol `p` sees the links; `piece`: the
+// bytes of a step on the wire, `simple_chunk` the hardware's forwarding chunk.
+RingLimits ring_limits(const topology::Fabric& fabric, const std::vector<std::vector<ChipId>>& rings,
+                       Protocol p = Protocol::Simple, double piece = 0, std::uint64_t simple_chunk = 0);
 
 // NCCL's tree across nodes for one group (tree_channels): the way of one chunk,
 // up the chain and the tree and down again: 2 (G-1) chain steps, each the
 // slowest chain step, and the slowest way from a head up to the root and from
 // the root down to a head, each the sum of its own tree steps (at most the
 // trees' depth, ceil(log2 M); a step across leaves crosses more links than one
-// within a leaf); in latency, and in seconds per byte of the links crossed (a
-// chunk is stored and forwarded at each); and the busiest link in seconds per
-// byte of a channel's data (each channel carries V / channels through every
-// edge, up and down).
+// within a leaf); in latency, and in the time a `chunk` of bytes on the wire
+// takes to be forwarded at each link crossed (stored and forwarded whole where
+// the link's forwarding chunk, as protocol p sees it, is no smaller); and the
+// busiest link in seconds per byte of a channel's data (each channel carries
+// V / channels through every edge, up and down).
 struct TreeLimits {
   double latency_s = 0;
-  double path_seconds_per_byte = 0;
+  double path_forward_s = 0;
   double seconds_per_byte = 0;
   std::size_t channels = 0;
 };
-TreeLimits tree_limits(const topology::Fabric& fabric, const std::vector<ChipId>& group);
+TreeLimits tree_limits(const topology::Fabric& fabric, const std::vector<ChipId>& group,
+                       Protocol p = Protocol::Simple, double chunk = 0, std::uint64_t simple_chunk = 0);
 
 }  // namespace meshsim::collectives::gpu

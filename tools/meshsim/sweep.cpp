@@ -314,7 +314,7 @@ std::string format_sweep_table(const Sweep& s, const std::vector<PointResult>& r
       fmt::format("# {:>5}  {:<{}} {:<9} {:<{}} {:<14} {:>14} {:>13} {:>12} {:>12} {:>13} {:>7}  {:<9} {:>13} {:>7}{}\n",
                   "point", "preset", preset_width, "mesh", "op", name_width, "kind", "size (B)", "time (us)",
                   "algbw (GB/s)", "busbw (GB/s)", "closed (us)", "ratio", "regime", "l.bound (us)", "t/bound",
-                  gpu ? "  algorithm" : "");
+                  gpu ? "  algorithm/protocol" : "");
   out += head;
   for (const PointResult& r : results) {
     for (const Json& op : r.run.at("ops")) {
@@ -333,7 +333,11 @@ std::string format_sweep_table(const Sweep& s, const std::vector<PointResult>& r
           op.at("ratio").is_null() ? std::string("-") : fmt::format("{:.4f}", op.at("ratio").get<double>()),
           op.at("bound").get<std::string>(), bound > 0 ? fmt::format("{:.3f}", bound * 1e-6) : std::string("-"),
           bound > 0 ? fmt::format("{:.4f}", ps_value(op, "time_ps") / bound) : std::string("-"),
-          gpu ? "  " + (op.contains("algorithm") ? op.at("algorithm").get<std::string>() : std::string("-")) : "");
+          gpu ? "  " + (!op.contains("algorithm")  ? std::string("-")
+                        : !op.contains("protocol") ? op.at("algorithm").get<std::string>()
+                                                   : op.at("algorithm").get<std::string>() + "/" +
+                                                         op.at("protocol").get<std::string>())
+              : "");
     }
   }
   // No trailing blanks (the last column is padded).
@@ -352,7 +356,7 @@ std::string format_sweep_table(const Sweep& s, const std::vector<PointResult>& r
 std::string format_sweep_csv(const std::vector<PointResult>& results) {
   std::string out =
       "point,preset,mesh,op,kind,axes,bytes,time_ps,closed_form_ps,latency_term_ps,bandwidth_term_ps,ratio,bound,"
-      "algorithm,algbw_bytes_per_s,busbw_bytes_per_s,transfers,link_bytes,start_ps,end_ps,lower_bound_ps,"
+      "algorithm,protocol,algbw_bytes_per_s,busbw_bytes_per_s,transfers,link_bytes,start_ps,end_ps,lower_bound_ps,"
       "lower_bound_term";
   // With a calibration, a last column says which points used it.
   bool calibrated = false;
@@ -361,11 +365,11 @@ std::string format_sweep_csv(const std::vector<PointResult>& results) {
   for (const PointResult& r : results) {
     for (const Json& op : r.run.at("ops")) {
       auto get = [&](const char* key) { return op.contains(key) ? cell(op.at(key)) : std::string(); };
-      out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.point.index,
+      out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.point.index,
                          cell(r.run.at("hardware").at("preset")), mesh_of(r.run), get("name"), get("kind"),
                          joined(op.at("mesh_axes"), " "), get("bytes"), get("time_ps"), get("closed_form_ps"),
                          get("latency_term_ps"), get("bandwidth_term_ps"), get("ratio"), get("bound"),
-                         get("algorithm"), get("algbw_bytes_per_s"), get("busbw_bytes_per_s"), get("transfers"),
+                         get("algorithm"), get("protocol"), get("algbw_bytes_per_s"), get("busbw_bytes_per_s"), get("transfers"),
                          get("link_bytes"), get("start_ps"), get("end_ps"), get("lower_bound_ps"),
                          get("lower_bound_term"));
       if (calibrated) out.insert(out.size() - 1, r.point.calibrated ? ",true" : ",false");
