@@ -39,10 +39,12 @@ std::string step_line(const workloads::Op& op, const workloads::Workload& w, con
     std::uint64_t gpus = 1;
     for (int a : op.hw_axes) gpus *= static_cast<std::uint64_t>(torus.axis(a).size);
     // Additive terms: a pipeline (NCCL's tree) or phases one after the other.
-    return fmt::format("{}: {} over {} ({} GPUs) by {}: V = {:.0f} bytes; closed form {} (latency {}{} bandwidth {}; "
-                       "{}-bound)",
+    // By algorithm/protocol (NCCL's), as the report names them.
+    return fmt::format("{}: {} over {} ({} GPUs) by {}/{}: V = {:.0f} bytes; closed form {} (latency {}{} bandwidth "
+                       "{}; {}-bound)",
                        op.name, kind_name(op.kind), mesh_names(op, w), gpus,
-                       collectives::gpu::algorithm_name(choice.algorithm), v, us(f.time_s()), us(f.latency_s),
+                       collectives::gpu::algorithm_name(choice.algorithm),
+                       collectives::gpu::protocol_name(choice.protocol), v, us(f.time_s()), us(f.latency_s),
                        f.additive ? " +" : ",", us(f.bandwidth_s), f.latency_bound() ? "latency" : "bandwidth");
   }
   const collectives::ClosedForm f = communication_closed_form(op, w, torus);
