@@ -634,8 +634,11 @@ std::string format_comparison(const Measurements& m, const calibrate::Calibratio
         throw InputError(m.file, fmt::format("/ops/{}", &o - m.ops.data()),
                          fmt::format("op {} '{}' is not op {} of {}", o.op, o.name, o.op, m.workload));
       Row r;
-      r.label = fmt::format("op {} {} ({}, {}/{} ranks){}", o.op, o.name, kind_name(o.kind), o.ranks_replayed, o.ranks,
-                            nccl_label(o.nccl));
+      // What NCCL ran (when it said), and what meshsim runs: ring/ll128.
+      const driver::OpResult& sim = before.ops[o.op];
+      r.label = fmt::format("op {} {} ({}, {}/{} ranks){}{}", o.op, o.name, kind_name(o.kind), o.ranks_replayed, o.ranks,
+                            nccl_label(o.nccl),
+                            sim.protocol.empty() ? "" : fmt::format(" meshsim {}/{}", sim.algorithm, sim.protocol));
       r.set = "replay";
       r.measured = o.time->median_s;
       r.ungated = !o.time->gated;

@@ -204,6 +204,12 @@ if(DEFINED FAKE_GPU AND NOT "${FAKE_GPU}" STREQUAL "")
   else()
     expect_output("gemm bf16 M=3072 N=3072 K=3072" compare ${WORK_DIR}/suite_fatal.json --calibration ${WORK_DIR}/cal_fatal.json)
   endif()
+  # A GPU workload on 8 GPUs: compare names what NCCL ran and what meshsim runs.
+  set(ENV{MESHSIM_FAKE_GPUS} 8)
+  expect_output("  op 2 out_proj.all_reduce (all_reduce): " replay examples/gpu_h200_llama70b_tp8_gemms.json
+                --out ${WORK_DIR}/m8.json)
+  expect_output("op 2 out_proj.all_reduce (all_reduce, 8/8 ranks) RING/SIMPLE meshsim nvls/simple "
+                compare ${WORK_DIR}/m8.json)
   # A gate that gives up (a launch waited for the GPU behind it): from that op on
   # the times include the host's launch time, and every output says so.
   set(ENV{MESHSIM_FAKE_GPUS} 4)
