@@ -537,9 +537,15 @@ Tick comm_bound(const workloads::Workload& w, const topology::Torus& torus) {
     if (op.kind == OpKind::Send) {
       lb = driver::lower_bound(op, w, torus, fabric ? &*fabric : nullptr);
     } else {
+      // With the latencies of NCCL's LL, the lowest of any protocol's: a bound
+      // whichever protocol the op runs (the choice is not made here).
       const Key key{static_cast<int>(op.kind), op.hw_axes, op.bytes, op.chips.get()};
       auto it = cache.find(key);
-      if (it == cache.end()) it = cache.emplace(key, driver::lower_bound(op, w, torus, fabric ? &*fabric : nullptr)).first;
+      if (it == cache.end())
+        it = cache
+                 .emplace(key, driver::lower_bound(op, w, torus, fabric ? &*fabric : nullptr,
+                                                   collectives::gpu::Protocol::LL))
+                 .first;
       lb = it->second;
     }
     most = std::max(most, lb.time_s() + driver::comm_fixed_cost(op, w, torus).seconds());
