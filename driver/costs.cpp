@@ -209,10 +209,9 @@ collectives::ClosedForm gpu_closed_form(const workloads::Op& op, const workloads
         // alone), a pipeline of chunks of a channel's V / channels that every
         // link stores and forwards whole: the first chunk's way up and down, then
         // the other chunks through the link the channels load most.
-        const collectives::gpu::TreeChunking c = collectives::gpu::tree_chunking(
-            op.bytes, collectives::gpu::tree_channels(fabric, rings.front()).size(),
-            collectives::gpu::step_bytes(protocol, w.hardware.forward_chunk_bytes),
-            collectives::gpu::tree_depth(fabric, rings.front()));
+        const collectives::gpu::TreeChunking c = collectives::gpu::tree_cut(
+            fabric, rings.front(), op.bytes, collectives::gpu::tree_channels(fabric, rings.front()).size(),
+            collectives::gpu::step_bytes(protocol, w.hardware.forward_chunk_bytes), protocol);
         const double wire = collectives::gpu::wire_factor(protocol);
         const collectives::gpu::TreeLimits t = collectives::gpu::tree_limits(
             fabric, rings.front(), protocol, static_cast<double>(c.chunk) * wire, w.hardware.forward_chunk_bytes);

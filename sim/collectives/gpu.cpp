@@ -228,6 +228,31 @@ TreeChunking tree_chunking(std::uint64_t group_bytes, std::uint64_t channels, st
   return out;
 }
 
+TreeChunking tree_chunking_ll128(std::uint64_t group_bytes, std::uint64_t channels, std::uint64_t chunk_bytes,
+                                 std::uint64_t nodes, std::uint64_t ppn) {
+  const double steps = 1 + static_cast<double>(std::bit_width(std::max<std::uint64_t>(nodes, 1)) - 1) +
+                       0.1 * static_cast<double>(ppn);
+  std::uint64_t size = std::max<std::uint64_t>(chunk_bytes, 1);
+  // NCCL's left side is an integer division, its right side a float.
+  const auto fewer = [&](double times) {
+    return static_cast<double>(group_bytes / (channels * size)) < steps * times / static_cast<double>(ppn);
+  };
+  while (fewer(64) && size > 131072) size /= 2;
+  while (fewer(16) && size > 32768) size /= 2;
+  TreeChunking out;
+  out.per_channel = ceil_div(group_bytes, channels);
+  out.chunks = chunk_count(out.per_channel, size);
+  out.chunk = ceil_div(out.per_channel, out.chunks);
+  return out;
+}
+
+TreeChunking tree_cut(const Fabric& f, std::span<const ChipId> group, std::uint64_t group_bytes, std::uint64_t channels,
+                      std::uint64_t chunk_bytes, Protocol p) {
+  if (p != Protocol::LL128) return tree_chunking(group_bytes, channels, chunk_bytes, tree_depth(f, group));
+  const std::uint64_t nodes = node_count(f, group);
+  return tree_chunking_ll128(group_bytes, channels, chunk_bytes, nodes, group.size() / std::max<std::uint64_t>(nodes, 1));
+}
+
 std::uint64_t node_count(const Fabric& f, std::span<const ChipId> group) {
   std::vector<int> nodes;
   for (ChipId c : group) nodes.push_back(f.node_of(c));
@@ -550,12 +575,12 @@ namespace {
 // folds it to (tree_rail_quotient: the quotient by the rotation, and with
 // `tree_zero` by the mirror too, whose tree 0 alone is built).
 void nccl_tree_all_reduce(ProgramBuilder& b, const Fabric& f, const std::vector<std::vector<ChipId>>& groups,
-                          std::uint64_t group_bytes, std::uint64_t chunk_bytes, const OpPorts& ports,
+                          std::uint64_t group_bytes, std::uint64_t chunk_bytes, Protocol protocol, const OpPorts& ports,
                           const Fold* rail_zero = nullptr, bool tree_zero = false) {
   constexpr std::uint64_t kWindow = 8;
   for (const auto& group : groups) {
     const std::vector<TreeChannel> all = tree_channels(f, group);  // rail-major: channel 2r + t
-    const TreeChunking cut = tree_chunking(group_bytes, all.size(), chunk_bytes, tree_depth(f, group));
+    const TreeChunking cut = tree_cut(f, group, group_bytes, all.size(), chunk_bytes, protocol);
     const std::uint64_t chunks = cut.chunks, chunk = cut.chunk;
     const std::size_t m = all.front().chains.size(), g = all.front().chains.front().size();
     const std::size_t rails = rail_zero ? 1 : all.size() / 2, trees = tree_zero ? 1 : 2;
@@ -784,9 +809,11 @@ std::optional<std::vector<LinkId>> tree_rail_quotient(ProgramBuilder& b, const F
   // The builder's arrays at about their final size at once: at scale, growing
   // them by doubling faults in twice the pages (about 2 edges a transfer). Each
   // group's 2G channels carry V/2G (turns checked their count).
-  const std::uint64_t chunks = tree_chunking(group_bytes, 2 * static_cast<std::uint64_t>(f.gpus_per_node()),
-                                             chunk_bytes, rs.empty() ? 0 : tree_depth(f, rs.front()))
-                                    .chunks;
+  const std::uint64_t chunks =
+      rs.empty() ? 0
+                 : tree_cut(f, rs.front(), group_bytes, 2 * static_cast<std::uint64_t>(f.gpus_per_node()), chunk_bytes,
+                            protocol)
+                       .chunks;
   std::uint64_t transfers = 0;
   for (std::size_t i = 0; i < rs.size(); ++i)
     if (ports.active(rs[i].front())) transfers += chunks * per_chunk[i];
@@ -795,7 +822,7 @@ std::optional<std::vector<LinkId>> tree_rail_quotient(ProgramBuilder& b, const F
   b.reserve(b.num_tasks() + transfers, b.num_edges() + transfers / 2 * 5);
   const Fold fold{f, resource};
   const auto first = static_cast<TaskId>(b.num_tasks());
-  nccl_tree_all_reduce(b, f, rs, group_bytes, chunk_bytes, ports, &fold, mirror);
+  nccl_tree_all_reduce(b, f, rs, group_bytes, chunk_bytes, protocol, ports, &fold, mirror);
   if (protocol != Protocol::Simple) b.map_transfer_bytes(first, [&](std::uint64_t x) { return wire_bytes(protocol, x); });
   return links;
 }
@@ -804,7 +831,8 @@ namespace {
 
 // build() in data bytes.
 void build_data(ProgramBuilder& b, const Fabric& f, const Torus& coords, Kind kind, Algorithm algorithm,
-                std::span<const int> axes, std::uint64_t group_bytes, std::uint64_t chunk_bytes, const OpPorts& ports) {
+                std::span<const int> axes, std::uint64_t group_bytes, std::uint64_t chunk_bytes, Protocol protocol,
+                const OpPorts& ports) {
   // Only the groups of the op's chips (a pipeline stage's, or all).
   const auto active_rings = [&](std::vector<std::vector<ChipId>> all) {
     std::erase_if(all, [&](const std::vector<ChipId>& ring) { return !ports.active(ring.front()); });
@@ -833,7 +861,7 @@ void build_data(ProgramBuilder& b, const Fabric& f, const Torus& coords, Kind ki
         return;
       }
       if (algorithm == Algorithm::Tree) {
-        nccl_tree_all_reduce(b, f, rs, group_bytes, chunk_bytes, ports);
+        nccl_tree_all_reduce(b, f, rs, group_bytes, chunk_bytes, protocol, ports);
         return;
       }
       if (algorithm == Algorithm::Direct) {
@@ -900,7 +928,7 @@ void build(ProgramBuilder& b, const Fabric& f, const Torus& coords, Kind kind, A
            Protocol protocol) {
   MESHSIM_ASSERT(supports(algorithm, protocol), "a protocol the algorithm does not run");
   const auto first = static_cast<TaskId>(b.num_tasks());
-  build_data(b, f, coords, kind, algorithm, axes, group_bytes, step_bytes(protocol, chunk_bytes), ports);
+  build_data(b, f, coords, kind, algorithm, axes, group_bytes, step_bytes(protocol, chunk_bytes), protocol, ports);
   if (protocol != Protocol::Simple) b.map_transfer_bytes(first, [&](std::uint64_t x) { return wire_bytes(protocol, x); });
 }
 
@@ -1008,7 +1036,7 @@ std::uint64_t transfer_bound(const Fabric& f, const Torus& coords, Kind kind, Al
           // edge and tree edge once up and once down, each a routed hop: exact.
           for (const auto& ring : rs) {
             const std::vector<TreeChannel> channels = tree_channels(f, ring);
-            const Count chunks = tree_chunking(group_bytes, channels.size(), chunk_bytes, tree_depth(f, ring)).chunks;
+            const Count chunks = tree_cut(f, ring, group_bytes, channels.size(), chunk_bytes, protocol).chunks;
             for (const TreeChannel& ch : channels) total += chunks * tree_channel_transfers(f, ch);
           }
           break;

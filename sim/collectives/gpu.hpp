@@ -178,6 +178,18 @@ struct TreeChunking {
 };
 TreeChunking tree_chunking(std::uint64_t group_bytes, std::uint64_t channels, std::uint64_t chunk_bytes,
                            std::uint64_t depth);
+// The same with LL128 (src/enqueue.cc): the chunk starts at `chunk_bytes`
+// (LL128's step, 576,000 data bytes) and is halved while the buffer over the
+// channels gives fewer than 64/ppn x s chunks, while above 128 KiB, then fewer
+// than 16/ppn x s, while above 32 KiB; s = 1 + floor(log2 nodes) + 0.1 ppn,
+// ppn the group's GPUs per node.
+TreeChunking tree_chunking_ll128(std::uint64_t group_bytes, std::uint64_t channels, std::uint64_t chunk_bytes,
+                                 std::uint64_t nodes, std::uint64_t ppn);
+// How NCCL's tree cuts `group`'s bytes over `channels` with protocol p, from
+// p's step `chunk_bytes` (step_bytes): LL128's rule, else Simple's (LL's 32 KiB
+// step is never halved by either).
+TreeChunking tree_cut(const topology::Fabric& fabric, std::span<const ChipId> group, std::uint64_t group_bytes,
+                      std::uint64_t channels, std::uint64_t chunk_bytes, Protocol p);
 // NCCL's estimate of its tree's depth over `group`: the GPUs of a node less
 // one (the chain), plus floor(log2(nodes)).
 std::uint64_t tree_depth(const topology::Fabric& fabric, std::span<const ChipId> group);
