@@ -209,6 +209,19 @@ std::uint64_t chunk_count(std::uint64_t bytes, std::uint64_t chunk_bytes) {
   return std::max<std::uint64_t>(1, ceil_div(bytes, std::max<std::uint64_t>(chunk_bytes, 1)));
 }
 
+namespace {
+
+// Each channel's ceil(bytes / channels) in chunks of at most `size`, evened out.
+TreeChunking cut_in_chunks(std::uint64_t group_bytes, std::uint64_t channels, std::uint64_t size) {
+  TreeChunking out;
+  out.per_channel = ceil_div(group_bytes, channels);
+  out.chunks = chunk_count(out.per_channel, size);
+  out.chunk = ceil_div(out.per_channel, out.chunks);
+  return out;
+}
+
+}  // namespace
+
 TreeChunking tree_chunking(std::uint64_t group_bytes, std::uint64_t channels, std::uint64_t chunk_bytes,
                            std::uint64_t depth) {
   // NCCL (src/enqueue.cc, the tree with the Simple protocol, up and down): the
@@ -221,11 +234,7 @@ TreeChunking tree_chunking(std::uint64_t group_bytes, std::uint64_t channels, st
   while (!enough(8) && size > 131072) size /= 2;
   while (!enough(4) && size > 65536) size /= 2;
   while (!enough(1) && size > 32768) size /= 2;
-  TreeChunking out;
-  out.per_channel = ceil_div(group_bytes, channels);
-  out.chunks = chunk_count(out.per_channel, size);
-  out.chunk = ceil_div(out.per_channel, out.chunks);
-  return out;
+  return cut_in_chunks(group_bytes, channels, size);
 }
 
 TreeChunking tree_chunking_ll128(std::uint64_t group_bytes, std::uint64_t channels, std::uint64_t chunk_bytes,
@@ -239,11 +248,7 @@ TreeChunking tree_chunking_ll128(std::uint64_t group_bytes, std::uint64_t channe
   };
   while (fewer(64) && size > 131072) size /= 2;
   while (fewer(16) && size > 32768) size /= 2;
-  TreeChunking out;
-  out.per_channel = ceil_div(group_bytes, channels);
-  out.chunks = chunk_count(out.per_channel, size);
-  out.chunk = ceil_div(out.per_channel, out.chunks);
-  return out;
+  return cut_in_chunks(group_bytes, channels, size);
 }
 
 TreeChunking tree_cut(const Fabric& f, std::span<const ChipId> group, std::uint64_t group_bytes, std::uint64_t channels,
