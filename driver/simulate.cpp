@@ -313,8 +313,8 @@ std::vector<OpResult> op_results(const workloads::Workload& w, const topology::T
       o.bound = op.kind == OpKind::Matmul && roof.compute_bound() ? "compute" : "memory";
     } else {
       const collectives::ClosedForm f = gpu ? (*gpu)(op).closed : torus_closed_form(op, w, torus);
-      // A collective's bound depends only on its kind, axes and bytes: ops alike
-      // (a training step's layers) share one.
+      // A collective's bound depends only on its kind, axes, bytes and protocol:
+      // ops alike (a training step's layers) share one.
       const collectives::gpu::Protocol protocol =
           gpu && op.kind != OpKind::Send ? (*gpu)(op).protocol : collectives::gpu::Protocol::Simple;
       const auto bound_of = [&] { return lower_bound(op, w, torus, gpu ? &gpu->fabric() : nullptr, protocol); };

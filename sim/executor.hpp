@@ -33,9 +33,6 @@ struct Resource {
   Tick latency;                             // added after the last byte leaves
   std::uint64_t forward_chunk_bytes = 0;    // granularity of stream (cut-through) forwarding
   std::array<ResourceVariant, kOpClasses - 1> variants{};  // what op classes 1, 2 see instead
-  ResourceVariant seen_by(std::uint8_t op_class) const {
-    return op_class == 0 ? ResourceVariant{latency, forward_chunk_bytes} : variants[op_class - 1];
-  }
   bool operator==(const Resource&) const = default;
 };
 
@@ -68,7 +65,8 @@ class Executor final : public EventHandler {
   void add_observer(ExecutionObserver& observer) { observers_.push_back(&observer); }
   // Every op's class (indexed by op, each below kOpClasses; call before start();
   // `op_class` must outlive the run): the tasks of an op of class c > 0 see
-  // every resource's variant c (Resource::seen_by). Without it every op is of class 0.
+  // every resource's variant c (Resource::variants[c - 1]). Without it every op
+  // is of class 0.
   void classify_ops(std::span<const std::uint8_t> op_class);
 
   // Schedules the tasks without predecessors; then call engine.run().
