@@ -636,8 +636,8 @@ std::string format_comparison(const Measurements& m, const calibrate::Calibratio
       Row r;
       // What NCCL ran (when it said), and what meshsim runs: ring/ll128.
       const driver::OpResult& sim = before.ops[o.op];
-      r.label = fmt::format("op {} {} ({}, {}/{} ranks){}{}", o.op, o.name, kind_name(o.kind), o.ranks_replayed, o.ranks,
-                            nccl_label(o.nccl),
+      r.label = fmt::format("op {} {} ({}, {}/{} ranks){}{}", o.op, o.name, kind_name(o.kind), o.ranks_replayed,
+                            o.ranks, nccl_label(o.nccl),
                             sim.protocol.empty() ? "" : fmt::format(" meshsim {}/{}", sim.algorithm, sim.protocol));
       r.set = "replay";
       r.measured = o.time->median_s;

@@ -206,7 +206,8 @@ void Executor::start_task(TaskId id, Tick now) {
   Tick first_chunk;  // when the first forwarding chunk has left (for stream successors)
   if (t.kind() == TaskKind::Transfer) {
     const Tick service = serialization_time(t.amount, res.bandwidth_bytes_per_s);
-    const std::uint64_t chunk = op_class == 0 ? res.forward_chunk_bytes : res.variants[op_class - 1].forward_chunk_bytes;
+    const std::uint64_t chunk =
+        op_class == 0 ? res.forward_chunk_bytes : res.variants[op_class - 1].forward_chunk_bytes;
     // The forwarding chunk, or the whole transfer when it is smaller (or no chunking).
     const Tick chunk_time = chunk == 0 || chunk > t.amount ? service
                             : op_class == 0                ? r.chunk_time

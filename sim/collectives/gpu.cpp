@@ -255,7 +255,8 @@ TreeChunking tree_cut(const Fabric& f, std::span<const ChipId> group, std::uint6
                       std::uint64_t chunk_bytes, Protocol p) {
   if (p != Protocol::LL128) return tree_chunking(group_bytes, channels, chunk_bytes, tree_depth(f, group));
   const std::uint64_t nodes = node_count(f, group);
-  return tree_chunking_ll128(group_bytes, channels, chunk_bytes, nodes, group.size() / std::max<std::uint64_t>(nodes, 1));
+  const std::uint64_t ppn = group.size() / std::max<std::uint64_t>(nodes, 1);
+  return tree_chunking_ll128(group_bytes, channels, chunk_bytes, nodes, ppn);
 }
 
 std::uint64_t node_count(const Fabric& f, std::span<const ChipId> group) {
@@ -328,6 +329,11 @@ constexpr HwLat kNetHwLat{27, 40, 96};       // 2.7, 4.0, 9.6 us
 
 bool is_nvlink(topology::FabricLinkKind k) {
   return k == topology::FabricLinkKind::NvlinkUp || k == topology::FabricLinkKind::NvlinkDown;
+}
+
+// Every transfer built from task `first` on carries protocol p's lines around its data.
+void to_wire(ProgramBuilder& b, TaskId first, Protocol p) {
+  if (p != Protocol::Simple) b.map_transfer_bytes(first, [p](std::uint64_t x) { return wire_bytes(p, x); });
 }
 
 }  // namespace
@@ -828,7 +834,7 @@ std::optional<std::vector<LinkId>> tree_rail_quotient(ProgramBuilder& b, const F
   const Fold fold{f, resource};
   const auto first = static_cast<TaskId>(b.num_tasks());
   nccl_tree_all_reduce(b, f, rs, group_bytes, chunk_bytes, protocol, ports, &fold, mirror);
-  if (protocol != Protocol::Simple) b.map_transfer_bytes(first, [&](std::uint64_t x) { return wire_bytes(protocol, x); });
+  to_wire(b, first, protocol);
   return links;
 }
 
@@ -934,7 +940,7 @@ void build(ProgramBuilder& b, const Fabric& f, const Torus& coords, Kind kind, A
   MESHSIM_ASSERT(supports(algorithm, protocol), "a protocol the algorithm does not run");
   const auto first = static_cast<TaskId>(b.num_tasks());
   build_data(b, f, coords, kind, algorithm, axes, group_bytes, step_bytes(protocol, chunk_bytes), protocol, ports);
-  if (protocol != Protocol::Simple) b.map_transfer_bytes(first, [&](std::uint64_t x) { return wire_bytes(protocol, x); });
+  to_wire(b, first, protocol);
 }
 
 void send(ProgramBuilder& b, const Fabric& f, ChipId src, ChipId dst, std::uint64_t bytes, const OpPorts& ports) {

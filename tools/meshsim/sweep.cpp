@@ -369,8 +369,8 @@ std::string format_sweep_csv(const std::vector<PointResult>& results) {
                          cell(r.run.at("hardware").at("preset")), mesh_of(r.run), get("name"), get("kind"),
                          joined(op.at("mesh_axes"), " "), get("bytes"), get("time_ps"), get("closed_form_ps"),
                          get("latency_term_ps"), get("bandwidth_term_ps"), get("ratio"), get("bound"),
-                         get("algorithm"), get("protocol"), get("algbw_bytes_per_s"), get("busbw_bytes_per_s"), get("transfers"),
-                         get("link_bytes"), get("start_ps"), get("end_ps"), get("lower_bound_ps"),
+                         get("algorithm"), get("protocol"), get("algbw_bytes_per_s"), get("busbw_bytes_per_s"),
+                         get("transfers"), get("link_bytes"), get("start_ps"), get("end_ps"), get("lower_bound_ps"),
                          get("lower_bound_term"));
       if (calibrated) out.insert(out.size() - 1, r.point.calibrated ? ",true" : ",false");
     }

@@ -18,8 +18,8 @@ namespace {
 
 driver::RunResult run(const std::string& text) { return driver::simulate(workloads::parse_workload(text, "t.json")); }
 
-std::string ops(const std::string& kind, const std::string& axes, std::uint64_t bytes, const std::string& algorithm = "",
-                const std::string& protocol = "") {
+std::string ops(const std::string& kind, const std::string& axes, std::uint64_t bytes,
+                const std::string& algorithm = "", const std::string& protocol = "") {
   return R"({"kind": ")" + kind + R"(", "bytes": )" + std::to_string(bytes) + R"(, "axes": )" + axes +
          (algorithm.empty() ? "" : R"(, "algorithm": ")" + algorithm + "\"") +
          (protocol.empty() ? "" : R"(, "protocol": ")" + protocol + "\"") + "}";
@@ -654,7 +654,8 @@ TEST_CASE("GPU: NCCL's tree chunk: halved until the channels get 8, 4 and 1 time
   // What the simulation builds: 16 nodes at 16 MiB (depth 11) take 64 KiB
   // chunks, 16 a channel, every one of them crossing every edge up and down.
   const driver::RunResult r = run(R"({"hardware": "h100-dgx", "topology": {"nodes": 16}, "mesh": {"G": 8, "N": 16},
-                                      "ops": [)" + ops("all_reduce", R"(["G", "N"])", 16 * mib, "tree", "simple") + "]}");
+                                      "ops": [)" + ops("all_reduce", R"(["G", "N"])", 16 * mib, "tree", "simple") +
+                                 "]}");
   const workloads::Workload w16 = workloads::parse_workload(
       R"({"hardware": "h100-dgx", "topology": {"nodes": 16}, "mesh": {"G": 8, "N": 16}, "ops": [)" +
           ops("all_reduce", R"(["G", "N"])", mib) + "]}",
@@ -742,7 +743,8 @@ TEST_CASE("GPU: across nodes the all-reduce algorithm is NCCL's choice by its co
   const driver::NcclModelInput in{32, 4, 400e9};
   CHECK(driver::nccl_model_s(Algorithm::Ring, collectives::gpu::Protocol::Simple, in, 1'000'000'000) ==
         Approx(282.8e-6 + 1e9 / (400e9 * 32 / 62)).epsilon(1e-12));
-  CHECK(driver::nccl_model_s(Algorithm::Tree, collectives::gpu::Protocol::Simple, in, 1'000'000'000) == Approx(120.4e-6 + 1e9 / 184e9).epsilon(1e-12));
+  CHECK(driver::nccl_model_s(Algorithm::Tree, collectives::gpu::Protocol::Simple, in, 1'000'000'000) ==
+        Approx(120.4e-6 + 1e9 / 184e9).epsilon(1e-12));
   // So the tree below about 280 MB, the ring above.
   const std::string head = R"({"hardware": "h100-dgx", "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4}, "ops": [)";
   auto pick = [&](const std::string& h, std::uint64_t bytes) {
@@ -898,8 +900,9 @@ TEST_CASE("GPU: SimGrid refuses an op that runs with LL or LL128, and names it",
   CHECK_THROWS_WITH(driver::simulate(workloads::parse_workload(text, "t.json"), options),
                     "t.json:/ops/0: --engine simgrid gives every link one latency, the Simple protocol's, and NCCL's "
                     "model runs this op with ll (give the op \"protocol\": \"simple\" to run it on SimGrid)");
-  const std::string simple = R"({"hardware": "h100-dgx", "topology": {"nodes": 2}, "mesh": {"X": 8, "Y": 2}, "ops": [)" +
-                             ops("all_reduce", R"(["X", "Y"])", 4096, "", "simple") + "]}";
+  const std::string simple =
+      R"({"hardware": "h100-dgx", "topology": {"nodes": 2}, "mesh": {"X": 8, "Y": 2}, "ops": [)" +
+      ops("all_reduce", R"(["X", "Y"])", 4096, "", "simple") + "]}";
   const driver::RunResult r = driver::simulate(workloads::parse_workload(simple, "t.json"), options);
   CHECK(r.engine == "simgrid");
   CHECK(r.ops[0].protocol == "simple");
