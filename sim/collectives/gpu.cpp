@@ -317,8 +317,10 @@ constexpr std::uint64_t kLlStepWire = 8 * 512 * kLlLine;     // 65,536
 constexpr std::uint64_t kLl128StepWire = 120 * 640 * 8;      // 614,400
 
 // NCCL's per-step hardware latency of the ring (src/graph/tuning.cc, hwLat, the
-// NCCL 2.7-2.17 table whose Simple values the GPU presets' links carry: NVLink
-// 3.4 us, the network 9.6 us), in tenths of a microsecond: LL, LL128, Simple.
+// table of NCCL 2.7 to 2.17 (2.12 aside, whose network Simple step was 28 us),
+// whose Simple values the GPU presets' links carry: NVLink 3.4 us, the network
+// 9.6 us; NCCL 2.18 on has NVLink LL 0.6 and network Simple 14), in tenths of a
+// microsecond: LL, LL128, Simple.
 // The ratio to Simple scales a link's latency (meshsim's links carry a step's
 // latency, half on each of its two links).
 struct HwLat {
