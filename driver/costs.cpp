@@ -150,7 +150,6 @@ collectives::ClosedForm gpu_closed_form(const workloads::Op& op, const workloads
   const auto rings = collectives::gpu::rings(torus, op.hw_axes);
   const double n = rings.empty() ? 1.0 : static_cast<double>(rings.front().size());
   if (n < 2) return f;
-  const collectives::gpu::RingLimits lim = collectives::gpu::ring_limits(fabric, rings, protocol);
   // The bytes the links carry (the data in the protocol's lines).
   const double v = static_cast<double>(op.bytes) * collectives::gpu::wire_factor(protocol);
   // A ring's phase: N-1 consecutive steps' latency; bandwidth (N-1)/N V
@@ -219,6 +218,7 @@ collectives::ClosedForm gpu_closed_form(const workloads::Op& op, const workloads
         f.latency_s = t.latency_s + t.path_forward_s;
         f.bandwidth_s = static_cast<double>(c.per_channel - c.chunk) * wire * t.seconds_per_byte;
       } else if (algorithm == collectives::gpu::Algorithm::Direct) {
+        const collectives::gpu::RingLimits lim = collectives::gpu::ring_limits(fabric, rings, protocol);
         f.latency_s = lim.step_latency_s;
         f.bandwidth_s = (n - 1) * v / lim.bandwidth_bytes_per_s;
       } else {
