@@ -308,6 +308,18 @@ double nccl_model_s(collectives::gpu::Algorithm algorithm, collectives::gpu::Pro
   const double steps = in.all_reduce ? 2 * (n - 1) : n - 1;
   const double inter = nodes <= 1 ? 0 : in.all_reduce ? 2 * (nodes - 1) : nodes - 1;
   double bus = in.bus_bytes_per_s, latency_us = 0, algbw = 0;
+  if (algorithm == Algorithm::Nvls) {
+    // NVLink SHARP in one NVLink domain, Simple only: no base latency, one
+    // NVLink latency of 25 us (NCCL 2.21 to 2.23; 23 in 2.19), and the bus
+    // bandwidth times 5/6 as algorithm bandwidth (both operations of an
+    // all-reduce, the reduce and the multicast, pipelined). Its bus bandwidth
+    // is NCCL's NVLS graph's channels times their speed, the GPU's NVLink
+    // bandwidth as the ring's is: `bus_bytes_per_s` stands for both.
+    MESHSIM_ASSERT(in.all_reduce && in.nodes <= 1 && protocol == Protocol::Simple,
+                   "NCCL's NVLS runs all-reduces in one NVLink domain with Simple");
+    constexpr double kNvlsNvlink = 25.0;
+    return kNvlsNvlink * 1e-6 + static_cast<double>(bytes) / (bus * 5.0 / 6.0);
+  }
   if (algorithm == Algorithm::Tree) {
     MESHSIM_ASSERT(in.all_reduce, "NCCL's tree runs all-reduces");
     bus *= kTreeBandwidth;
@@ -383,23 +395,30 @@ GpuChoice gpu_algorithm(const workloads::Op& op, const workloads::Workload& w, c
                      fmt::format("algorithm '{}' does not apply to this {} (here: {})", op.algorithm, kind_name(op.kind),
                                  known));
   }
-  // Across nodes, an all-reduce runs as NCCL would run it: the ring or the tree,
-  // each with a protocol, whichever NCCL's own cost model says is fastest for
-  // this size (Simple first on a tie).
-  if (op.kind == OpKind::AllReduce && grouped && collectives::gpu::spans_nodes(fabric, rings.front())) {
-    Algorithm best_a = Algorithm::Ring;
-    Protocol best_p = protocols.front();
-    double best_s = nccl_model_s(best_a, best_p, in, op.bytes);
-    for (Algorithm a : {Algorithm::Ring, Algorithm::Tree})
-      for (Protocol p : protocols)
-        if (const double t = nccl_model_s(a, p, in, op.bytes); t < best_s) best_a = a, best_p = p, best_s = t;
-    return {best_a, gpu_closed_form(op, w, torus, fabric, best_a, best_p), best_p};
+  // An all-reduce runs as NCCL would run it: the ring, the tree (inside one
+  // node a chain) or, in one NVLink domain that has it, NVLS, each with the
+  // protocols it runs, whichever NCCL's own cost model says is fastest for this
+  // size (in that order on a tie: the ring with Simple first). meshsim's own
+  // direct and hierarchical algorithms run only when named.
+  if (op.kind == OpKind::AllReduce && grouped) {
+    std::vector<Algorithm> nccl{Algorithm::Ring, Algorithm::Tree};
+    if (std::find(options.begin(), options.end(), Algorithm::Nvls) != options.end())
+      nccl.push_back(Algorithm::Nvls);
+    std::optional<std::pair<Algorithm, Protocol>> best;
+    double best_s = 0;
+    for (Algorithm a : nccl)
+      for (Protocol p : protocols) {
+        if (!collectives::gpu::supports(a, p)) continue;
+        if (const double t = nccl_model_s(a, p, in, op.bytes); !best || t < best_s) best = {a, p}, best_s = t;
+      }
+    MESHSIM_ASSERT(best.has_value(), "the ring runs every protocol");
+    return {best->first, gpu_closed_form(op, w, torus, fabric, best->first, best->second), best->second};
   }
-  // Otherwise the algorithm whose closed form is fastest for this size, among
-  // those that run the protocol asked for; then its protocol. NCCL's tree
-  // inside one node is a chain, with the ring's steps and bandwidth (NCCL's
-  // model scales its bandwidth by 0.92 besides): never faster than the ring, and
-  // left out, so that rounding cannot choose it over an equal ring.
+  // Otherwise (an all-gather or reduce-scatter: the ring; an all-to-all: direct;
+  // an all-reduce of single GPUs, which moves nothing) the algorithm whose closed
+  // form is fastest for this size, among those that run the protocol asked for,
+  // the tree left out (inside one node a chain, never faster than the ring: no
+  // rounding may choose it over an equal ring); then its protocol.
   const Protocol base = asked.value_or(Protocol::Simple);
   std::optional<GpuChoice> best;
   for (Algorithm a : options) {

@@ -25,11 +25,12 @@ kernels::Roofline elementwise_cost(const workloads::Op& op, const workloads::Har
 // matmul_cost or elementwise_cost, by kind.
 kernels::Roofline local_cost(const workloads::Op& op, const workloads::Hardware& hw, const std::string& file);
 // A GPU collective's algorithm and NCCL protocol: the algorithm the workload
-// names; else, for an all-reduce across nodes, the ring or the tree with the
-// protocol NCCL's cost model picks for them (nccl_model_s); else the fastest by
-// its closed form. The protocol: the one the workload names, else, for the ring
-// and the tree, NCCL's model's pick; Simple for the others. InputError when the
-// named algorithm or protocol does not apply.
+// names; else, for an all-reduce, the pair NCCL's cost model (nccl_model_s)
+// says is fastest among the ring and the tree with each protocol and, in one
+// NVLink domain that has it, NVLS with Simple; else the fastest by its closed
+// form. The protocol: the one the workload names, else, for the ring and the
+// tree, NCCL's model's pick; Simple for the others. InputError when the named
+// algorithm or protocol does not apply.
 struct GpuChoice {
   collectives::gpu::Algorithm algorithm;
   collectives::ClosedForm closed;
@@ -39,8 +40,9 @@ GpuChoice gpu_algorithm(const workloads::Op& op, const workloads::Workload& w, c
                         const topology::Fabric& fabric);  // `fabric` is w.make_fabric()
 
 // NCCL's tuning model (src/graph/tuning.cc, NCCL 2.2x; constants in
-// ../shared/notes/scale.md) of a ring all-reduce, all-gather or reduce-scatter
-// or a tree all-reduce with protocol p: latency + bytes / algbw. The ring's
+// ../shared/notes/scale.md) of a ring all-reduce, all-gather or reduce-scatter,
+// a tree all-reduce with protocol p, or an NVLS all-reduce in one node (Simple:
+// 25 us + bytes / (5/6 busbw)): latency + bytes / algbw. The ring's
 // latency: base + (steps - network steps) NVLink steps + network steps
 // (all-reduce 2(n-1) steps, 2(nodes-1) of them network; the others half), an
 // NVLink step costing at least the network's post overhead across nodes; the

@@ -25,7 +25,8 @@ struct SweepSpec {
   std::vector<std::uint64_t> bytes;   // empty: as written
   std::vector<std::vector<int>> meshes;
   std::vector<std::string> presets;
-  std::vector<std::string> algorithms;  // "auto": the fastest by closed form (no "algorithm" key)
+  // "auto": no "algorithm" key (NCCL's choice for an all-reduce, else the fastest by closed form)
+  std::vector<std::string> algorithms;
   std::string calibration;  // a calibration file: every point also simulated with it
 };
 

@@ -186,11 +186,14 @@ TEST_CASE("GPU: small messages: ring latency grows with N; inside one node NCCL'
   // steps as the ring (its cost model: 2 (N-1) NVLink steps on one node).
   CHECK(tiny("h100-dgx", 8, "tree") == Approx(2 * 7 * 3.4e-6).epsilon(0.02));
   CHECK(tiny("gb200-nvl72", 72, "tree") == Approx(2 * 71 * 3.4e-6).epsilon(0.02));
-  // One-shot: one step whatever N; and it is what meshsim picks for tiny messages.
+  // One-shot: one step whatever N. NCCL has no such algorithm, so it runs only
+  // when named: a tiny all-reduce runs as NCCL's model picks, the ring with LL.
   CHECK(tiny("gb200-nvl72", 72, "direct") == Approx(3.4e-6).epsilon(0.02));
   const driver::RunResult pick = run(R"({"hardware": "h100-dgx", "mesh": {"X": 8}, "ops": [)" +
                                      ops("all_reduce", R"(["X"])", 64) + "]}");
-  CHECK(pick.ops[0].algorithm == "direct");
+  CHECK(pick.ops[0].algorithm == "ring");
+  CHECK(pick.ops[0].protocol == "ll");
+  CHECK(pick.ops[0].time().seconds() == Approx(2 * 7 * 0.47e-6).epsilon(0.02));
 }
 
 TEST_CASE("GPU: NCCL's tree inside one node: 16 chains at 1 GiB match their closed form, 1.75 V/B", "[gpu]") {
@@ -757,10 +760,42 @@ TEST_CASE("GPU: across nodes the all-reduce algorithm is NCCL's choice by its co
   const std::string sixteen = R"({"hardware": "h100-dgx", "topology": {"nodes": 16}, "mesh": {"X": 8, "Y": 16}, "ops": [)";
   CHECK(pick(sixteen, 1ull << 30) == "tree");
   CHECK(pick(sixteen, 4ull << 30) == "ring");
-  // Inside one node the closed forms choose, NVLS included.
-  CHECK(run(R"({"hardware": "h100-dgx", "mesh": {"X": 8}, "ops": [)" + ops("all_reduce", R"(["X"])", 1ull << 30) + "]}")
-            .ops[0]
-            .algorithm == "nvls");
+}
+
+TEST_CASE("GPU: inside one node the all-reduce is NCCL's choice too: the ring with LL, then NVLS", "[gpu]") {
+  using collectives::gpu::Algorithm;
+  using collectives::gpu::Protocol;
+  // NVLS: no base latency, one NVLink latency of 25 us, algbw 5/6 of the bus
+  // bandwidth. Against the ring with LL on 8 H100s (450 GB/s of busbw, LL
+  // capped at 141): 6.6 + 14 x 0.6 us at 141 x 8/14 GB/s.
+  driver::NcclModelInput in{8, 1, 450e9};
+  in.ll_max_bytes_per_s = 141e9;
+  CHECK(driver::nccl_model_s(Algorithm::Nvls, Protocol::Simple, in, 1'000'000) ==
+        Approx(25e-6 + 1e6 / 375e9).epsilon(1e-12));
+  CHECK(driver::nccl_model_s(Algorithm::Ring, Protocol::LL, in, 1'000'000) ==
+        Approx(15e-6 + 1e6 / (141e9 * 8 / 14)).epsilon(1e-12));
+  // So the ring with LL up to 10 us / (1/80.6 - 1/375 GB/s) = 1.03 MB, NVLS above.
+  const auto pick = [](const std::string& preset, std::uint64_t bytes) {
+    const driver::RunResult r = run(R"({"hardware": ")" + preset + R"(", "mesh": {"X": 8}, "ops": [)" +
+                                    ops("all_reduce", R"(["X"])", bytes) + "]}");
+    return r.ops[0].algorithm + "/" + r.ops[0].protocol;
+  };
+  CHECK(pick("h100-dgx", 64) == "ring/ll");
+  CHECK(pick("h100-dgx", 512ull << 10) == "ring/ll");
+  CHECK(pick("h100-dgx", 1ull << 20) == "nvls/simple");
+  CHECK(pick("h100-dgx", 1ull << 30) == "nvls/simple");
+  // Without NVLS (a DGX A100): the ring with LL, the tree (a chain, LL128 at
+  // 7/9 of its bandwidth but 2 x 7 x 1.25 us of NVLink latency against the
+  // ring's 14 x 1.9) between 1 and 4 MiB, the ring with LL128, then Simple.
+  CHECK(pick("a100-dgx", 1ull << 20) == "ring/ll");
+  CHECK(pick("a100-dgx", 2ull << 20) == "tree/ll128");
+  CHECK(pick("a100-dgx", 16ull << 20) == "ring/ll128");
+  CHECK(pick("a100-dgx", 1ull << 30) == "ring/simple");
+  // A protocol asked for chooses among the algorithms that run it: with Simple
+  // at 64 B, NVLS's 25 us beats the ring's 8.4 + 14 x 3.4 us.
+  const driver::RunResult asked = run(R"({"hardware": "h100-dgx", "mesh": {"X": 8}, "ops": [)" +
+                                      ops("all_reduce", R"(["X"])", 64, "", "simple") + "]}");
+  CHECK(asked.ops[0].algorithm + "/" + asked.ops[0].protocol == "nvls/simple");
 }
 
 TEST_CASE("GPU: NCCL's model picks the protocol: LL for small sizes, LL128 for mid sizes, Simple for large", "[gpu]") {
