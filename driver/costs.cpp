@@ -288,6 +288,20 @@ double nccl_ll_max_bytes_per_s(const workloads::Hardware& hw, int nodes) {
   return 1e9 * (hw.amd_cpu ? 19.0 : 20.4);
 }
 
+Tick nccl_base_latency(collectives::gpu::Algorithm algorithm, collectives::gpu::Protocol protocol) {
+  using collectives::gpu::Algorithm;
+  // NCCL 2.2x's baseLat (src/graph/tuning.cc; ../shared/notes/scale.md), in
+  // NCCL's protocol order LL, LL128, Simple.
+  constexpr std::array<std::int64_t, 3> kTreePs{6'800'000, 14'000'000, 8'400'000};
+  constexpr std::array<std::int64_t, 3> kRingPs{6'600'000, 14'000'000, 8'400'000};
+  const std::size_t i = protocol == collectives::gpu::Protocol::LL      ? 0
+                        : protocol == collectives::gpu::Protocol::LL128 ? 1
+                                                                        : 2;
+  if (algorithm == Algorithm::Ring) return Tick::from_ps(kRingPs[i]);
+  if (algorithm == Algorithm::Tree) return Tick::from_ps(kTreePs[i]);
+  return kZeroTick;
+}
+
 double nccl_model_s(collectives::gpu::Algorithm algorithm, collectives::gpu::Protocol protocol,
                     const NcclModelInput& in, std::uint64_t bytes) {
   using collectives::gpu::Algorithm;
@@ -296,7 +310,6 @@ double nccl_model_s(collectives::gpu::Algorithm algorithm, collectives::gpu::Pro
   // in microseconds: a base latency, per-step hardware latencies over NVLink and
   // the network, and the bus bandwidth turned into algorithm bandwidth. Per
   // protocol, in NCCL's order LL, LL128, Simple:
-  constexpr std::array<double, 3> kBaseTree{6.8, 14.0, 8.4}, kBaseRing{6.6, 14.0, 8.4};
   constexpr std::array<double, 3> kTreeNvlink{0.6, 1.25, 4.0}, kRingNvlink{0.6, 1.9, 3.4};
   constexpr std::array<double, 3> kTreeNet{5.0, 8.5, 14.0}, kRingNet{2.7, 4.0, 14.0};
   constexpr double kTreeBandwidth = 0.92;  // Tree all-reduce bandwidth factor
@@ -325,7 +338,8 @@ double nccl_model_s(collectives::gpu::Algorithm algorithm, collectives::gpu::Pro
     bus *= kTreeBandwidth;
     if (protocol == Protocol::LL) bus = std::min(bus / 3.8, in.ll_max_bytes_per_s);
     if (protocol == Protocol::LL128) bus *= nodes <= 1 ? 7.0 / 9.0 : 120.0 / 128.0;
-    latency_us = kBaseTree[i] + 2 * ((ppn - 1) * kTreeNvlink[i] + std::floor(std::log2(nodes)) * kTreeNet[i]);
+    latency_us = nccl_base_latency(algorithm, protocol).microseconds() +
+                 2 * ((ppn - 1) * kTreeNvlink[i] + std::floor(std::log2(nodes)) * kTreeNet[i]);
     algbw = bus * 0.5;
   } else {
     if (protocol == Protocol::LL) bus = std::min(in.ll_max_bytes_per_s, bus * 0.5);
@@ -334,7 +348,7 @@ double nccl_model_s(collectives::gpu::Algorithm algorithm, collectives::gpu::Pro
         nodes <= 1 ? kRingNvlink[i] : std::max(kRingNvlink[i], kNetOverhead * (protocol == Protocol::Simple ? 3 : 1));
     // With one GPU a node, NCCL takes the tree's network latency.
     const double net = ppn == 1 ? kTreeNet[i] : kRingNet[i];
-    latency_us = kBaseRing[i] + (steps - inter) * intra + inter * net;
+    latency_us = nccl_base_latency(algorithm, protocol).microseconds() + (steps - inter) * intra + inter * net;
     algbw = bus * n / steps;
   }
   return latency_us * 1e-6 + static_cast<double>(bytes) / algbw;
@@ -558,6 +572,15 @@ workloads::FabricLevel comm_level(const workloads::Op& op, const workloads::Work
 Tick comm_fixed_cost(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus) {
   if (is_local(op.kind)) return kZeroTick;
   return w.hardware.fixed_cost_of(comm_level(op, w, torus), op.kind);
+}
+
+Tick op_fixed_cost(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus,
+                   GpuChoices* gpu) {
+  const Tick fixed = comm_fixed_cost(op, w, torus);
+  if (!w.hardware.gpu || !is_collective(op.kind) || op.kind == OpKind::Send) return fixed;
+  MESHSIM_ASSERT(gpu != nullptr, "a GPU collective's fixed cost without the workload's choices");
+  const GpuChoice& c = (*gpu)(op);
+  return fixed + nccl_base_latency(c.algorithm, c.protocol);
 }
 
 }  // namespace meshsim::driver

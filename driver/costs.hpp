@@ -68,14 +68,29 @@ std::vector<std::uint8_t> op_classes(const workloads::Workload& w, const topolog
 // NCCL's cap on LL's bus bandwidth (llMaxBws) for `nodes` nodes of this hardware.
 double nccl_ll_max_bytes_per_s(const workloads::Hardware& hw, int nodes);
 
+class GpuChoices;
+
 // The fabric level a communication op reaches, its outermost: on a TPU, dcn for a
 // collective over the slice axis or a send between slices, else ici; on a GPU
 // fabric, nic for a collective over more than one node or a send between nodes,
 // else nvlink.
 workloads::FabricLevel comm_level(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus);
-// The fixed cost the op pays on every chip before its first transfer (the
-// hardware's fixed_cost of its level and kind; zero for local ops and by default).
+// The hardware's fixed cost of the op's level and kind (zero for local ops and
+// by default): a calibrated launch and synchronisation cost, on top of NCCL's
+// base latency on a GPU (op_fixed_cost). Alone, a lower bound of what an op
+// pays before its first transfer (search's bounds use it so).
 Tick comm_fixed_cost(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus);
+// NCCL's base latency of an algorithm with a protocol (src/graph/tuning.cc's
+// baseLat, NCCL 2.2x): the collective kernel's launch and setup, once per
+// collective. Ring LL, LL128, Simple: 6.6, 14.0, 8.4 us; tree 6.8, 14.0, 8.4;
+// NVLS 0 (NCCL puts all its latency in its per-hop term); meshsim's own direct
+// and hierarchical algorithms, which NCCL does not have, 0.
+Tick nccl_base_latency(collectives::gpu::Algorithm algorithm, collectives::gpu::Protocol protocol);
+// What an op pays on every chip before its first transfer: comm_fixed_cost
+// and, for a GPU collective (not a send), NCCL's base latency of the algorithm
+// and protocol it runs. `gpu`: the workload's choices, null on a TPU.
+Tick op_fixed_cost(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus,
+                   GpuChoices* gpu);
 
 // A torus collective's multi-axis schedule: the one the op names, else balanced.
 collectives::Schedule torus_schedule(const workloads::Op& op);

@@ -350,7 +350,7 @@ Expanded Expander::operator()(const workloads::Workload& w) const {
     std::fill(entry.begin(), entry.end(), sim::kNoTask);
     std::fill(exit.begin(), exit.end(), sim::kNoTask);
     // A communication op's fixed cost (launch, synchronisation) delays every chip's entry.
-    const Tick fixed = comm_fixed_cost(op, w, torus);
+    const Tick fixed = op_fixed_cost(op, w, torus, estimator.choices());
     for (std::uint32_t k = 0; k < n; ++k) entry[layout.chip_at(k)] = b.join(id, fixed, layout.chip_at(k));
     for (std::uint32_t k = 0; k < n; ++k) exit[layout.chip_at(k)] = b.join(id, kZeroTick, layout.chip_at(k));
     for (std::uint32_t k = 0; k < n; ++k) {

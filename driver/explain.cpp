@@ -17,6 +17,23 @@ std::string mesh_names(const workloads::Op& op, const workloads::Workload& w) {
   return s;
 }
 
+// What the op pays before its first transfer, as the report's closed form
+// counts it: the hardware's fixed cost and, for a GPU collective, NCCL's base
+// latency of the algorithm and protocol it runs.
+double fixed_cost_s(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus) {
+  Tick fixed = comm_fixed_cost(op, w, torus);
+  if (w.hardware.gpu && is_collective(op.kind) && op.kind != OpKind::Send) {
+    const GpuChoice c = gpu_algorithm(op, w, torus, w.make_fabric());
+    fixed += nccl_base_latency(c.algorithm, c.protocol);
+  }
+  return fixed.seconds();
+}
+
+// "fixed cost X + " when the op has one.
+std::string fixed_term(double fixed_s) {
+  return fixed_s > 0 ? fmt::format("fixed cost {} + ", us(fixed_s)) : std::string();
+}
+
 std::string step_line(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus) {
   if (op.kind == OpKind::Matmul) {
     const kernels::Roofline r = matmul_cost(op, w.hardware, w.file);
@@ -39,12 +56,16 @@ std::string step_line(const workloads::Op& op, const workloads::Workload& w, con
     std::uint64_t gpus = 1;
     for (int a : op.hw_axes) gpus *= static_cast<std::uint64_t>(torus.axis(a).size);
     // Additive terms: a pipeline (NCCL's tree) or phases one after the other.
-    // By algorithm/protocol (NCCL's), as the report names them.
-    return fmt::format("{}: {} over {} ({} GPUs) by {}/{}: V = {:.0f} bytes; closed form {} (latency {}{} bandwidth "
-                       "{}; {}-bound)",
+    // By algorithm/protocol (NCCL's), as the report names them. The fixed cost
+    // (NCCL's base latency and the hardware's own) comes first, as in the
+    // report's closed form.
+    const double fixed_s = fixed_cost_s(op, w, torus);
+    return fmt::format("{}: {} over {} ({} GPUs) by {}/{}: V = {:.0f} bytes; closed form {} ({}latency {}{} "
+                       "bandwidth {}; {}-bound)",
                        op.name, kind_name(op.kind), mesh_names(op, w), gpus,
                        collectives::gpu::algorithm_name(choice.algorithm),
-                       collectives::gpu::protocol_name(choice.protocol), v, us(f.time_s()), us(f.latency_s),
+                       collectives::gpu::protocol_name(choice.protocol), v, us(fixed_s + f.time_s()),
+                       fixed_term(fixed_s), us(f.latency_s),
                        f.additive ? " +" : ",", us(f.bandwidth_s), f.latency_bound() ? "latency" : "bandwidth");
   }
   const collectives::ClosedForm f = communication_closed_form(op, w, torus);
@@ -108,9 +129,10 @@ std::string training_line(const workloads::Op& op, const workloads::Workload& w,
                            "{} (latency {}, bandwidth {})",
                            op.name, op.bytes, workloads::send_pairs(op).size(), us(f.time_s()), us(f.latency_s),
                            us(f.bandwidth_s));
-      return fmt::format("{}: {} over {}, V = {} bytes; closed form {} (latency {}, bandwidth {})", op.name,
-                         kind_name(op.kind), mesh_names(op, w), op.bytes, us(f.time_s()), us(f.latency_s),
-                         us(f.bandwidth_s));
+      const double fixed_s = fixed_cost_s(op, w, torus);
+      return fmt::format("{}: {} over {}, V = {} bytes; closed form {} ({}latency {}, bandwidth {})", op.name,
+                         kind_name(op.kind), mesh_names(op, w), op.bytes, us(fixed_s + f.time_s()),
+                         fixed_term(fixed_s), us(f.latency_s), us(f.bandwidth_s));
     }
   }
 }

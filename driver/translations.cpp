@@ -624,7 +624,8 @@ std::optional<OpPart> turned_tree(const workloads::Op& op, const workloads::Work
   const auto n = static_cast<sim::TaskId>(representatives.size());
   sim::ProgramBuilder b;
   const sim::OpId id = b.add_op();
-  const Tick fixed = comm_fixed_cost(op, w, t);
+  const GpuChoice choice = gpu_algorithm(op, w, t, fabric);
+  const Tick fixed = comm_fixed_cost(op, w, t) + nccl_base_latency(choice.algorithm, choice.protocol);
   for (sim::TaskId k = 0; k < n; ++k) out.entry.push_back(b.join(id, fixed, representatives[k]));
   for (sim::TaskId k = 0; k < n; ++k) out.exit.push_back(b.join(id, kZeroTick, representatives[k]));
   std::vector<sim::TaskId> entry(chips), exit(chips);
@@ -638,8 +639,7 @@ std::optional<OpPart> turned_tree(const workloads::Op& op, const workloads::Work
   // Its links (ascending, as the other ops' quotients number theirs) are its resources 0..k-1.
   std::optional<std::vector<std::uint32_t>> links =
       collectives::gpu::tree_rail_quotient(b, fabric, t, op.hw_axes, op.bytes, w.hardware.forward_chunk_bytes,
-                                           collectives::OpPorts{id, entry, exit}, mirrors,
-                                           gpu_algorithm(op, w, t, fabric).protocol);
+                                           collectives::OpPorts{id, entry, exit}, mirrors, choice.protocol);
   if (!links) return std::nullopt;
   out.resources = std::move(*links);
   out.program = std::move(b).finish();
