@@ -47,10 +47,12 @@ struct Solution {
   FitQuality quality;
 };
 
-// min sum_i ((x_i . c - t_i) / t_i)^2 subject to c >= 0: the best of the
-// unconstrained solutions over every subset of the columns whose coefficients
-// all come out non-negative (at most 4 columns: 15 subsets).
-Solution relative_nnls(const Eigen::MatrixXd& x, const Eigen::VectorXd& t, const char* what) {
+// min sum_i ((offset_i + x_i . c - t_i) / t_i)^2 subject to c >= 0 (no
+// offsets: all 0): the best of the unconstrained solutions over every subset of
+// the columns whose coefficients all come out non-negative (at most 4 columns:
+// 15 subsets).
+Solution relative_nnls(const Eigen::MatrixXd& x, const Eigen::VectorXd& t, const char* what,
+                       const Eigen::VectorXd* offset = nullptr) {
   const Eigen::Index rows = x.rows(), cols = x.cols();
   if (rows < cols + 1)
     throw Error(fmt::format("{}: {} measurements cannot determine {} parameters", what, rows, cols));
@@ -58,7 +60,9 @@ Solution relative_nnls(const Eigen::MatrixXd& x, const Eigen::VectorXd& t, const
     if (!(t(i) > 0) || !std::isfinite(t(i))) throw Error(fmt::format("{}: measured time {} is not positive", what, t(i)));
   Eigen::MatrixXd a = x;
   for (Eigen::Index i = 0; i < rows; ++i) a.row(i) /= t(i);
-  const Eigen::VectorXd ones = Eigen::VectorXd::Ones(rows);
+  // The target of each relative row: 1, less the share of t_i the offset explains.
+  Eigen::VectorXd target = Eigen::VectorXd::Ones(rows);
+  if (offset) target -= offset->cwiseQuotient(t);
   // Scale the columns so that the solve is well conditioned (flops ~ 1e12, latency terms ~ 1).
   Eigen::VectorXd scale(cols);
   for (Eigen::Index c = 0; c < cols; ++c) {
@@ -74,9 +78,9 @@ Solution relative_nnls(const Eigen::MatrixXd& x, const Eigen::VectorXd& t, const
       if (mask & (1u << c)) used.push_back(c);
     Eigen::MatrixXd sub(rows, static_cast<Eigen::Index>(used.size()));
     for (std::size_t u = 0; u < used.size(); ++u) sub.col(static_cast<Eigen::Index>(u)) = a.col(used[u]);
-    const Eigen::VectorXd s = sub.colPivHouseholderQr().solve(ones);
+    const Eigen::VectorXd s = sub.colPivHouseholderQr().solve(target);
     if ((s.array() < 0).any() || !s.allFinite()) continue;
-    const double cost = (sub * s - ones).squaredNorm();
+    const double cost = (sub * s - target).squaredNorm();
     if (cost < best_cost) {
       best_cost = cost;
       best.setZero();
@@ -86,7 +90,9 @@ Solution relative_nnls(const Eigen::MatrixXd& x, const Eigen::VectorXd& t, const
   if (!std::isfinite(best_cost)) throw Error(fmt::format("{}: no non-negative fit exists", what));
   Solution sol;
   sol.coef = best.cwiseQuotient(scale);
-  const Eigen::VectorXd rel = (x * sol.coef - t).cwiseQuotient(t);
+  Eigen::VectorXd model = x * sol.coef;
+  if (offset) model += *offset;
+  const Eigen::VectorXd rel = (model - t).cwiseQuotient(t);
   sol.quality.points = static_cast<std::uint64_t>(rows);
   sol.quality.rms_relative_residual = std::sqrt(rel.squaredNorm() / static_cast<double>(rows));
   sol.quality.max_relative_residual = rel.cwiseAbs().maxCoeff();
@@ -99,15 +105,16 @@ double rate_of(double seconds_per_unit) {
 
 LinkFit fit_terms(std::span<const CollectivePoint> points, const char* what, Solution& sol) {
   Eigen::MatrixXd x(static_cast<Eigen::Index>(points.size()), 2);
-  Eigen::VectorXd t(static_cast<Eigen::Index>(points.size()));
+  Eigen::VectorXd t(static_cast<Eigen::Index>(points.size())), fixed(static_cast<Eigen::Index>(points.size()));
   for (std::size_t i = 0; i < points.size(); ++i) {
     const RingTerms r = ring_terms(points[i].kind, points[i].ranks, points[i].bytes);
     const auto row = static_cast<Eigen::Index>(i);
     x(row, 0) = r.steps;
     x(row, 1) = r.wire_bytes;
     t(row) = points[i].time_s;
+    fixed(row) = points[i].fixed_s;
   }
-  sol = relative_nnls(x, t, what);
+  sol = relative_nnls(x, t, what, &fixed);
   LinkFit f;
   f.step_latency_s = sol.coef(0);
   f.bandwidth_bytes_per_s = rate_of(sol.coef(1));

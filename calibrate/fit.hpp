@@ -36,6 +36,11 @@ struct CollectivePoint {
   int ranks = 2;
   std::uint64_t bytes = 0;  // V as in docs/WORKLOAD.md (nccl-tests' "size")
   double time_s = 0;
+  // What the simulation adds before the first step whatever the link terms
+  // (NCCL's base latency of the algorithm and protocol that ran,
+  // driver::nccl_base_latency): the fitted steps and bytes explain the rest of
+  // time_s.
+  double fixed_s = 0;
 };
 
 // The ring forms of docs/MODEL.md: steps of latency and bytes through each rank's

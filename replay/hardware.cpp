@@ -6,10 +6,12 @@
 #include <cctype>
 #include <cmath>
 #include <fstream>
+#include <optional>
 
 #include "base/error.hpp"
 #include "base/text_file.hpp"
 #include "calibrate/fit.hpp"
+#include "driver/costs.hpp"
 #include "driver/simulate.hpp"
 #include "topology/gpu_preset.hpp"
 #include "workloads/json_cursor.hpp"
@@ -365,6 +367,21 @@ std::string format_replay_trace(const workloads::Workload& w, const Measurements
 
 namespace {
 
+// NCCL's base latency of what it reported running, in seconds: the part of a
+// measured time that the simulation adds whatever the link terms (0 when NCCL
+// did not report, or ran an algorithm meshsim does not simulate).
+double base_latency_s(const NcclChoice& c) {
+  std::string algorithm = c.algorithm, protocol = c.protocol;
+  for (char& ch : algorithm) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  for (char& ch : protocol) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  const std::optional<collectives::gpu::Protocol> p = collectives::gpu::parse_protocol(protocol);
+  if (!p) return 0;
+  for (collectives::gpu::Algorithm a : {collectives::gpu::Algorithm::Ring, collectives::gpu::Algorithm::Tree,
+                                        collectives::gpu::Algorithm::Nvls})
+    if (algorithm == collectives::gpu::algorithm_name(a)) return driver::nccl_base_latency(a, *p).seconds();
+  return 0;
+}
+
 std::vector<std::uint64_t> geometric(std::uint64_t from, std::uint64_t to, std::uint64_t factor) {
   std::vector<std::uint64_t> v;
   for (std::uint64_t x = from; x <= to; x *= factor) v.push_back(x);
@@ -531,7 +548,7 @@ calibrate::Calibration fit_suite(const Measurements& m, std::vector<std::string>
     std::vector<calibrate::CollectivePoint> points;
     // One node's GPUs: the NVLink level (a multi-node suite is not written yet).
     for (const CollectiveMeasurement& c : m.collectives)
-      points.push_back({c.kind, calibrate::Level::Nvlink, c.ranks, c.bytes, c.time.median_s});
+      points.push_back({c.kind, calibrate::Level::Nvlink, c.ranks, c.bytes, c.time.median_s, base_latency_s(c.nccl)});
     fit("NVLink link", [&] { cal.links.push_back(calibrate::fit_link(calibrate::Level::Nvlink, points)); });
     for (OpKind kind : {OpKind::AllGather, OpKind::ReduceScatter, OpKind::AllReduce, OpKind::AllToAll}) {
       bool any = false;

@@ -117,6 +117,29 @@ TEST_CASE("fit: per-step latency and bandwidth of a fabric level within 2 %", "[
   CHECK(within(ar.bandwidth_bytes_per_s, bw, 0.02));
 }
 
+TEST_CASE("fit: a point's fixed part (NCCL's base latency, which the simulation adds) is not fitted", "[calibrate]") {
+  // Measured = base latency + steps x 3.4 us + wire bytes / 370 GB/s, the base
+  // 6.6 us below 64 KiB (the ring with LL) and 8.4 us above (Simple). Told the
+  // base, the fit finds the link terms; not told, the step latency absorbs it.
+  const double step = 3.4e-6, bw = 3.7e11;
+  std::vector<CollectivePoint> told, untold;
+  for (OpKind kind : {OpKind::AllGather, OpKind::AllReduce})
+    for (std::uint64_t bytes = 1024; bytes <= (std::uint64_t{1} << 30); bytes *= 4) {
+      const RingTerms r = ring_terms(kind, 8, bytes);
+      const double base = bytes < 65536 ? 6.6e-6 : 8.4e-6;
+      const double t = base + r.steps * step + r.wire_bytes / bw;
+      told.push_back({kind, Level::Nvlink, 8, bytes, t, base});
+      untold.push_back({kind, Level::Nvlink, 8, bytes, t});
+    }
+  const LinkFit f = fit_link(Level::Nvlink, told);
+  CHECK(within(f.step_latency_s, step, 1e-6));
+  CHECK(within(f.bandwidth_bytes_per_s, bw, 1e-6));
+  CHECK(f.quality.rms_relative_residual < 1e-9);
+  const LinkFit g = fit_link(Level::Nvlink, untold);
+  CHECK(g.step_latency_s > 1.2 * step);  // 4.17 us
+  CHECK(g.quality.rms_relative_residual > 0.01);
+}
+
 TEST_CASE("fit: ring terms follow docs/MODEL.md", "[calibrate]") {
   CHECK(ring_terms(OpKind::AllGather, 8, 800).steps == 7);
   CHECK(ring_terms(OpKind::AllGather, 8, 800).wire_bytes == Approx(700));
