@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <optional>
+
 #include "driver/costs.hpp"
 #include "workloads/training_detail.hpp"
 
@@ -21,12 +23,9 @@ std::string mesh_names(const workloads::Op& op, const workloads::Workload& w) {
 // counts it: the hardware's fixed cost and, for a GPU collective, NCCL's base
 // latency of the algorithm and protocol it runs.
 double fixed_cost_s(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus) {
-  Tick fixed = comm_fixed_cost(op, w, torus);
-  if (w.hardware.gpu && is_collective(op.kind) && op.kind != OpKind::Send) {
-    const GpuChoice c = gpu_algorithm(op, w, torus, w.make_fabric());
-    fixed += nccl_base_latency(c.algorithm, c.protocol);
-  }
-  return fixed.seconds();
+  std::optional<GpuChoices> gpu;
+  if (w.hardware.gpu) gpu.emplace(w, torus);
+  return op_fixed_cost(op, w, torus, gpu ? &*gpu : nullptr).seconds();
 }
 
 // "fixed cost X + " when the op has one.
