@@ -290,8 +290,9 @@ double nccl_ll_max_bytes_per_s(const workloads::Hardware& hw, int nodes) {
 
 Tick nccl_base_latency(collectives::gpu::Algorithm algorithm, collectives::gpu::Protocol protocol) {
   using collectives::gpu::Algorithm;
-  // NCCL 2.2x's baseLat (src/graph/tuning.cc; ../shared/notes/scale.md), in
-  // NCCL's protocol order LL, LL128, Simple.
+  // NCCL's baseLat (src/graph/tuning.cc; ../shared/notes/scale.md), in NCCL's
+  // protocol order LL, LL128, Simple: the table of NCCL 2.23 to today (2.29);
+  // from 2.18 to 2.22 the tree's Simple entry was 0, and NVLS's 23 us in 2.18.
   constexpr std::array<std::int64_t, 3> kTreePs{6'800'000, 14'000'000, 8'400'000};
   constexpr std::array<std::int64_t, 3> kRingPs{6'600'000, 14'000'000, 8'400'000};
   const std::size_t i = protocol == collectives::gpu::Protocol::LL      ? 0
