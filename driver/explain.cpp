@@ -65,7 +65,8 @@ std::string step_line(const workloads::Op& op, const workloads::Workload& w, con
                        collectives::gpu::algorithm_name(choice.algorithm),
                        collectives::gpu::protocol_name(choice.protocol), v, us(fixed_s + f.time_s()),
                        fixed_term(fixed_s), us(f.latency_s),
-                       f.additive ? " +" : ",", us(f.bandwidth_s), f.latency_bound() ? "latency" : "bandwidth");
+                       f.additive ? " +" : ",", us(f.bandwidth_s),
+                       fixed_s + f.latency_s > f.bandwidth_s ? "latency" : "bandwidth");
   }
   const collectives::ClosedForm f = communication_closed_form(op, w, torus);
   const double wbi = 2.0 * static_cast<double>(w.hardware.ici.bandwidth_bytes_per_s);

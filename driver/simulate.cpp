@@ -340,7 +340,8 @@ std::vector<OpResult> op_results(const workloads::Workload& w, const topology::T
       o.latency_s = f.latency_s + fixed_s;
       o.bandwidth_s = f.bandwidth_s;
       o.closed_s = f.time_s() + fixed_s;
-      o.bound = f.latency_bound() ? "latency" : "bandwidth";
+      // The regime of the terms as reported: the fixed cost is latency.
+      o.bound = o.latency_s > o.bandwidth_s ? "latency" : "bandwidth";
     }
     if (!is_local(op.kind) && o.time() > kZeroTick) {
       double n = 1;

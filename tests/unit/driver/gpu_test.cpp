@@ -799,6 +799,15 @@ TEST_CASE("GPU: NCCL's base latency: once per collective, by algorithm and proto
   CHECK(fixed.bound_s - plain.bound_s == Approx(2e-6).epsilon(1e-9));
   CHECK(plain.time().seconds() >= plain.bound_s);
   CHECK(plain.bound_s >= 6.6e-6);
+  // The regime counts it as latency: a ring all-reduce of 21.5 MB with Simple on
+  // 8 H100s has 14 x (3.4 us + 2 x 512 KiB / 450 GB/s) = 80.2 us of latency term
+  // against 1.75 V / 450 GB/s = 83.6 us of bandwidth term, 88.6 us with the base.
+  const driver::OpResult border = run(R"({"hardware": "h100-dgx", "mesh": {"X": 8}, "ops": [)" +
+                                      ops("all_reduce", R"(["X"])", 21'500'000, "ring", "simple") + "]}")
+                                      .ops[0];
+  CHECK(border.latency_s == Approx(8.4e-6 + 14 * (3.4e-6 + 2 * 524288 / 450e9)).epsilon(1e-9));
+  CHECK(border.bandwidth_s == Approx(1.75 * 21.5e6 / 450e9).epsilon(1e-9));
+  CHECK(border.bound == "latency");
   // NVLS has none: its two switch round trips alone.
   const driver::OpResult nvls =
       run(R"({"hardware": "h100-dgx", "mesh": {"X": 8}, "ops": [)" + ops("all_reduce", R"(["X"])", 64, "nvls") + "]}")
