@@ -773,7 +773,7 @@ TEST_CASE("GPU: NCCL's base latency: once per collective, by algorithm and proto
           "[gpu]") {
   using collectives::gpu::Algorithm;
   using collectives::gpu::Protocol;
-  // NCCL 2.2x's baseLat: ring 6.6 / 14.0 / 8.4 us, tree 6.8 / 14.0 / 8.4 (LL,
+  // NCCL 2.23 on's baseLat: ring 6.6 / 14.0 / 8.4 us, tree 6.8 / 14.0 / 8.4 (LL,
   // LL128, Simple); NVLS and meshsim's own algorithms none.
   CHECK(driver::nccl_base_latency(Algorithm::Ring, Protocol::LL) == Tick::from_ps(6'600'000));
   CHECK(driver::nccl_base_latency(Algorithm::Ring, Protocol::LL128) == Tick::from_ps(14'000'000));
