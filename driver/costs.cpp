@@ -288,6 +288,15 @@ double nccl_ll_max_bytes_per_s(const workloads::Hardware& hw, int nodes) {
   return 1e9 * (hw.amd_cpu ? 19.0 : 20.4);
 }
 
+namespace {
+
+// A protocol's place in NCCL's tables, which list LL, LL128, Simple.
+std::size_t nccl_index(collectives::gpu::Protocol protocol) {
+  return protocol == collectives::gpu::Protocol::LL ? 0 : protocol == collectives::gpu::Protocol::LL128 ? 1 : 2;
+}
+
+}  // namespace
+
 Tick nccl_base_latency(collectives::gpu::Algorithm algorithm, collectives::gpu::Protocol protocol) {
   using collectives::gpu::Algorithm;
   // NCCL's baseLat (src/graph/tuning.cc; ../shared/notes/scale.md), in NCCL's
@@ -295,11 +304,8 @@ Tick nccl_base_latency(collectives::gpu::Algorithm algorithm, collectives::gpu::
   // from 2.18 to 2.22 the tree's Simple entry was 0, and NVLS's 23 us in 2.18.
   constexpr std::array<std::int64_t, 3> kTreePs{6'800'000, 14'000'000, 8'400'000};
   constexpr std::array<std::int64_t, 3> kRingPs{6'600'000, 14'000'000, 8'400'000};
-  const std::size_t i = protocol == collectives::gpu::Protocol::LL      ? 0
-                        : protocol == collectives::gpu::Protocol::LL128 ? 1
-                                                                        : 2;
-  if (algorithm == Algorithm::Ring) return Tick::from_ps(kRingPs[i]);
-  if (algorithm == Algorithm::Tree) return Tick::from_ps(kTreePs[i]);
+  if (algorithm == Algorithm::Ring) return Tick::from_ps(kRingPs[nccl_index(protocol)]);
+  if (algorithm == Algorithm::Tree) return Tick::from_ps(kTreePs[nccl_index(protocol)]);
   return kZeroTick;
 }
 
@@ -317,7 +323,7 @@ double nccl_model_s(collectives::gpu::Algorithm algorithm, collectives::gpu::Pro
   // A network step's post overhead on an Intel (or Arm) host, 1 us, three times
   // over for Simple: the least an inter-node ring's NVLink step costs.
   constexpr double kNetOverhead = 1.0;
-  const std::size_t i = protocol == Protocol::LL ? 0 : protocol == Protocol::LL128 ? 1 : 2;
+  const std::size_t i = nccl_index(protocol);
   const double n = in.ranks, nodes = in.nodes, ppn = n / nodes;
   const double steps = in.all_reduce ? 2 * (n - 1) : n - 1;
   const double inter = nodes <= 1 ? 0 : in.all_reduce ? 2 * (nodes - 1) : nodes - 1;
@@ -577,11 +583,14 @@ Tick comm_fixed_cost(const workloads::Op& op, const workloads::Workload& w, cons
 
 Tick op_fixed_cost(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus,
                    GpuChoices* gpu) {
-  const Tick fixed = comm_fixed_cost(op, w, torus);
-  if (!w.hardware.gpu || !is_collective(op.kind) || op.kind == OpKind::Send) return fixed;
+  if (!w.hardware.gpu || !is_collective(op.kind) || op.kind == OpKind::Send) return comm_fixed_cost(op, w, torus);
   MESHSIM_ASSERT(gpu != nullptr, "a GPU collective's fixed cost without the workload's choices");
-  const GpuChoice& c = (*gpu)(op);
-  return fixed + nccl_base_latency(c.algorithm, c.protocol);
+  return op_fixed_cost(op, w, torus, (*gpu)(op));
+}
+
+Tick op_fixed_cost(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus,
+                   const GpuChoice& choice) {
+  return comm_fixed_cost(op, w, torus) + nccl_base_latency(choice.algorithm, choice.protocol);
 }
 
 }  // namespace meshsim::driver

@@ -91,6 +91,9 @@ Tick nccl_base_latency(collectives::gpu::Algorithm algorithm, collectives::gpu::
 // and protocol it runs. `gpu`: the workload's choices, null on a TPU.
 Tick op_fixed_cost(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus,
                    GpuChoices* gpu);
+// The same for a GPU collective (not a send) whose choice is at hand.
+Tick op_fixed_cost(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus,
+                   const GpuChoice& choice);
 
 // A torus collective's multi-axis schedule: the one the op names, else balanced.
 collectives::Schedule torus_schedule(const workloads::Op& op);

@@ -625,7 +625,7 @@ std::optional<OpPart> turned_tree(const workloads::Op& op, const workloads::Work
   sim::ProgramBuilder b;
   const sim::OpId id = b.add_op();
   const GpuChoice choice = gpu_algorithm(op, w, t, fabric);
-  const Tick fixed = comm_fixed_cost(op, w, t) + nccl_base_latency(choice.algorithm, choice.protocol);
+  const Tick fixed = op_fixed_cost(op, w, t, choice);
   for (sim::TaskId k = 0; k < n; ++k) out.entry.push_back(b.join(id, fixed, representatives[k]));
   for (sim::TaskId k = 0; k < n; ++k) out.exit.push_back(b.join(id, kZeroTick, representatives[k]));
   std::vector<sim::TaskId> entry(chips), exit(chips);

@@ -55,6 +55,11 @@ calibrate::HardwareInfo hardware_info(const cu::Probe& probe, int gpus_used) {
 
 namespace {
 
+std::string lower(std::string text) {
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return text;
+}
+
 void put_spread(Json& j, const Spread& s) {
   j["median_s"] = s.median_s;
   j["min_s"] = s.min_s;
@@ -371,10 +376,8 @@ namespace {
 // measured time that the simulation adds whatever the link terms (0 when NCCL
 // did not report, or ran an algorithm meshsim does not simulate).
 double base_latency_s(const NcclChoice& c) {
-  std::string algorithm = c.algorithm, protocol = c.protocol;
-  for (char& ch : algorithm) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  for (char& ch : protocol) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  const std::optional<collectives::gpu::Protocol> p = collectives::gpu::parse_protocol(protocol);
+  const std::string algorithm = lower(c.algorithm);
+  const std::optional<collectives::gpu::Protocol> p = collectives::gpu::parse_protocol(lower(c.protocol));
   if (!p) return 0;
   for (collectives::gpu::Algorithm a : {collectives::gpu::Algorithm::Ring, collectives::gpu::Algorithm::Tree,
                                         collectives::gpu::Algorithm::Nvls})
@@ -567,11 +570,7 @@ calibrate::Calibration fit_suite(const Measurements& m, std::vector<std::string>
 
 std::string preset_for_device(const std::string& device) {
   for (const char* chip : {"A100", "H100", "H200", "B200"})
-    if (device.find(chip) != std::string::npos) {
-      std::string name(chip);
-      for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      return name + "-dgx";
-    }
+    if (device.find(chip) != std::string::npos) return lower(chip) + "-dgx";
   return "";
 }
 
