@@ -275,19 +275,6 @@ collectives::ClosedForm gpu_closed_form(const workloads::Op& op, const workloads
 
 }  // namespace
 
-double nccl_ll_max_bytes_per_s(const workloads::Hardware& hw, int nodes) {
-  // NCCL's llMaxBws (src/graph/tuning.cc, NCCL 2.2x), GB/s: inside one node by
-  // GPU generation (Volta 39.0, Ampere 87.7, Hopper 141.0, Blackwell 282.0);
-  // across two nodes and more by host CPU (Intel and others 39.0 and 20.4, AMD
-  // 22.5 and 19.0).
-  if (nodes <= 1) {
-    const int cc = hw.compute_capability;
-    return 1e9 * (cc >= 100 ? 282.0 : cc >= 90 ? 141.0 : cc >= 80 ? 87.7 : 39.0);
-  }
-  if (nodes == 2) return 1e9 * (hw.amd_cpu ? 22.5 : 39.0);
-  return 1e9 * (hw.amd_cpu ? 19.0 : 20.4);
-}
-
 namespace {
 
 // A protocol's place in NCCL's tables, which list LL, LL128, Simple.
@@ -296,6 +283,23 @@ std::size_t nccl_index(collectives::gpu::Protocol protocol) {
 }
 
 }  // namespace
+
+namespace {
+
+// NCCL's latency of an NVLS all-reduce in one NVLink domain (src/graph/tuning.cc,
+// hwLat[NVLINK][NVLS][Simple], NCCL 2.21 to 2.29; 23 us in 2.19), which replaces
+// its base latency: the whole of what its model charges before bandwidth.
+constexpr Tick kNcclNvlsLatency = Tick::from_ps(25'000'000);
+
+}  // namespace
+
+Tick nvls_fixed_cost(const workloads::Hardware& hw) {
+  // The simulation crosses a GPU's NVLink up and down links twice (the
+  // load-reduce through the switch, then the multicast store): that part of
+  // NCCL's latency is simulated hop by hop, the rest is paid at entry.
+  const Tick simulated = Tick::from_ps(4 * hw.nvlink.latency.ps());
+  return simulated < kNcclNvlsLatency ? kNcclNvlsLatency - simulated : kZeroTick;
+}
 
 Tick nccl_base_latency(collectives::gpu::Algorithm algorithm, collectives::gpu::Protocol protocol) {
   using collectives::gpu::Algorithm;
@@ -337,8 +341,7 @@ double nccl_model_s(collectives::gpu::Algorithm algorithm, collectives::gpu::Pro
     // bandwidth as the ring's is: `bus_bytes_per_s` stands for both.
     MESHSIM_ASSERT(in.all_reduce && in.nodes <= 1 && protocol == Protocol::Simple,
                    "NCCL's NVLS runs all-reduces in one NVLink domain with Simple");
-    constexpr double kNvlsNvlink = 25.0;
-    return kNvlsNvlink * 1e-6 + static_cast<double>(bytes) / (bus * 5.0 / 6.0);
+    return kNcclNvlsLatency.seconds() + static_cast<double>(bytes) / (bus * 5.0 / 6.0);
   }
   if (algorithm == Algorithm::Tree) {
     MESHSIM_ASSERT(in.all_reduce, "NCCL's tree runs all-reduces");
@@ -389,7 +392,7 @@ GpuChoice gpu_algorithm(const workloads::Op& op, const workloads::Workload& w, c
     const double bus_share = (in.all_reduce ? 2 : 1) * (n - 1) / n;
     in.bus_bytes_per_s =
         bus_share * static_cast<double>(op.bytes) / gpu_closed_form(op, w, torus, fabric, Algorithm::Ring).bandwidth_s;
-    in.ll_max_bytes_per_s = nccl_ll_max_bytes_per_s(w.hardware, in.nodes);
+    in.ll_max_bytes_per_s = workloads::nccl_ll_max_bytes_per_s(w.hardware, in.nodes);
   }
   const std::vector<Protocol> protocols =
       asked ? std::vector<Protocol>{*asked} : std::vector<Protocol>{Protocol::Simple, Protocol::LL, Protocol::LL128};
@@ -590,7 +593,10 @@ Tick op_fixed_cost(const workloads::Op& op, const workloads::Workload& w, const 
 
 Tick op_fixed_cost(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus,
                    const GpuChoice& choice) {
-  return comm_fixed_cost(op, w, torus) + nccl_base_latency(choice.algorithm, choice.protocol);
+  const Tick nccl = choice.algorithm == collectives::gpu::Algorithm::Nvls
+                        ? nvls_fixed_cost(w.hardware)
+                        : nccl_base_latency(choice.algorithm, choice.protocol);
+  return comm_fixed_cost(op, w, torus) + nccl;
 }
 
 }  // namespace meshsim::driver

@@ -65,8 +65,6 @@ double nccl_model_s(collectives::gpu::Algorithm algorithm, collectives::gpu::Pro
 // collective's protocol (collectives::gpu::Protocol), else 0; empty when every
 // op is of class 0.
 std::vector<std::uint8_t> op_classes(const workloads::Workload& w, const topology::Torus& torus);
-// NCCL's cap on LL's bus bandwidth (llMaxBws) for `nodes` nodes of this hardware.
-double nccl_ll_max_bytes_per_s(const workloads::Hardware& hw, int nodes);
 
 class GpuChoices;
 
@@ -86,9 +84,14 @@ Tick comm_fixed_cost(const workloads::Op& op, const workloads::Workload& w, cons
 // NVLS 0 (NCCL puts all its latency in its per-hop term); meshsim's own direct
 // and hierarchical algorithms, which NCCL does not have, 0.
 Tick nccl_base_latency(collectives::gpu::Algorithm algorithm, collectives::gpu::Protocol protocol);
+// What an NVLS all-reduce pays at entry: NCCL's NVLS latency (25 us, its
+// whole latency term) less the part the simulation crosses hop by hop, two
+// switch round trips (4 x the NVLink hop latency: 6.8 us on the presets), so
+// that a small NVLS all-reduce takes NCCL's 25 us; 0 if the hops take longer.
+Tick nvls_fixed_cost(const workloads::Hardware& hw);
 // What an op pays on every chip before its first transfer: comm_fixed_cost
 // and, for a GPU collective (not a send), NCCL's base latency of the algorithm
-// and protocol it runs. `gpu`: the workload's choices, null on a TPU.
+// and protocol it runs (NVLS: nvls_fixed_cost). `gpu`: the workload's choices, null on a TPU.
 Tick op_fixed_cost(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus,
                    GpuChoices* gpu);
 // The same for a GPU collective (not a send) whose choice is at hand.

@@ -277,10 +277,13 @@ Expander::Expander(const workloads::Workload& w, const topology::Torus& torus)
       const topology::FabricLink& link = fabric->link(l);
       // How NCCL's LL and LL128 see it (op classes 1 and 2, collectives::gpu::Protocol).
       using collectives::gpu::Protocol;
+      sim::ResourceVariant ll = collectives::gpu::protocol_variant(Protocol::LL, link.kind, link.spec.latency);
+      if (const std::uint64_t b = collectives::gpu::link_bandwidth(*fabric, l, Protocol::LL);
+          b != link.spec.bandwidth_bytes_per_s)
+        ll.bandwidth_bytes_per_s = b;
       out.resources.push_back(sim::Resource{
           link.spec.bandwidth_bytes_per_s, link.spec.latency, w.hardware.forward_chunk_bytes,
-          {collectives::gpu::protocol_variant(Protocol::LL, link.kind, link.spec.latency),
-           collectives::gpu::protocol_variant(Protocol::LL128, link.kind, link.spec.latency)}});
+          {ll, collectives::gpu::protocol_variant(Protocol::LL128, link.kind, link.spec.latency)}});
       out.resource_ends.push_back(fabric->link_ends(l));
     }
   } else {

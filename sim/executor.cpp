@@ -201,17 +201,19 @@ void Executor::start_task(TaskId id, Tick now) {
 
   // The op's view of the resource: its own latency and chunk, or its class's.
   const std::uint8_t op_class = op_class_.empty() ? 0 : op_class_[t.op()];
-  const Tick latency = op_class == 0 ? res.latency : res.variants[op_class - 1].latency;
+  const ResourceVariant* variant = op_class == 0 ? nullptr : &res.variants[op_class - 1];
+  const Tick latency = variant ? variant->latency : res.latency;
   Tick end;
   Tick first_chunk;  // when the first forwarding chunk has left (for stream successors)
   if (t.kind() == TaskKind::Transfer) {
-    const Tick service = serialization_time(t.amount, res.bandwidth_bytes_per_s);
-    const std::uint64_t chunk =
-        op_class == 0 ? res.forward_chunk_bytes : res.variants[op_class - 1].forward_chunk_bytes;
+    const std::uint64_t bandwidth = variant && variant->bandwidth_bytes_per_s > 0 ? variant->bandwidth_bytes_per_s
+                                                                                 : res.bandwidth_bytes_per_s;
+    const Tick service = serialization_time(t.amount, bandwidth);
+    const std::uint64_t chunk = variant ? variant->forward_chunk_bytes : res.forward_chunk_bytes;
     // The forwarding chunk, or the whole transfer when it is smaller (or no chunking).
     const Tick chunk_time = chunk == 0 || chunk > t.amount ? service
-                            : op_class == 0                ? r.chunk_time
-                                                           : serialization_time(chunk, res.bandwidth_bytes_per_s);
+                            : !variant                     ? r.chunk_time
+                                                           : serialization_time(chunk, bandwidth);
     // Cut-through: the last chunk cannot leave before it has arrived from upstream.
     end = stream_floor_.empty() ? now + service : max(now + service, stream_floor_[id] + chunk_time);
     first_chunk = now + chunk_time;

@@ -18,12 +18,13 @@
 namespace meshsim::sim {
 
 // How a task's op sees a resource: op classes (Executor::classify_ops) above 0
-// see a variant of it, with the same bandwidth but their own latency and
-// forwarding chunk (NCCL's protocols: the same link, other per-hop latencies and
-// steps).
+// see a variant of it, with their own latency and forwarding chunk and at most
+// its bandwidth (NCCL's protocols: the same link, other per-hop latencies and
+// steps, and for LL the rate at which a GPU copies its lines).
 struct ResourceVariant {
   Tick latency;
   std::uint64_t forward_chunk_bytes = 0;
+  std::uint64_t bandwidth_bytes_per_s = 0;  // 0: the resource's (LL's copy rate caps it below)
   bool operator==(const ResourceVariant&) const = default;
 };
 inline constexpr std::size_t kOpClasses = 3;  // class 0 (the resource itself) and two variants

@@ -37,6 +37,10 @@ struct FabricSpec {
   // rate its multimem traffic (load-reduces, stores, multicasts) achieves; 0: the
   // switches have none.
   double nvls_efficiency = 0;
+  // NCCL's LL protocol: the data bytes per second a GPU's kernel passes on in
+  // LL lines (its flags polled line by line), NCCL's llMaxBws inside one node;
+  // 0: no cap. The LL lines a GPU sends into its NVLink switch go no faster.
+  double ll_bytes_per_s = 0;
 };
 
 enum class FabricLinkKind : std::uint8_t {
@@ -66,6 +70,7 @@ class Fabric {
   std::uint32_t num_gpus() const { return num_gpus_; }
   int gpus_per_node() const { return spec_.gpus_per_node; }
   double nvls_efficiency() const { return spec_.nvls_efficiency; }  // 0: no NVLink SHARP
+  double ll_bytes_per_s() const { return spec_.ll_bytes_per_s; }    // 0: LL uncapped
   int nodes() const { return spec_.nodes; }
   int node_of(ChipId gpu) const { return static_cast<int>(gpu) / spec_.gpus_per_node; }
   int local_rank(ChipId gpu) const { return static_cast<int>(gpu) % spec_.gpus_per_node; }

@@ -97,8 +97,22 @@ topology::Fabric Workload::make_fabric() const {
   spec.leaf_nodes = leaf;
   spec.pod_nodes = pod;
   spec.nvls_efficiency = hardware.nvls_efficiency;
+  spec.ll_bytes_per_s = nccl_ll_max_bytes_per_s(hardware, 1);
   spec.core_cables = core;
   return topology::Fabric(spec);
+}
+
+double nccl_ll_max_bytes_per_s(const Hardware& hw, int nodes) {
+  // NCCL's llMaxBws (src/graph/tuning.cc, NCCL 2.2x), GB/s: inside one node by
+  // GPU generation (Volta 39.0, Ampere 87.7, Hopper 141.0, Blackwell 282.0);
+  // across two nodes and more by host CPU (Intel and others 39.0 and 20.4, AMD
+  // 22.5 and 19.0).
+  if (nodes <= 1) {
+    const int cc = hw.compute_capability;
+    return 1e9 * (cc >= 100 ? 282.0 : cc >= 90 ? 141.0 : cc >= 80 ? 87.7 : 39.0);
+  }
+  if (nodes == 2) return 1e9 * (hw.amd_cpu ? 22.5 : 39.0);
+  return 1e9 * (hw.amd_cpu ? 19.0 : 20.4);
 }
 
 std::string_view level_name(FabricLevel level) {

@@ -84,6 +84,11 @@ struct Hardware {
 
 // Sets the link specs' bandwidths to peak x efficiency (rounded; at least 1 B/s).
 void apply_link_efficiency(Hardware& hw);
+// NCCL's cap on the LL protocol's bus bandwidth (llMaxBws) for `nodes` nodes
+// of this hardware: inside one node, the rate a GPU's kernel passes LL lines on
+// (topology::FabricSpec::ll_bytes_per_s, simulated); across nodes, what its
+// cost model allows for the network's host path (the model's only).
+double nccl_ll_max_bytes_per_s(const Hardware& hw, int nodes);
 
 struct MeshAxis {
   std::string name;

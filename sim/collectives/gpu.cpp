@@ -388,6 +388,15 @@ Tick link_latency(const Fabric& f, LinkId l, Protocol p) {
   return p == Protocol::Simple ? link.spec.latency : protocol_variant(p, link.kind, link.spec.latency).latency;
 }
 
+std::uint64_t link_bandwidth(const Fabric& f, LinkId l, Protocol p) {
+  const topology::FabricLink& link = f.link(l);
+  const std::uint64_t own = link.spec.bandwidth_bytes_per_s;
+  if (p != Protocol::LL || link.kind != topology::FabricLinkKind::NvlinkUp || f.ll_bytes_per_s() <= 0) return own;
+  // The GPU's LL data rate, in lines on the wire (16 bytes per 8 of data).
+  const double wire = f.ll_bytes_per_s() * static_cast<double>(kLlLine) / static_cast<double>(kLlData);
+  return wire < static_cast<double>(own) ? static_cast<std::uint64_t>(std::llround(wire)) : own;
+}
+
 std::uint64_t link_forward_chunk(const Fabric& f, LinkId l, Protocol p, std::uint64_t simple_chunk) {
   const topology::FabricLink& link = f.link(l);
   return p == Protocol::Simple ? simple_chunk : protocol_variant(p, link.kind, link.spec.latency).forward_chunk_bytes;
@@ -1078,7 +1087,7 @@ TreeLimits tree_limits(const Fabric& f, const std::vector<ChipId>& group, Protoc
   auto cross = [&](ChipId from, ChipId to) {
     Step s;
     for (LinkId l : f.route(from, to)) {
-      const double b = static_cast<double>(f.link(l).spec.bandwidth_bytes_per_s);
+      const double b = static_cast<double>(link_bandwidth(f, l, protocol));
       out.seconds_per_byte = std::max(out.seconds_per_byte, ++crossings[l] / b);
       s.latency_s += link_latency(f, l, protocol).seconds();
       s.forward_s += std::min(chunk, static_cast<double>(link_forward_chunk(f, l, protocol, simple_chunk))) / b;
@@ -1133,7 +1142,7 @@ RingLimits ring_limits(const Fabric& f, const std::vector<std::vector<ChipId>>& 
       const std::vector<LinkId> route = f.route(ring[i], ring[(i + 1) % ring.size()]);
       double step_lat = 0, step_forward = 0;
       for (LinkId l : route) {
-        const double b = static_cast<double>(f.link(l).spec.bandwidth_bytes_per_s);
+        const double b = static_cast<double>(link_bandwidth(f, l, p));
         bw = bw == 0 ? b : std::min(bw, b);
         step_lat += link_latency(f, l, p).seconds();
         step_forward += std::min(piece, static_cast<double>(link_forward_chunk(f, l, p, simple_chunk))) / b;

@@ -110,6 +110,10 @@ sim::ResourceVariant protocol_variant(Protocol p, topology::FabricLinkKind kind,
 // The per-hop latency and forwarding chunk of link `l` of `fabric` as protocol
 // p sees it (`simple_chunk`: the hardware's forwarding chunk, Simple's).
 Tick link_latency(const topology::Fabric& fabric, topology::LinkId l, Protocol p);
+// The bandwidth at which protocol p's bytes cross link `l`: the link's, but for
+// LL leaving a GPU into its NVLink switch, where the GPU's LL data rate
+// (Fabric::ll_bytes_per_s, NCCL's llMaxBws in one node) caps the lines.
+std::uint64_t link_bandwidth(const topology::Fabric& fabric, topology::LinkId l, Protocol p);
 std::uint64_t link_forward_chunk(const topology::Fabric& fabric, topology::LinkId l, Protocol p,
                                  std::uint64_t simple_chunk);
 

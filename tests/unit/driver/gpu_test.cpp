@@ -93,10 +93,10 @@ TEST_CASE("GPU: small messages pay the ring's per-step latency, NCCL's protocol'
   const driver::RunResult chosen = run(node + ops("all_reduce", R"(["X"])", 64, "ring") + "]}");
   CHECK(chosen.ops[0].protocol == "ll");
   CHECK(chosen.ops[0].time().seconds() == Approx(6.6e-6 + 14 * 0.47e-6).epsilon(0.02));
-  // In-switch reduction (Simple only): two switch round trips whatever N (NCCL's
-  // base latency for NVLS is 0).
+  // In-switch reduction (Simple only): two switch round trips whatever N, 6.8
+  // us simulated, and the rest of NCCL's 25 us NVLS latency at entry.
   const driver::RunResult nvls = run(node + ops("all_reduce", R"(["X"])", 64, "nvls") + "]}");
-  CHECK(nvls.ops[0].time().seconds() == Approx(2 * 3.4e-6).epsilon(0.02));
+  CHECK(nvls.ops[0].time().seconds() == Approx(25e-6).epsilon(0.001));
   CHECK(nvls.ops[0].protocol == "simple");
 }
 
@@ -110,8 +110,10 @@ TEST_CASE("GPU: in-switch reduction (NVLS) beats the ring by 0.85 x 2(N-1)/(N+1)
   // Every GPU port carries (N+1)/N V each way instead of the ring's 2(N-1)/N V,
   // NVLS's at 0.85 of the link rate on Hopper (NCCL's nvlsEfficiency): 1.32
   // times the ring, where 8 H100s measure about 480 / 367 = 1.31 in nccl-tests'
-  // busbw (topology/gpu_preset.cpp).
-  CHECK(nvls.ops[0].closed_s == Approx(9.0 / 8.0 * static_cast<double>(v) / (0.85 * 450e9)).epsilon(1e-9));
+  // busbw (topology/gpu_preset.cpp). Before it, the rest of NCCL's 25 us NVLS
+  // latency that its two switch round trips (6.8 us) leave.
+  CHECK(nvls.ops[0].closed_s ==
+        Approx(18.2e-6 + 9.0 / 8.0 * static_cast<double>(v) / (0.85 * 450e9)).epsilon(1e-9));
   CHECK(nvls.ops[0].time().seconds() == Approx(nvls.ops[0].closed_s).epsilon(0.01));
   CHECK(ring.ops[0].time().seconds() / nvls.ops[0].time().seconds() == Approx(0.85 * 14.0 / 9.0).epsilon(0.01));
   CHECK(pick.ops[0].algorithm == "nvls");
@@ -128,7 +130,7 @@ TEST_CASE("GPU: in-switch reduction (NVLS) beats the ring by 0.85 x 2(N-1)/(N+1)
   };
   const auto full = with("1");
   CHECK(full.algorithm == "nvls");
-  CHECK(full.closed_s == Approx(9.0 / 8.0 * static_cast<double>(v) / 450e9).epsilon(1e-9));
+  CHECK(full.closed_s == Approx(18.2e-6 + 9.0 / 8.0 * static_cast<double>(v) / 450e9).epsilon(1e-9));
   CHECK(full.time().seconds() == Approx(full.closed_s).epsilon(0.01));
   CHECK(with("0").algorithm == "ring");
   // The same in each node of a 2x4 grid beside the rails' all-gathers: the
@@ -612,11 +614,13 @@ TEST_CASE("GPU: NCCL's tree across nodes: a chain in every node, a double binary
         Approx(8.4e-6 + 2 * (7 * 2 * (1.7e-6 + 4 / 450e9) + 2 * 2 * (4.8e-6 + 4 / 50e9))).epsilon(1e-9));
   CHECK(tiny.ops[0].time().seconds() == Approx(tiny.ops[0].closed_s).epsilon(0.02));
   // With LL (NCCL's pick at 64 bytes): NVLink links 0.47 / 3.4 of Simple's
-  // latency, network links 2.7 / 9.6, and twice the bytes; a base latency of 6.8 us.
+  // latency, network links 2.7 / 9.6, and twice the bytes, which leave a GPU
+  // into its switch at twice H100's LL rate (2 x 141 GB/s); a base latency of 6.8 us.
   const driver::RunResult ll = run(head + ops("all_reduce", R"(["X", "Y"])", 64, "tree") + "]}");
   CHECK(ll.ops[0].protocol == "ll");
   CHECK(ll.ops[0].closed_s ==
-        Approx(6.8e-6 + 2 * (7 * 2 * (0.235e-6 + 8 / 450e9) + 2 * 2 * (1.35e-6 + 8 / 50e9))).epsilon(1e-9));
+        Approx(6.8e-6 + 2 * (7 * (2 * 0.235e-6 + 8 / 282e9 + 8 / 450e9) + 2 * 2 * (1.35e-6 + 8 / 50e9)))
+            .epsilon(1e-9));
   CHECK(ll.ops[0].time().seconds() == Approx(ll.ops[0].closed_s).epsilon(0.02));
 }
 
@@ -808,11 +812,25 @@ TEST_CASE("GPU: NCCL's base latency: once per collective, by algorithm and proto
   CHECK(border.latency_s == Approx(8.4e-6 + 14 * (3.4e-6 + 2 * 524288 / 450e9)).epsilon(1e-9));
   CHECK(border.bandwidth_s == Approx(1.75 * 21.5e6 / 450e9).epsilon(1e-9));
   CHECK(border.bound == "latency");
-  // NVLS has none: its two switch round trips alone.
-  const driver::OpResult nvls =
-      run(R"({"hardware": "h100-dgx", "mesh": {"X": 8}, "ops": [)" + ops("all_reduce", R"(["X"])", 64, "nvls") + "]}")
-          .ops[0];
-  CHECK(nvls.time().seconds() == Approx(2 * 3.4e-6).epsilon(0.02));
+  // NVLS has none, but NCCL's whole NVLS latency is 25 us: its two switch
+  // round trips are simulated (4 x 1.7 us), the rest is paid at entry, whatever
+  // the NVLink hop latency (none left past 6.25 us a hop).
+  const auto nvls = [](const std::string& hardware) {
+    return run(R"({"hardware": )" + hardware + R"(, "mesh": {"X": 8}, "ops": [)" +
+               ops("all_reduce", R"(["X"])", 64, "nvls") + "]}")
+        .ops[0];
+  };
+  const auto hop = [](double s) {
+    return R"({"preset": "h100-dgx", "nvlink_hop_latency_s": )" + std::to_string(s) + "}";
+  };
+  CHECK(driver::nvls_fixed_cost(workloads::parse_workload(R"({"hardware": "h100-dgx", "mesh": {"X": 8}, "ops": [)" +
+                                                              ops("all_reduce", R"(["X"])", 64) + "]}",
+                                                          "t.json")
+                                    .hardware) == Tick::from_ps(18'200'000));
+  CHECK(nvls(R"("h100-dgx")").time().seconds() == Approx(25e-6).epsilon(0.001));
+  CHECK(nvls(R"("h100-dgx")").closed_s == Approx(25e-6).epsilon(0.001));
+  CHECK(nvls(hop(1e-6)).time().seconds() == Approx(25e-6).epsilon(0.001));
+  CHECK(nvls(hop(8e-6)).time().seconds() == Approx(32e-6).epsilon(0.001));
   // explain counts it as the report's closed form does.
   const std::string explained = driver::format_explain(workloads::parse_workload(
       R"({"hardware": "h100-dgx", "mesh": {"X": 8}, "arrays": {
@@ -821,6 +839,42 @@ TEST_CASE("GPU: NCCL's base latency: once per collective, by algorithm and proto
           "ops": [{"name": "mm", "kind": "matmul", "a": "A", "b": "B", "out": "C"}]})",
       "t.json"));
   CHECK_THAT(explained, Catch::Contains("by ring/ll: V = ") && Catch::Contains("(fixed cost 6.600 us + latency"));
+}
+
+TEST_CASE("GPU: LL lines leave a GPU no faster than NCCL's LL rate in one node (llMaxBws)", "[gpu]") {
+  using collectives::gpu::Protocol;
+  const auto workload = [](const std::string& preset, const std::string& nodes, std::uint64_t bytes) {
+    return R"({"hardware": ")" + preset + R"(", "topology": {"nodes": )" + nodes +
+           R"(}, "mesh": {"X": 8, "Y": )" + nodes + R"(}, "ops": [)" + ops("all_reduce", R"(["X"])", bytes, "ring", "ll") +
+           "]}";
+  };
+  // A GPU's NVLink up link carries LL lines (16 bytes a line for 8 of data) at
+  // twice the GPU's LL data rate, where that is below the link's: A100 87.7,
+  // H100 141, B200 282 GB/s. Down links, NICs and the other protocols keep theirs.
+  const auto fabric = [&](const std::string& preset, const std::string& nodes) {
+    return workloads::parse_workload(workload(preset, nodes, 1024), "t.json").make_fabric();
+  };
+  const topology::Fabric a100 = fabric("a100-dgx", "1"), h100 = fabric("h100-dgx", "2"), b200 = fabric("b200-dgx", "1");
+  const auto up = [](const topology::Fabric& f) { return f.route(0, 1).front(); };
+  const auto down = [](const topology::Fabric& f) { return f.route(0, 1).back(); };
+  CHECK(collectives::gpu::link_bandwidth(a100, up(a100), Protocol::LL) == 175'400'000'000);
+  CHECK(collectives::gpu::link_bandwidth(h100, up(h100), Protocol::LL) == 282'000'000'000);
+  CHECK(collectives::gpu::link_bandwidth(b200, up(b200), Protocol::LL) == 564'000'000'000);
+  CHECK(collectives::gpu::link_bandwidth(h100, down(h100), Protocol::LL) == 450'000'000'000);
+  CHECK(collectives::gpu::link_bandwidth(h100, up(h100), Protocol::LL128) == 450'000'000'000);
+  CHECK(collectives::gpu::link_bandwidth(h100, up(h100), Protocol::Simple) == 450'000'000'000);
+  const topology::LinkId nic = h100.route(0, 8).front();
+  REQUIRE(h100.link(nic).kind == topology::FabricLinkKind::NicUp);
+  CHECK(collectives::gpu::link_bandwidth(h100, nic, Protocol::LL) == 50'000'000'000);
+  // A 4 MiB ring all-reduce with LL on 8 A100s: 2 x 7/8 of its lines through
+  // each up link at 175.4 GB/s, 83.7 us of bandwidth term (48.9 us at the
+  // link's 300 GB/s); the time within 5 % of the closed form.
+  const double v = 4.0 * 1024 * 1024;
+  const driver::OpResult r = run(workload("a100-dgx", "1", 4 << 20)).ops[0];
+  CHECK(r.protocol == "ll");
+  CHECK(r.bandwidth_s == Approx(2 * 7.0 / 8.0 * 2 * v / 175.4e9).epsilon(1e-9));
+  CHECK(r.time().seconds() == Approx(r.closed_s).epsilon(0.05));
+  CHECK(r.time().seconds() > 6.6e-6 + 2 * 7.0 / 8.0 * 2 * v / 175.4e9);
 }
 
 TEST_CASE("GPU: inside one node the all-reduce is NCCL's choice too: the ring with LL, then NVLS", "[gpu]") {
@@ -890,13 +944,13 @@ TEST_CASE("GPU: NCCL's model picks the protocol: LL for small sizes, LL128 for m
                                      "t.json")
         .hardware;
   };
-  CHECK(driver::nccl_ll_max_bytes_per_s(hw("h100-dgx"), 1) == 141.0e9);
-  CHECK(driver::nccl_ll_max_bytes_per_s(hw("b200-dgx"), 1) == 282.0e9);
-  CHECK(driver::nccl_ll_max_bytes_per_s(hw("a100-dgx"), 1) == 87.7e9);
-  CHECK(driver::nccl_ll_max_bytes_per_s(hw("h100-dgx"), 2) == 39.0e9);
-  CHECK(driver::nccl_ll_max_bytes_per_s(hw("a100-dgx"), 2) == 22.5e9);  // AMD EPYC hosts
-  CHECK(driver::nccl_ll_max_bytes_per_s(hw("h100-dgx"), 4) == 20.4e9);
-  CHECK(driver::nccl_ll_max_bytes_per_s(hw("a100-dgx"), 4) == 19.0e9);
+  CHECK(workloads::nccl_ll_max_bytes_per_s(hw("h100-dgx"), 1) == 141.0e9);
+  CHECK(workloads::nccl_ll_max_bytes_per_s(hw("b200-dgx"), 1) == 282.0e9);
+  CHECK(workloads::nccl_ll_max_bytes_per_s(hw("a100-dgx"), 1) == 87.7e9);
+  CHECK(workloads::nccl_ll_max_bytes_per_s(hw("h100-dgx"), 2) == 39.0e9);
+  CHECK(workloads::nccl_ll_max_bytes_per_s(hw("a100-dgx"), 2) == 22.5e9);  // AMD EPYC hosts
+  CHECK(workloads::nccl_ll_max_bytes_per_s(hw("h100-dgx"), 4) == 20.4e9);
+  CHECK(workloads::nccl_ll_max_bytes_per_s(hw("a100-dgx"), 4) == 19.0e9);
   // What runs: on 4 DGX H100 nodes the tree with LL, then LL128, then the
   // ring with Simple; an all-gather's ring likewise.
   const std::string head = R"({"hardware": "h100-dgx", "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4}, "ops": [)";

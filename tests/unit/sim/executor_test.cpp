@@ -135,6 +135,32 @@ TEST_CASE("Executor: an op of a class sees each resource's variant: its latency 
   CHECK(r.t(second[0]).arrival.ps() == 2'160'000);
 }
 
+TEST_CASE("Executor: a variant's own bandwidth, where it has one, serves its class's bytes and chunks", "[sim]") {
+  // The same chain of two 1000-byte hops for op 0 (class 0) and op 1 (class 1),
+  // on separate links; class 1 sees the first links at 0.5 B/ns.
+  ProgramBuilder b;
+  std::vector<TaskId> first, second;
+  for (int i = 0; i < 2; ++i) {
+    const OpId op = b.add_op();
+    first.push_back(b.transfer(static_cast<std::uint32_t>(i), 1000, op));
+    second.push_back(b.transfer(2, 1000, op));
+    b.depend(first.back(), second.back(), EdgeKind::Stream);
+  }
+  std::vector<Resource> res = resources(100);
+  for (Resource& r : res) r.variants[0] = {Tick::from_ps(100'000), 100};
+  res[1].variants[0].bandwidth_bytes_per_s = 500'000'000;
+  Run r(std::move(b), res, {0, 1});
+  CHECK(r.t(first[0]).end.ps() == 1'000'000);
+  // Twice as long at half the rate, and so is its first chunk (200 ns).
+  CHECK(r.t(first[1]).end.ps() == 2'000'000);
+  CHECK(r.t(first[1]).arrival.ps() == 2'100'000);
+  // Link 2 at its own rate for both: op 0's hop ready at 200 ns, op 1's at 300 ns
+  // (after op 0's, 1.2 us), ending no earlier than its last byte plus a chunk.
+  CHECK(r.t(second[0]).start.ps() == 200'000);
+  CHECK(r.t(second[1]).start.ps() == 1'200'000);
+  CHECK(r.t(second[1]).end.ps() == 2'200'000);
+}
+
 TEST_CASE("Executor: compute tasks occupy their unit for their duration", "[sim]") {
   ProgramBuilder b;
   const OpId op = b.add_op();
