@@ -45,6 +45,16 @@ struct Run {
   const TaskTiming& t(TaskId id) const { return timings->by_task[id]; }
 };
 
+// Two ops, op i a cut-through chain of two 1000-byte hops: link i, then link 2.
+void two_chains(ProgramBuilder& b, std::vector<TaskId>& first, std::vector<TaskId>& second) {
+  for (int i = 0; i < 2; ++i) {
+    const OpId op = b.add_op();
+    first.push_back(b.transfer(static_cast<std::uint32_t>(i), 1000, op));
+    second.push_back(b.transfer(2, 1000, op));
+    b.depend(first.back(), second.back(), EdgeKind::Stream);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("Executor: one transfer takes bytes / bandwidth plus latency", "[sim]") {
@@ -112,12 +122,7 @@ TEST_CASE("Executor: an op of a class sees each resource's variant: its latency 
   // Two ops, each a cut-through chain of two 1000-byte hops; op 1 is of class 2.
   ProgramBuilder b;
   std::vector<TaskId> first, second;
-  for (int i = 0; i < 2; ++i) {
-    const OpId op = b.add_op();
-    first.push_back(b.transfer(static_cast<std::uint32_t>(i), 1000, op));
-    second.push_back(b.transfer(2, 1000, op));
-    b.depend(first.back(), second.back(), EdgeKind::Stream);
-  }
+  two_chains(b, first, second);
   std::vector<Resource> res = resources(100);
   for (Resource& r : res) r.variants[1] = {Tick::from_ps(10'000), 50};
   Run r(std::move(b), res, {0, 2});
@@ -136,16 +141,11 @@ TEST_CASE("Executor: an op of a class sees each resource's variant: its latency 
 }
 
 TEST_CASE("Executor: a variant's own bandwidth, where it has one, serves its class's bytes and chunks", "[sim]") {
-  // The same chain of two 1000-byte hops for op 0 (class 0) and op 1 (class 1),
-  // on separate links; class 1 sees the first links at 0.5 B/ns.
+  // The same chains for op 0 (class 0) and op 1 (class 1); class 1 sees link 1
+  // at 0.5 B/ns.
   ProgramBuilder b;
   std::vector<TaskId> first, second;
-  for (int i = 0; i < 2; ++i) {
-    const OpId op = b.add_op();
-    first.push_back(b.transfer(static_cast<std::uint32_t>(i), 1000, op));
-    second.push_back(b.transfer(2, 1000, op));
-    b.depend(first.back(), second.back(), EdgeKind::Stream);
-  }
+  two_chains(b, first, second);
   std::vector<Resource> res = resources(100);
   for (Resource& r : res) r.variants[0] = {Tick::from_ps(100'000), 100};
   res[1].variants[0].bandwidth_bytes_per_s = 500'000'000;
