@@ -273,18 +273,10 @@ collectives::ClosedForm gpu_closed_form(const workloads::Op& op, const workloads
   return f;
 }
 
-}  // namespace
-
-namespace {
-
 // A protocol's place in NCCL's tables, which list LL, LL128, Simple.
 std::size_t nccl_index(collectives::gpu::Protocol protocol) {
   return protocol == collectives::gpu::Protocol::LL ? 0 : protocol == collectives::gpu::Protocol::LL128 ? 1 : 2;
 }
-
-}  // namespace
-
-namespace {
 
 // NCCL's latency of an NVLS all-reduce in one NVLink domain (src/graph/tuning.cc,
 // hwLat[NVLINK][NVLS][Simple], NCCL 2.21 to 2.29; 23 us in 2.19), which replaces
