@@ -19,15 +19,6 @@ std::string mesh_names(const workloads::Op& op, const workloads::Workload& w) {
   return s;
 }
 
-// What the op pays before its first transfer, as the report's closed form
-// counts it: the hardware's fixed cost and, for a GPU collective, NCCL's base
-// latency of the algorithm and protocol it runs.
-double fixed_cost_s(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus) {
-  std::optional<GpuChoices> gpu;
-  if (w.hardware.gpu) gpu.emplace(w, torus);
-  return op_fixed_cost(op, w, torus, gpu ? &*gpu : nullptr).seconds();
-}
-
 // "fixed cost X + " when the op has one.
 std::string fixed_term(double fixed_s) {
   return fixed_s > 0 ? fmt::format("fixed cost {} + ", us(fixed_s)) : std::string();
@@ -58,7 +49,7 @@ std::string step_line(const workloads::Op& op, const workloads::Workload& w, con
     // By algorithm/protocol (NCCL's), as the report names them. The fixed cost
     // (NCCL's base latency and the hardware's own) comes first, as in the
     // report's closed form.
-    const double fixed_s = fixed_cost_s(op, w, torus);
+    const double fixed_s = op_fixed_cost(op, w, torus, choice).seconds();
     return fmt::format("{}: {} over {} ({} GPUs) by {}/{}: V = {:.0f} bytes; closed form {} ({}latency {}{} "
                        "bandwidth {}; {}-bound)",
                        op.name, kind_name(op.kind), mesh_names(op, w), gpus,
@@ -107,8 +98,11 @@ namespace {
 
 std::string gigabytes(double b) { return fmt::format("{:.3f} GB", b / 1e9); }
 
-// One lowered op of a training step, with its closed-form cost.
-std::string training_line(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus) {
+// One lowered op of a training step, with its closed-form cost (what it pays
+// before its first transfer as the report counts it: `gpu`, the workload's
+// choices, null on a TPU).
+std::string training_line(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus,
+                          GpuChoices* gpu) {
   switch (op.kind) {
     case OpKind::Matmul: {
       const kernels::Roofline r = matmul_cost(op, w.hardware, w.file);
@@ -129,7 +123,7 @@ std::string training_line(const workloads::Op& op, const workloads::Workload& w,
                            "{} (latency {}, bandwidth {})",
                            op.name, op.bytes, workloads::send_pairs(op).size(), us(f.time_s()), us(f.latency_s),
                            us(f.bandwidth_s));
-      const double fixed_s = fixed_cost_s(op, w, torus);
+      const double fixed_s = op_fixed_cost(op, w, torus, gpu).seconds();
       return fmt::format("{}: {} over {}, V = {} bytes; closed form {} ({}latency {}, bandwidth {})", op.name,
                          kind_name(op.kind), mesh_names(op, w), op.bytes, us(fixed_s + f.time_s()),
                          fixed_term(fixed_s), us(f.latency_s), us(f.bandwidth_s));
@@ -143,6 +137,9 @@ std::string training_explain(const workloads::Workload& w) {
   const workloads::ModelSpec& m = t.model;
   const workloads::StepFormulas& f = t.formulas;
   const topology::Torus torus = w.make_torus();
+  std::optional<GpuChoices> choices;  // one fabric and one memo for every line
+  if (w.hardware.gpu) choices.emplace(w, torus);
+  GpuChoices* gpu = choices ? &*choices : nullptr;
   std::string out = fmt::format(
       "training step: {} ({:.3f} B parameters) on {} chips: data {} x fsdp {} x tensor {}{} x pipeline {}{}{}; {} "
       "microbatches of {} x {} tokens per replica\n\n",
@@ -157,11 +154,11 @@ std::string training_explain(const workloads::Workload& w) {
     out += fmt::format("layer {} {} (microbatch 0), per chip:\n", first, pass[0] == 'F' ? "forward" : "backward");
     for (const workloads::Op& op : w.ops)
       if (op.name.starts_with(prefix) || op.name.starts_with(recomputed))
-        out += fmt::format("  {}{}\n", training_line(op, w, torus), op.name.starts_with(recomputed) ? " [recomputed]" : "");
+        out += fmt::format("  {}{}\n", training_line(op, w, torus, gpu), op.name.starts_with(recomputed) ? " [recomputed]" : "");
   }
   for (const workloads::Op& op : w.ops)
     if (op.group == "gradients" || op.group == "optimizer") {
-      out += fmt::format("  {}\n", training_line(op, w, torus));
+      out += fmt::format("  {}\n", training_line(op, w, torus, gpu));
       if (op.group == "optimizer") break;
     }
   // FLOPs.

@@ -381,8 +381,7 @@ double base_latency_s(const NcclChoice& c) {
   const std::string algorithm = lower(c.algorithm);
   const std::optional<collectives::gpu::Protocol> p = collectives::gpu::parse_protocol(lower(c.protocol));
   if (!p) return 0;
-  for (collectives::gpu::Algorithm a : {collectives::gpu::Algorithm::Ring, collectives::gpu::Algorithm::Tree,
-                                        collectives::gpu::Algorithm::Nvls})
+  for (collectives::gpu::Algorithm a : {collectives::gpu::Algorithm::Ring, collectives::gpu::Algorithm::Tree})
     if (algorithm == collectives::gpu::algorithm_name(a)) return driver::nccl_base_latency(a, *p).seconds();
   return 0;
 }
