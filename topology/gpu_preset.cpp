@@ -12,13 +12,16 @@ namespace {
 // B200/GB200: 900 GB/s); one 400 Gb/s (50 GB/s) InfiniBand NIC per GPU; 8 GPUs per
 // DGX node, 72 in a GB200 NVL72 domain.
 //
-// Latencies: NCCL's cost model, src/graph/tuning.cc (NCCL 2.7-2.8, github.com/NVIDIA/nccl),
-// hwLat for the Ring algorithm with the Simple protocol: 3.4 us per step over
-// NVLink and 9.6 us per step over the network. A ring step crosses two of our
-// links (NVLink up and down, or NIC up and down), so each carries half. A step
-// through a spine crosses four links; the spine cables get the NIC's half too.
+// Latencies: NCCL's cost model, src/graph/tuning.cc (github.com/NVIDIA/nccl), its
+// hardware latency per step of the Ring algorithm with the Simple protocol, in
+// the table of NCCL 2.18 to today (2.29; the same table holds the base latencies
+// and the rest of the model meshsim uses, driver/costs.cpp): 3.4 us per step over
+// NVLink and 14 us per step over the network (NCCL 2.7 to 2.17 had 9.6). A ring
+// step crosses two of our links (NVLink up and down, or NIC up and down), so each
+// carries half. A step through a spine crosses four links; the spine cables get
+// the NIC's half too.
 constexpr Tick kNvlinkHop = Tick::from_ps(1'700'000);
-constexpr Tick kNetHop = Tick::from_ps(4'800'000);
+constexpr Tick kNetHop = Tick::from_ps(7'000'000);
 constexpr std::uint64_t kNic = 50'000'000'000;
 // NCCL moves data in chunks of its buffer (NCCL_BUFFSIZE 4 MiB over 8 steps =
 // 512 KiB): a GPU forwards a chunk once it has arrived.
@@ -60,7 +63,7 @@ constexpr double kHopperInt8 = 1.979e15;
 // eight single-port ConnectX-6 HDR InfiniBand 200 Gb/s adapters for compute
 // traffic, one per GPU (25 GB/s per direction). Latencies as above: NCCL's hwLat
 // is per link type (NVLink, PCI, network), not per GPU generation (Ampere only
-// changes its bandwidth caps), so A100 gets the same 3.4 us and 9.6 us steps.
+// changes its bandwidth caps), so A100 gets the same 3.4 us and 14 us steps.
 constexpr double kAmpereFp32 = 1.95e13;
 constexpr double kAmpereBf16 = 3.12e14;
 constexpr double kAmpereInt8 = 6.24e14;

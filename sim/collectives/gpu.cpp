@@ -317,17 +317,16 @@ constexpr std::uint64_t kLlStepWire = 8 * 512 * kLlLine;     // 65,536
 constexpr std::uint64_t kLl128StepWire = 120 * 640 * 8;      // 614,400
 
 // NCCL's per-step hardware latency of the ring (src/graph/tuning.cc, hwLat, the
-// table of NCCL 2.7 to 2.17 (2.12 aside, whose network Simple step was 28 us),
-// whose Simple values the GPU presets' links carry: NVLink 3.4 us, the network
-// 9.6 us; NCCL 2.18 on has NVLink LL 0.6 and network Simple 14), in tenths of a
-// microsecond: LL, LL128, Simple.
+// table of NCCL 2.18 to today (2.29), whose Simple values the GPU presets' links
+// carry: NVLink 3.4 us, the network 14 us; NCCL 2.7 to 2.17 had NVLink LL 0.47
+// and network Simple 9.6), in tenths of a microsecond: LL, LL128, Simple.
 // The ratio to Simple scales a link's latency (meshsim's links carry a step's
 // latency, half on each of its two links).
 struct HwLat {
   std::int64_t ll, ll128, simple;
 };
-constexpr HwLat kNvlinkHwLat{47, 190, 340};  // 0.47, 1.9, 3.4 us
-constexpr HwLat kNetHwLat{27, 40, 96};       // 2.7, 4.0, 9.6 us
+constexpr HwLat kNvlinkHwLat{6, 19, 34};   // 0.6, 1.9, 3.4 us
+constexpr HwLat kNetHwLat{27, 40, 140};    // 2.7, 4.0, 14 us
 
 bool is_nvlink(topology::FabricLinkKind k) {
   return k == topology::FabricLinkKind::NvlinkUp || k == topology::FabricLinkKind::NvlinkDown;
