@@ -326,7 +326,7 @@ double nccl_model_s(collectives::gpu::Algorithm algorithm, collectives::gpu::Pro
   double bus = in.bus_bytes_per_s, latency_us = 0, algbw = 0;
   if (algorithm == Algorithm::Nvls) {
     // NVLink SHARP in one NVLink domain, Simple only: no base latency, one
-    // NVLink latency of 25 us (NCCL 2.21 to 2.23; 23 in 2.19), and the bus
+    // NVLink latency of 25 us (kNcclNvlsLatency: NCCL 2.21 to 2.29; 23 in 2.19), and the bus
     // bandwidth times 5/6 as algorithm bandwidth (both operations of an
     // all-reduce, the reduce and the multicast, pipelined). Its bus bandwidth
     // is NCCL's NVLS graph's channels times their speed, the GPU's NVLink
