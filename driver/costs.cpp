@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <optional>
 
@@ -217,6 +218,18 @@ collectives::ClosedForm gpu_closed_form(const workloads::Op& op, const workloads
         f.additive = true;
         f.latency_s = t.latency_s + t.path_forward_s;
         f.bandwidth_s = static_cast<double>(c.per_channel - c.chunk) * wire * t.seconds_per_byte;
+      } else if (algorithm == collectives::gpu::Algorithm::NvlsTree) {
+        // NCCL's NVLS tree: a pipeline of loops, each a piece per head on every
+        // channel; the first loop's way in and out of the switches and up and
+        // down the trees, then the other loops through the busiest link.
+        const collectives::gpu::NvlsTreeCut c = collectives::gpu::nvls_tree_cut(fabric, rings.front(), op.bytes);
+        const collectives::gpu::NvlsTreeLimits t =
+            collectives::gpu::nvls_tree_limits(fabric, rings.front(), static_cast<double>(c.piece));
+        const double heads = n / static_cast<double>(collectives::gpu::node_count(fabric, rings.front()));
+        const double moved = static_cast<double>(c.piece * c.loops * c.channels) * heads;  // V, evened out
+        f.additive = true;
+        f.latency_s = t.latency_s + t.path_forward_s;
+        f.bandwidth_s = moved * t.seconds_per_byte * static_cast<double>(c.loops - 1) / static_cast<double>(c.loops);
       } else if (algorithm == collectives::gpu::Algorithm::Direct) {
         const collectives::gpu::RingLimits lim = collectives::gpu::ring_limits(fabric, rings, protocol);
         f.latency_s = lim.step_latency_s;
@@ -291,6 +304,18 @@ Tick nvls_fixed_cost(const workloads::Hardware& hw) {
   // NCCL's latency is simulated hop by hop, the rest is paid at entry.
   const Tick simulated = Tick::from_ps(4 * hw.nvlink.latency.ps());
   return simulated < kNcclNvlsLatency ? kNcclNvlsLatency - simulated : kZeroTick;
+}
+
+Tick nvls_tree_fixed_cost(const workloads::Hardware& hw, std::uint64_t nodes) {
+  // NCCL's network latency of an NVLS tree step (hwLat[NET][NVLS_TREE][Simple]:
+  // 20.9 us in NCCL 2.29, 14 from 2.19 to 2.27), of which the simulation
+  // crosses a NIC up and a NIC down hop by hop; NCCL counts 2 floor(log2 M)
+  // steps, up and down the trees.
+  constexpr Tick kNcclNvlsTreeNetStep = Tick::from_ps(20'900'000);
+  const Tick simulated = Tick::from_ps(2 * hw.nic.latency.ps());
+  const Tick extra = simulated < kNcclNvlsTreeNetStep ? kNcclNvlsTreeNetStep - simulated : kZeroTick;
+  const auto steps = 2 * static_cast<std::int64_t>(std::bit_width(std::max<std::uint64_t>(nodes, 1)) - 1);
+  return nvls_fixed_cost(hw) + Tick::from_ps(steps * extra.ps());
 }
 
 Tick nccl_base_latency(collectives::gpu::Algorithm algorithm, collectives::gpu::Protocol protocol) {
@@ -585,9 +610,15 @@ Tick op_fixed_cost(const workloads::Op& op, const workloads::Workload& w, const 
 
 Tick op_fixed_cost(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus,
                    const GpuChoice& choice) {
-  const Tick nccl = choice.algorithm == collectives::gpu::Algorithm::Nvls
-                        ? nvls_fixed_cost(w.hardware)
-                        : nccl_base_latency(choice.algorithm, choice.protocol);
+  using collectives::gpu::Algorithm;
+  Tick nccl = nccl_base_latency(choice.algorithm, choice.protocol);
+  if (choice.algorithm == Algorithm::Nvls) nccl = nvls_fixed_cost(w.hardware);
+  if (choice.algorithm == Algorithm::NvlsTree) {
+    std::uint64_t nodes = 1;  // the op's node axes
+    for (int a : op.hw_axes)
+      if (a >= 1) nodes *= static_cast<std::uint64_t>(torus.axis(a).size);
+    nccl = nvls_tree_fixed_cost(w.hardware, nodes);
+  }
   return comm_fixed_cost(op, w, torus) + nccl;
 }
 

@@ -89,9 +89,15 @@ Tick nccl_base_latency(collectives::gpu::Algorithm algorithm, collectives::gpu::
 // switch round trips (4 x the NVLink hop latency: 6.8 us on the presets), so
 // that a small NVLS all-reduce takes NCCL's 25 us; 0 if the hops take longer.
 Tick nvls_fixed_cost(const workloads::Hardware& hw);
+// What an NVLS tree all-reduce over `nodes` nodes pays at entry: NVLS's
+// (nvls_fixed_cost: NCCL's 25 us in the node) and, for each of NCCL's 2
+// floor(log2 M) network steps, its 20.9 us (NCCL 2.29) less the NIC up and down
+// hops the simulation crosses (14 us on the presets).
+Tick nvls_tree_fixed_cost(const workloads::Hardware& hw, std::uint64_t nodes);
 // What an op pays on every chip before its first transfer: comm_fixed_cost
 // and, for a GPU collective (not a send), NCCL's base latency of the algorithm
-// and protocol it runs (NVLS: nvls_fixed_cost). `gpu`: the workload's choices, null on a TPU.
+// and protocol it runs (NVLS: nvls_fixed_cost; the NVLS tree:
+// nvls_tree_fixed_cost). `gpu`: the workload's choices, null on a TPU.
 Tick op_fixed_cost(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus,
                    GpuChoices* gpu);
 // The same for a GPU collective (not a send) whose choice is at hand.

@@ -38,7 +38,7 @@ struct OpResult {
   double bound_s = 0;
   std::string bound_term;
   std::string bound;                      // latency | bandwidth | compute | memory
-  std::string algorithm;                  // GPU collectives: ring, nvls, hierarchical, direct, tree
+  std::string algorithm;                  // GPU collectives: ring, nvls, hierarchical, direct, tree, nvls_tree
   std::string protocol;                   // GPU collectives: NCCL's protocol, simple, ll or ll128
   // nccl-tests conventions (communication only): algbw = size / time with size as
   // nccl-tests counts it (V; V/n per rank for an all-to-all), busbw = algbw x

@@ -84,6 +84,10 @@ std::vector<Shift> translated_axes(const workloads::Workload& w, const topology:
       // to its first, not on to the next), so only the last may shift.
       if (ring)
         for (std::size_t i = 0; i + 1 < nodes.size(); ++i) fixed[static_cast<std::size_t>(nodes[i])] = true;
+      // NCCL's NVLS tree runs its double binary tree over the nodes: no shift
+      // of them along its node axes keeps it.
+      if (alg == Algorithm::NvlsTree)
+        for (int a : nodes) fixed[static_cast<std::size_t>(a)] = true;
     }
   }
   // `n` steps along `axis`: to the torus' neighbour (n = 1), or on a GPU

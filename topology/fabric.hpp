@@ -37,6 +37,9 @@ struct FabricSpec {
   // rate its multimem traffic (load-reduces, stores, multicasts) achieves; 0: the
   // switches have none.
   double nvls_efficiency = 0;
+  // NCCL's NVLS channels across nodes (its NVLS tree): NVLS_NCHANNELS, 16 on
+  // Hopper and 32 on Blackwell between nodes (src/transport/nvls.cc, NCCL 2.29).
+  int nvls_channels = 16;
   // NCCL's LL protocol: the data bytes per second a GPU's kernel passes on in
   // LL lines (its flags polled line by line), NCCL's llMaxBws inside one node;
   // 0: no cap. The LL lines a GPU sends into its NVLink switch go no faster.
@@ -70,6 +73,7 @@ class Fabric {
   std::uint32_t num_gpus() const { return num_gpus_; }
   int gpus_per_node() const { return spec_.gpus_per_node; }
   double nvls_efficiency() const { return spec_.nvls_efficiency; }  // 0: no NVLink SHARP
+  int nvls_channels() const { return spec_.nvls_channels; }
   double ll_bytes_per_s() const { return spec_.ll_bytes_per_s; }    // 0: LL uncapped
   int nodes() const { return spec_.nodes; }
   int node_of(ChipId gpu) const { return static_cast<int>(gpu) / spec_.gpus_per_node; }

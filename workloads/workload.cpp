@@ -97,6 +97,7 @@ topology::Fabric Workload::make_fabric() const {
   spec.leaf_nodes = leaf;
   spec.pod_nodes = pod;
   spec.nvls_efficiency = hardware.nvls_efficiency;
+  spec.nvls_channels = hardware.compute_capability >= 100 ? 32 : 16;
   spec.ll_bytes_per_s = nccl_ll_max_bytes_per_s(hardware, 1);
   spec.core_cables = core;
   return topology::Fabric(spec);

@@ -259,6 +259,25 @@ TreeChunking tree_cut(const Fabric& f, std::span<const ChipId> group, std::uint6
   return tree_chunking_ll128(group_bytes, channels, chunk_bytes, nodes, ppn);
 }
 
+NvlsTreeCut nvls_tree_cut(const Fabric& f, std::span<const ChipId> group, std::uint64_t group_bytes) {
+  // NCCL_NVLS_CHUNKSIZE's default (src/transport/nvls.cc) and NCCL's cut
+  // (src/enqueue.cc, NCCL 2.29): NVLSTREE_MAX_CHUNKSIZE unset caps the chunk at
+  // 64 KiB on 4 nodes and more; its rules for chunks above 128 KiB never apply.
+  constexpr std::uint64_t kNvlsChunk = 128 * 1024;
+  NvlsTreeCut out;
+  out.channels = static_cast<std::uint64_t>(std::max(f.nvls_channels(), 1));
+  const std::uint64_t nodes = std::max<std::uint64_t>(node_count(f, group), 1);
+  const std::uint64_t heads = std::max<std::uint64_t>(group.size() / nodes, 1);
+  std::uint64_t chunk = nodes >= 4 ? kNvlsChunk / 2 : kNvlsChunk;
+  const std::uint64_t concurrent = out.channels * heads;  // NCCL's concurrentOps
+  if (group_bytes < 4 * concurrent * chunk && chunk > 65536) chunk = 65536;
+  if (group_bytes < concurrent * chunk && chunk > 32768) chunk = 32768;
+  out.per_channel = ceil_div(group_bytes, out.channels);
+  out.loops = chunk_count(out.per_channel, heads * chunk);
+  out.piece = ceil_div(out.per_channel, out.loops * heads);
+  return out;
+}
+
 std::uint64_t node_count(const Fabric& f, std::span<const ChipId> group) {
   std::vector<int> nodes;
   for (ChipId c : group) nodes.push_back(f.node_of(c));
@@ -283,6 +302,8 @@ const char* algorithm_name(Algorithm a) {
       return "direct";
     case Algorithm::Tree:
       return "tree";
+    case Algorithm::NvlsTree:
+      return "nvls_tree";
   }
   return "?";
 }
@@ -412,6 +433,7 @@ std::vector<Algorithm> candidates(Kind kind, const Torus& coords, std::span<cons
       std::vector<Algorithm> out{Algorithm::Ring, Algorithm::Tree, Algorithm::Direct};
       if (local && !across && fabric.nvls_efficiency() > 0) out.push_back(Algorithm::Nvls);
       if (local && across) out.push_back(Algorithm::Hierarchical);
+      if (local && across && fabric.nvls_efficiency() > 0) out.push_back(Algorithm::NvlsTree);
       return out;
     }
     default:
@@ -570,6 +592,97 @@ std::vector<TreeChannel> tree_channels(const Fabric& f, const std::vector<ChipId
 }
 
 namespace {
+
+// NCCL's NVLS tree (docs/MODEL.md, "GPU fabrics"): on each of the fabric's NVLS
+// channels (channel c on tree c % 2 of the double binary tree), loop by loop,
+// GPU h of every node heads piece h of the loop (tree_channels' rail h: its
+// chains start at GPU h). Up, children before parents: the switch reduces the
+// piece of every GPU of the node (each GPU's up link carries it, a load-reduce
+// as NVLS's) down to the head, which adds its children's sums as they arrive
+// and sends the node's sum on to its parent's head over its NIC (the rail's
+// route); the root's head holds the total. Down, parents first: each head
+// stores the total once into its switch, which multicasts it to every GPU of
+// the node, and sends it on to its children's heads. A head's next load-reduce
+// waits for its last (its warps reduce one piece at a time), and every network
+// connection keeps at most 8 pieces in flight (NCCL_STEPS). Multimem traffic
+// runs at the switches' NVLS efficiency (nvls_link_bytes). Tasks are listed by
+// loop, channel, head, phase and node position.
+void nvls_tree_all_reduce(ProgramBuilder& b, const Fabric& f, const std::vector<std::vector<ChipId>>& groups,
+                          std::uint64_t group_bytes, const OpPorts& ports) {
+  constexpr std::uint64_t kWindow = 8;
+  MESHSIM_ASSERT(f.nvls_efficiency() > 0, "an NVLS tree on switches without NVLink SHARP");
+  for (const auto& group : groups) {
+    const std::vector<TreeChannel> all = tree_channels(f, group);  // channel 2h + t: rail h, tree t
+    const NvlsTreeCut cut = nvls_tree_cut(f, group, group_bytes);
+    const std::size_t m = all.front().chains.size(), g = all.front().chains.front().size();
+    MESHSIM_ASSERT(m >= 2, "an NVLS tree inside one node");
+    const std::uint64_t multimem = nvls_link_bytes(cut.piece, f.nvls_efficiency());
+    std::array<std::vector<std::vector<std::uint32_t>>, 2> children;  // per tree, by position
+    for (std::size_t t = 0; t < 2; ++t) {
+      children[t].assign(m, {});
+      for (std::uint32_t i = 1; i < m; ++i) children[t][all[t].parent[i]].push_back(i);
+    }
+    // Per (channel, head) unit and node position: the head's last load-reduce,
+    // and per window slot the last hop of the node's edge up to its parent and
+    // of the edge down into it.
+    const std::size_t units = static_cast<std::size_t>(cut.channels) * g;
+    std::vector<TaskId> sum(units * m, 0), up(units * m * kWindow, 0), down(units * m * kWindow, 0);
+    for (std::uint64_t k = 0; k < cut.loops; ++k) {
+      const bool wait = k >= kWindow;  // the same slot holds loop k - kWindow
+      for (std::size_t c = 0; c < cut.channels; ++c) {
+        const std::size_t t = c % 2;
+        for (std::size_t h = 0; h < g; ++h) {
+          const TreeChannel& ch = all[2 * h + t];
+          const std::size_t u = c * g + h;
+          const auto slot = [&](std::size_t i) { return (u * m + i) * kWindow + k % kWindow; };
+          for (std::size_t i = m; i-- > 0;) {
+            const std::vector<ChipId>& node = ch.chains[i];
+            const TaskId reduced = b.transfer(f.nvlink_down(node[0]), multimem, ports.op, 2);
+            for (ChipId x : node) {
+              const TaskId load = b.transfer(f.nvlink_up(x), multimem, ports.op, 1);
+              b.depend(ports.entry[x], load);
+              if (k > 0) b.depend(sum[u * m + i], load);
+              b.depend(load, reduced, sim::EdgeKind::Stream);
+            }
+            sum[u * m + i] = reduced;
+            if (i == 0) break;
+            const auto [first, last] = hop(b, f.route(node[0], ch.chains[ch.parent[i]][0]), cut.piece, ports.op, 3);
+            if (wait) b.depend(up[slot(i)], first);
+            b.depend(reduced, first, sim::EdgeKind::Stream);
+            for (std::uint32_t kid : children[t][i]) b.depend(up[slot(kid)], first, sim::EdgeKind::Stream);
+            up[slot(i)] = last;
+          }
+          for (std::size_t i = 0; i < m; ++i) {
+            // What node i's total waits for: at the root its sum and its
+            // children's, elsewhere the edge down from its parent.
+            const auto total = [&](TaskId x) {
+              if (i > 0) {
+                b.depend(down[slot(i)], x, sim::EdgeKind::Stream);
+                return;
+              }
+              b.depend(sum[u * m], x, sim::EdgeKind::Stream);
+              for (std::uint32_t kid : children[t][0]) b.depend(up[slot(kid)], x, sim::EdgeKind::Stream);
+            };
+            const std::vector<ChipId>& node = ch.chains[i];
+            const TaskId store = b.transfer(f.nvlink_up(node[0]), multimem, ports.op, 5);
+            total(store);
+            for (ChipId x : node) {
+              const TaskId copy = b.transfer(f.nvlink_down(x), multimem, ports.op, 6);
+              b.depend(store, copy, sim::EdgeKind::Stream);
+              b.depend(copy, ports.exit[x]);
+            }
+            for (std::uint32_t kid : children[t][i]) {
+              const auto [first, last] = hop(b, f.route(node[0], ch.chains[kid][0]), cut.piece, ports.op, 4);
+              if (wait) b.depend(down[slot(kid)], first);
+              total(first);
+              down[slot(kid)] = last;
+            }
+          }
+        }
+      }
+    }
+  }
+}
 
 // NCCL's tree (docs/MODEL.md, "GPU fabrics"): on each of 2G channels
 // (tree_channels), chunk by chunk, every node reduces its chain towards
@@ -885,6 +998,10 @@ void build_data(ProgramBuilder& b, const Fabric& f, const Torus& coords, Kind ki
         nccl_tree_all_reduce(b, f, rs, group_bytes, chunk_bytes, protocol, ports);
         return;
       }
+      if (algorithm == Algorithm::NvlsTree) {
+        nvls_tree_all_reduce(b, f, rs, group_bytes, ports);
+        return;
+      }
       if (algorithm == Algorithm::Direct) {
         direct_all_reduce(b, f, rs, group_bytes, ports);
         return;
@@ -1061,6 +1178,27 @@ std::uint64_t transfer_bound(const Fabric& f, const Torus& coords, Kind kind, Al
             for (const TreeChannel& ch : channels) total += chunks * tree_channel_transfers(f, ch);
           }
           break;
+        case Algorithm::NvlsTree:
+          // Per loop, channel and head: every node's G loads, its sum, store and
+          // G copies, and each tree edge's route up and down: exact.
+          for (const auto& ring : rs) {
+            const std::vector<TreeChannel> channels = tree_channels(f, ring);
+            const NvlsTreeCut cut = nvls_tree_cut(f, ring, group_bytes);
+            const Count g = channels.front().chains.front().size(), m = channels.front().chains.size();
+            std::array<Count, 2> per_tree{0, 0};  // summed over the heads
+            for (std::size_t h = 0; h < channels.size() / 2; ++h)
+              for (std::size_t t = 0; t < 2; ++t) {
+                const TreeChannel& ch = channels[2 * h + t];
+                per_tree[t] += m * (2 * g + 2);
+                for (std::size_t i = 1; i < ch.chains.size(); ++i) {
+                  const ChipId a = ch.chains[i][0], p = ch.chains[ch.parent[i]][0];
+                  per_tree[t] += static_cast<Count>(f.route(a, p).size() + f.route(p, a).size());
+                }
+              }
+            const Count on_tree1 = cut.channels / 2, on_tree0 = cut.channels - on_tree1;
+            total += static_cast<Count>(cut.loops) * (on_tree0 * per_tree[0] + on_tree1 * per_tree[1]);
+          }
+          break;
       }
       break;
     case Kind::Send:
@@ -1124,6 +1262,58 @@ TreeLimits tree_limits(const Fabric& f, const std::vector<ChipId>& group, Protoc
   out.latency_s = chain_steps * chain_step.latency_s + up_most.latency_s + down_most.latency_s;
   out.path_forward_s = chain_steps * chain_step.forward_s + up_most.forward_s + down_most.forward_s;
   out.channels = channels.size();
+  return out;
+}
+
+NvlsTreeLimits nvls_tree_limits(const Fabric& f, const std::vector<ChipId>& group, double piece) {
+  NvlsTreeLimits out;
+  const std::vector<TreeChannel> channels = tree_channels(f, group);  // channel 2h + t: head h, tree t
+  const double g = static_cast<double>(channels.front().chains.front().size());
+  const double efficiency = f.nvls_efficiency();
+  MESHSIM_ASSERT(efficiency > 0, "an NVLS tree on switches without NVLink SHARP");
+  // Each (head, tree) pair carries V / 2G through every edge, up and down.
+  std::vector<std::uint32_t> crossings(f.num_links(), 0);
+  double net_seconds_per_unit = 0;
+  struct Way {
+    double latency_s = 0, forward_s = 0;
+  };
+  auto cross = [&](ChipId from, ChipId to) {
+    Way w;
+    for (LinkId l : f.route(from, to)) {
+      const double b = static_cast<double>(link_bandwidth(f, l, Protocol::Simple));
+      net_seconds_per_unit = std::max(net_seconds_per_unit, ++crossings[l] / b);
+      w.latency_s += link_latency(f, l, Protocol::Simple).seconds();
+      w.forward_s += piece / b;
+    }
+    return w;
+  };
+  Way up_most, down_most;  // the slowest way from a head to the root, and back
+  for (const TreeChannel& ch : channels) {
+    const std::size_t m = ch.chains.size();
+    std::vector<Way> up(m), down(m);  // parents come first
+    for (std::size_t i = 1; i < m; ++i) {
+      const std::uint32_t p = ch.parent[i];
+      const Way u = cross(ch.chains[i][0], ch.chains[p][0]), d = cross(ch.chains[p][0], ch.chains[i][0]);
+      up[i] = {up[p].latency_s + u.latency_s, up[p].forward_s + u.forward_s};
+      down[i] = {down[p].latency_s + d.latency_s, down[p].forward_s + d.forward_s};
+      up_most = {std::max(up_most.latency_s, up[i].latency_s), std::max(up_most.forward_s, up[i].forward_s)};
+      down_most = {std::max(down_most.latency_s, down[i].latency_s), std::max(down_most.forward_s, down[i].forward_s)};
+    }
+  }
+  // In the node, two switch round trips of the piece's multimem bytes: the
+  // load-reduce (up, then down to the head) and the store and its multicast.
+  const ChipId gpu = group.front();
+  const LinkId in = f.nvlink_up(gpu), out_link = f.nvlink_down(gpu);
+  const double in_b = static_cast<double>(link_bandwidth(f, in, Protocol::Simple));
+  const double out_b = static_cast<double>(link_bandwidth(f, out_link, Protocol::Simple));
+  const double multimem = piece / efficiency;
+  out.latency_s =
+      2 * (link_latency(f, in, Protocol::Simple).seconds() + link_latency(f, out_link, Protocol::Simple).seconds()) +
+      up_most.latency_s + down_most.latency_s;
+  out.path_forward_s = 2 * (multimem / in_b + multimem / out_b) + up_most.forward_s + down_most.forward_s;
+  // Every GPU's port each way: its whole buffer and a head's 1/G, as multimem traffic.
+  const double nvlink = (1 + 1 / g) / (efficiency * std::min(in_b, out_b));
+  out.seconds_per_byte = std::max(nvlink, net_seconds_per_unit / (2 * g));
   return out;
 }
 

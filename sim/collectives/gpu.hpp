@@ -70,6 +70,10 @@ enum class Algorithm {
   Tree,          // AllReduce: NCCL's tree, reduced up and broadcast down, pipelined: a
                  // double binary tree of the nodes with a chain in each node, on 2G
                  // channels (tree_channels); inside one node the chains alone
+  NvlsTree,      // AllReduce across nodes whose switches have NVLink SHARP (NCCL's
+                 // NVLS_TREE): each node reduces in its NVLink switch, every GPU the
+                 // head of 1/G of the data, and the heads of a rail run the double
+                 // binary tree of the nodes over their NICs (nvls_tree_cut)
 };
 const char* algorithm_name(Algorithm a);
 
@@ -197,6 +201,31 @@ TreeChunking tree_cut(const topology::Fabric& fabric, std::span<const ChipId> gr
 // NCCL's estimate of its tree's depth over `group`: the GPUs of a node less
 // one (the chain), plus floor(log2(nodes)).
 std::uint64_t tree_depth(const topology::Fabric& fabric, std::span<const ChipId> group);
+
+// How NCCL's NVLS tree (NCCL_ALGO_NVLS_TREE, NCCL 2.19 to 2.29: src/device/
+// all_reduce.h, src/enqueue.cc, src/transport/nvls.cc) cuts a group's bytes:
+// each of the fabric's NVLS channels (Fabric::nvls_channels) carries
+// ceil(bytes / channels) in `loops` loops; a loop moves G pieces, one per
+// head (GPU h of every node heads piece h). NCCL's chunk is 128 KiB
+// (NCCL_NVLS_CHUNKSIZE), at most 64 KiB on 4 nodes and more, then 64 KiB where
+// the bytes are under 4 x channels x G chunks and 32 KiB under 1 x; the pieces
+// are evened out over the loops (as the tree's chunks are).
+struct NvlsTreeCut {
+  std::uint64_t channels = 0, per_channel = 0, loops = 0, piece = 0;
+};
+NvlsTreeCut nvls_tree_cut(const topology::Fabric& fabric, std::span<const ChipId> group, std::uint64_t group_bytes);
+// The NVLS tree's closed form for one group: the way of one piece (loaded and
+// reduced through the switch, up the slowest way to the root of either tree,
+// down the slowest way again, stored and multicast), its latency and the time
+// the piece takes to cross each link on it; and the busiest link in seconds
+// per byte of the group's data (NVLink: (1 + 1/G) V at the NVLS efficiency
+// each way; a NIC: V / 2G per tree edge at its head, each way).
+struct NvlsTreeLimits {
+  double latency_s = 0;
+  double path_forward_s = 0;
+  double seconds_per_byte = 0;
+};
+NvlsTreeLimits nvls_tree_limits(const topology::Fabric& fabric, const std::vector<ChipId>& group, double piece);
 
 // What an NVLS transfer of `bytes` costs its link, at `efficiency` (0 < e <= 1)
 // of the link rate: ceil(bytes / e), the time its multimem traffic holds the

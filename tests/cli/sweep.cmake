@@ -50,7 +50,7 @@ expect_error("meshsim: error: w.json:/ops/0/algorithm: unknown torus schedule 'r
              sweep w.json --algorithm ring)
 expect_error("meshsim: error: w.json:/hardware/preset: unknown preset 'tpu-v9' (known: tpu-v4, tpu-v5e, tpu-v5p, tpu-v6e, a100-dgx, h100-dgx, h200-dgx, b200-dgx, gb200-nvl72) (sweep point 1: preset=tpu-v9)"
              sweep w.json --preset tpu-v5e,tpu-v9)
-expect_error("meshsim: error: --algorithm: expected ring, tree, nvls, hierarchical, direct, auto (GPU) or balanced, equal (TPU torus schedules), got 'fastest'"
+expect_error("meshsim: error: --algorithm: expected ring, tree, nvls, nvls_tree, hierarchical, direct, auto (GPU) or balanced, equal (TPU torus schedules), got 'fastest'"
              sweep w.json --algorithm fastest)
 expect_error("meshsim: error: --measured: needs --plot PREFIX" sweep w.json --measured bad.csv)
 expect_error("meshsim: error: --plot: needs a sweep over bytes (--bytes FROM:TO) of at least one collective or send"

@@ -30,7 +30,7 @@ bool is_collective(const std::string& kind) {
 
 // Whether --algorithm NAME is set on an op of this kind: ring (GPU) and the
 // torus schedules balanced and equal on all-gathers, reduce-scatters and
-// all-reduces; tree, nvls and hierarchical on all-reduces; direct on
+// all-reduces; tree, nvls, nvls_tree and hierarchical on all-reduces; direct on
 // all-to-alls and all-reduces; auto on every collective.
 bool algorithm_fits(const std::string& algorithm, const std::string& kind) {
   if (algorithm == "auto") return is_collective(kind);
@@ -179,10 +179,10 @@ std::vector<int> parse_mesh_shape(const std::string& text) {
 
 Sweep::Sweep(SweepSpec spec) : spec_(std::move(spec)) {
   for (const std::string& a : spec_.algorithms)
-    if (a != "auto" && a != "ring" && a != "tree" && a != "nvls" && a != "hierarchical" && a != "direct" &&
-        a != "balanced" && a != "equal")
-      throw Error("--algorithm: expected ring, tree, nvls, hierarchical, direct, auto (GPU) or balanced, equal (TPU "
-                  "torus schedules), got '" + a + "'");
+    if (a != "auto" && a != "ring" && a != "tree" && a != "nvls" && a != "nvls_tree" && a != "hierarchical" &&
+        a != "direct" && a != "balanced" && a != "equal")
+      throw Error("--algorithm: expected ring, tree, nvls, nvls_tree, hierarchical, direct, auto (GPU) or balanced, "
+                  "equal (TPU torus schedules), got '" + a + "'");
   if (!spec_.workload.empty()) {
     if (!spec_.op_kind.empty() || !spec_.op_axes.empty())
       throw Error("--op and --axes describe a collective instead of a WORKLOAD file; give one or the other");

@@ -204,7 +204,7 @@ Subcommand add_sweep_command(CLI::App& app) {
       ->delimiter(',')
       ->option_text("NAME,...");
   sweep->add_option("--algorithm", o->algorithms,
-                    "GPU algorithms or TPU torus schedules to sweep: ring (set on all-gathers, reduce-scatters, all-reduces), tree, nvls, hierarchical (all-reduces), direct (all-to-alls, all-reduces), auto (every collective: NCCL's choice for an all-reduce, else the fastest by closed form, or the balanced schedule); on a TPU torus balanced or equal (all-gathers, reduce-scatters, all-reduces: how several axes share the data)")
+                    "GPU algorithms or TPU torus schedules to sweep: ring (set on all-gathers, reduce-scatters, all-reduces), tree, nvls, nvls_tree, hierarchical (all-reduces), direct (all-to-alls, all-reduces), auto (every collective: NCCL's choice for an all-reduce, else the fastest by closed form, or the balanced schedule); on a TPU torus balanced or equal (all-gathers, reduce-scatters, all-reduces: how several axes share the data)")
       ->delimiter(',')
       ->option_text("NAME,...");
   sweep->add_option("--csv", o->csv, "Write one row per point and op as CSV to FILE ('-' for stdout; fields: docs/SWEEPS.md)")

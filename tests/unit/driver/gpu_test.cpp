@@ -246,6 +246,8 @@ TEST_CASE("GPU: the task-limit estimate bounds the transfers every algorithm bui
       {nodes, "all_reduce", R"(["Y"])", "tree"},        {nodes, "all_gather", R"(["X", "Y"])", ""},
       {pods, "all_reduce", R"(["X", "Y"])", "tree"},    {pods, "all_reduce", R"(["Y"])", "tree"},
       {nodes, "reduce_scatter", R"(["Y"])", ""},        {nodes, "all_to_all", R"(["X", "Y"])", ""},
+      {nodes, "all_reduce", R"(["X", "Y"])", "nvls_tree"},
+      {pods, "all_reduce", R"(["X", "Y"])", "nvls_tree"},
   };
   for (const Case& c : cases)
     for (std::uint64_t bytes : {std::uint64_t{4608}, std::uint64_t{1} << 20, (std::uint64_t{3} << 22) + 5}) {
@@ -258,7 +260,8 @@ TEST_CASE("GPU: the task-limit estimate bounds the transfers every algorithm bui
       INFO(c.kind << " " << c.axes << " " << c.algorithm << " " << bytes);
       CHECK(ex.op_transfers[0] > 0);
       CHECK(ex.op_transfers[0] <= estimate);
-      if (c.algorithm == "tree") CHECK(ex.op_transfers[0] == estimate);  // counted edge by edge
+      if (c.algorithm == "tree" || c.algorithm == "nvls_tree")
+        CHECK(ex.op_transfers[0] == estimate);  // counted edge by edge
       CHECK(estimate <= 2 * ex.op_transfers[0]);  // an estimate, not a blanket refusal
     }
   // A send: its route's links.
@@ -747,6 +750,121 @@ TEST_CASE("GPU: NCCL's tree across nodes: both engines agree", "[gpu]") {
   REQUIRE(simgrid.engine == "simgrid");
   // SimGrid +9.7 % (docs/CROSSCHECK.md): the flow model stores and forwards where chains fork and merge.
   CHECK(simgrid.ops[0].time().seconds() == Approx(native.ops[0].time().seconds()).epsilon(0.1));
+}
+
+TEST_CASE("GPU: NCCL's NVLS tree cuts its bytes over 16 channels (Blackwell 32) in pieces of 128, 64 or 32 KiB",
+          "[gpu]") {
+  const auto cut = [](const std::string& preset, int nodes, std::uint64_t bytes) {
+    const std::string m = std::to_string(nodes);
+    const workloads::Workload w = workloads::parse_workload(
+        R"({"hardware": ")" + preset + R"(", "topology": {"nodes": )" + m + R"(}, "mesh": {"G": 8, "N": )" + m +
+            "}, \"ops\": [" + ops("all_reduce", R"(["G", "N"])", bytes, "nvls_tree") + "]}",
+        "t.json");
+    const topology::Torus torus = w.make_torus();
+    const std::vector<int> axes{0, 1};
+    return collectives::gpu::nvls_tree_cut(w.make_fabric(), collectives::gpu::rings(torus, axes).front(), bytes);
+  };
+  // 2 nodes, 1 GiB: 64 MiB a channel, loops of 8 heads x 128 KiB.
+  collectives::gpu::NvlsTreeCut c = cut("h100-dgx", 2, 1ull << 30);
+  CHECK(c.channels == 16);
+  CHECK(c.per_channel == 64ull << 20);
+  CHECK(c.loops == 64);
+  CHECK(c.piece == 131072);
+  // 4 nodes and more: NCCL caps the chunk at 64 KiB.
+  c = cut("h100-dgx", 4, 1ull << 30);
+  CHECK(c.loops == 128);
+  CHECK(c.piece == 65536);
+  // Under 4 x 16 channels x 8 heads x 128 KiB (64 MiB): 64 KiB; under 1 x (8 MiB at 64 KiB): 32 KiB.
+  c = cut("h100-dgx", 2, 32ull << 20);
+  CHECK(c.piece == 65536);
+  CHECK(c.loops == 4);
+  c = cut("h100-dgx", 4, 1ull << 20);
+  CHECK(c.per_channel == 65536);
+  CHECK(c.loops == 1);
+  CHECK(c.piece == 8192);
+  // Odd bytes: pieces evened out over the loops.
+  c = cut("h100-dgx", 2, (1ull << 30) + 17);
+  CHECK(c.loops == 65);
+  CHECK(c.piece * c.loops * 8 >= c.per_channel);
+  CHECK((c.piece - 1) * c.loops * 8 < c.per_channel);
+  // Blackwell across nodes: NVLS_NCHANNELS_SM100, 32.
+  CHECK(cut("b200-dgx", 2, 1ull << 30).channels == 32);
+}
+
+TEST_CASE("GPU: NCCL's NVLS tree: NVLink bounds 2 nodes, the NICs 4 and more; every byte on its link", "[gpu]") {
+  const std::uint64_t v = 1ull << 30;
+  const auto nvls_tree = [&](int nodes, const std::string& algorithm = "nvls_tree") {
+    const std::string m = std::to_string(nodes);
+    return run(R"({"hardware": "h100-dgx", "topology": {"nodes": )" + m + R"(}, "mesh": {"G": 8, "N": )" + m +
+               "}, \"ops\": [" + ops("all_reduce", R"(["G", "N"])", v, algorithm) + "]}");
+  };
+  // 2 nodes: each node roots one tree and is a leaf of the other, so a head's
+  // NIC carries V/G each way (NCCL's model doubles its inter-node bandwidth on
+  // 2 nodes); every GPU's NVLink ports carry (1 + 1/G) V at 0.85 of 450 GB/s.
+  const double nvlink_algbw = 0.85 * 450e9 / (1 + 1.0 / 8);
+  const driver::RunResult two = nvls_tree(2);
+  CHECK(two.ops[0].algorithm == "nvls_tree");
+  CHECK(two.ops[0].busbw_bytes_per_s == Approx(2 * 15.0 / 16 * nvlink_algbw).epsilon(0.04));  // 616.4 of 637.5 GB/s
+  CHECK(two.ops[0].busbw_bytes_per_s < 2 * 15.0 / 16 * nvlink_algbw);
+  // 4 nodes: a head's NIC carries V/2G for each of its tree edges each way,
+  // 4 edges (inner in one tree, a leaf in the other): 2V/G at 50 GB/s.
+  const double nic_algbw = 50e9 * 8 / 2;
+  const driver::RunResult four = nvls_tree(4);
+  CHECK(four.ops[0].busbw_bytes_per_s == Approx(2 * 31.0 / 32 * nic_algbw).epsilon(0.02));  // 383.4 of 387.5 GB/s
+  CHECK(four.ops[0].busbw_bytes_per_s < 2 * 31.0 / 32 * nic_algbw);
+  CHECK(four.ops[0].time().seconds() == Approx(four.ops[0].closed_s).epsilon(0.02));
+  // The switches reduce and multicast what NCCL's tree chains through every GPU.
+  CHECK(four.ops[0].time() < nvls_tree(4, "tree").ops[0].time());
+  // Every transfer's bytes: per loop, channel and head, each node's 8 loads, its
+  // sum, store and 8 copies (multimem bytes), and each tree edge's NIC up and
+  // NIC down, both ways (3 edges in each tree of 4 nodes).
+  const std::uint64_t multimem = collectives::gpu::nvls_link_bytes(65536, 0.85);
+  CHECK(four.link_bytes == 128ull * 16 * 8 * (4 * 18 * multimem + 3 * 2 * 2 * 65536));
+}
+
+TEST_CASE("GPU: NCCL's NVLS tree: small messages take NCCL's latency, 25 us + 2 log2(M) x 20.9 us", "[gpu]") {
+  for (const auto& [nodes, us] : {std::pair{2, 66.8}, std::pair{4, 108.6}, std::pair{16, 192.2}}) {
+    const std::string m = std::to_string(nodes);
+    const driver::RunResult r = run(R"({"hardware": "h100-dgx", "topology": {"nodes": )" + m +
+                                    R"(}, "mesh": {"G": 8, "N": )" + m + "}, \"ops\": [" +
+                                    ops("all_reduce", R"(["G", "N"])", 64, "nvls_tree") + "]}");
+    INFO(nodes << " nodes");
+    // The simulation crosses 4 NVLink hops (6.8 us) and 2 log2(M) NIC steps of
+    // 14 us; the rest of NCCL's latency is paid at entry.
+    CHECK(r.ops[0].time().seconds() == Approx(us * 1e-6).epsilon(1e-4));
+  }
+  const workloads::Workload w = workloads::parse_workload(
+      R"({"hardware": "h100-dgx", "topology": {"nodes": 4}, "mesh": {"G": 8, "N": 4}, "ops": [)" +
+          ops("all_reduce", R"(["G", "N"])", 64, "nvls_tree") + "]}",
+      "t.json");
+  CHECK(driver::nvls_tree_fixed_cost(w.hardware, 4) == Tick::from_ps(18'200'000 + 4 * 6'900'000));
+  CHECK(driver::nvls_tree_fixed_cost(w.hardware, 1) == driver::nvls_fixed_cost(w.hardware));
+}
+
+TEST_CASE("GPU: NCCL's NVLS tree stays within 0.92 to 1.35 of its closed form, 2 to 16 nodes", "[gpu]") {
+  double lowest = 2, highest = 0;
+  std::vector<std::pair<int, std::uint64_t>> cases;
+  for (int nodes : {2, 3, 5, 16})
+    for (std::uint64_t bytes : {std::uint64_t{1} << 16, std::uint64_t{1} << 22, std::uint64_t{1} << 26})
+      cases.emplace_back(nodes, bytes);
+  cases.emplace_back(2, std::uint64_t{1} << 30);  // 1.0247
+  for (const auto& [nodes, bytes] : cases) {
+    const std::string m = std::to_string(nodes);
+    const driver::RunResult r = run(R"({"hardware": "h100-dgx", "topology": {"nodes": )" + m +
+                                    R"(}, "mesh": {"G": 8, "N": )" + m + "}, \"ops\": [" +
+                                    ops("all_reduce", R"(["G", "N"])", bytes, "nvls_tree") + "]}");
+    const double ratio = r.ops[0].time().seconds() / r.ops[0].closed_s;
+    INFO(nodes << " nodes, " << bytes << " bytes: " << ratio);
+    CHECK(ratio >= 0.92);
+    CHECK(ratio <= 1.35);
+    lowest = std::min(lowest, ratio);
+    highest = std::max(highest, ratio);
+  }
+  // Both ends are reached: 0.9367 (5 nodes, 64 MiB: the closed form takes the
+  // slowest way up and down whole) and 1.3156 (2 nodes, 64 MiB: 4 loops, and a
+  // head's sums queue behind the node's multicasts on its NVLink port).
+  CHECK(lowest < 0.95);
+  CHECK(highest > 1.3);
 }
 
 TEST_CASE("GPU: across nodes the all-reduce algorithm is NCCL's choice by its cost model", "[gpu]") {

@@ -403,6 +403,16 @@ TEST_CASE("translations: only on an untwisted TPU torus with a wrapped axis, or 
   CHECK(may(R"({"hardware": "h100-dgx", "topology": {"nodes": 4}, "mesh": {"G": 8, "N": 4},
                 "ops": [{"name": "ar", "kind": "all_reduce", "bytes": 1073741824, "axes": ["N"],
                          "algorithm": "ring"}]})"));
+  // NCCL's NVLS tree: neither a node shift along its node axes (its double
+  // binary tree) nor the rotation (not offered for it); along another node
+  // axis, where its groups are apart, a shift.
+  CHECK(axes(R"({"hardware": "h100-dgx", "topology": {"nodes": 4}, "mesh": {"G": 8, "N": 4},
+                 "ops": [{"name": "ar", "kind": "all_reduce", "bytes": 1073741824, "axes": ["G", "N"],
+                          "algorithm": "nvls_tree"}]})")
+            .empty());
+  CHECK(axes(R"({"hardware": "h100-dgx", "topology": {"nodes": [2, 3]}, "mesh": {"G": 8, "P": 2, "D": 3},
+                 "ops": [{"name": "ar", "kind": "all_reduce", "bytes": 1048576, "axes": ["G", "D"],
+                          "algorithm": "nvls_tree"}]})") == std::vector<driver::Shift>{{1, 1}});
   // A program on the switches' cables (leaves of 2 nodes, rings across them):
   // a step of a whole unit carries the cables with the nodes.
   const workloads::Workload cables = parse(R"({"hardware": {"preset": "h100-dgx", "leaf_nodes": 2},
