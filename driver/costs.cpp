@@ -295,6 +295,9 @@ std::size_t nccl_index(collectives::gpu::Protocol protocol) {
 // hwLat[NVLINK][NVLS][Simple], NCCL 2.21 to 2.29; 23 us in 2.19), which replaces
 // its base latency: the whole of what its model charges before bandwidth.
 constexpr Tick kNcclNvlsLatency = Tick::from_ps(25'000'000);
+// NCCL's network latency of an NVLS tree step (hwLat[NET][NVLS_TREE][Simple]:
+// 20.9 us in NCCL 2.29, 14 from 2.19 to 2.27).
+constexpr Tick kNcclNvlsTreeNetStep = Tick::from_ps(20'900'000);
 
 }  // namespace
 
@@ -307,11 +310,8 @@ Tick nvls_fixed_cost(const workloads::Hardware& hw) {
 }
 
 Tick nvls_tree_fixed_cost(const workloads::Hardware& hw, std::uint64_t nodes) {
-  // NCCL's network latency of an NVLS tree step (hwLat[NET][NVLS_TREE][Simple]:
-  // 20.9 us in NCCL 2.29, 14 from 2.19 to 2.27), of which the simulation
-  // crosses a NIC up and a NIC down hop by hop; NCCL counts 2 floor(log2 M)
-  // steps, up and down the trees.
-  constexpr Tick kNcclNvlsTreeNetStep = Tick::from_ps(20'900'000);
+  // Of NCCL's network step the simulation crosses a NIC up and a NIC down hop
+  // by hop; NCCL counts 2 floor(log2 M) steps, up and down the trees.
   const Tick simulated = Tick::from_ps(2 * hw.nic.latency.ps());
   const Tick extra = simulated < kNcclNvlsTreeNetStep ? kNcclNvlsTreeNetStep - simulated : kZeroTick;
   const auto steps = 2 * static_cast<std::int64_t>(std::bit_width(std::max<std::uint64_t>(nodes, 1)) - 1);
@@ -328,6 +328,17 @@ Tick nccl_base_latency(collectives::gpu::Algorithm algorithm, collectives::gpu::
   if (algorithm == Algorithm::Ring) return Tick::from_ps(kRingPs[nccl_index(protocol)]);
   if (algorithm == Algorithm::Tree) return Tick::from_ps(kTreePs[nccl_index(protocol)]);
   return kZeroTick;
+}
+
+double nccl_nvls_tree_bus_bytes_per_s(const workloads::Hardware& hw, int gpus_per_node, int nodes) {
+  const double g = gpus_per_node;
+  if (g < 2 || nodes < 2 || hw.nvls_efficiency <= 0) return 0;  // NCCL: at least 2 channels, across nodes
+  const double intra = static_cast<double>(hw.nvlink.bandwidth_bytes_per_s) / (g + 1);
+  const double inter = static_cast<double>(hw.nic.bandwidth_bytes_per_s) * (nodes <= 2 ? 2 : 1);
+  // perChMaxNVLSTreeBws (NCCL 2.29.7), GB/s, on 2 nodes and on more.
+  const bool blackwell = hw.compute_capability >= 100;
+  const double cap = 1e9 * (nodes <= 2 ? (blackwell ? 96.0 : 57.7) : (blackwell ? 43.8 : 45.5));
+  return g * std::min({intra * hw.nvls_efficiency * (g - 1) / g * 2, inter, cap});
 }
 
 double nccl_model_s(collectives::gpu::Algorithm algorithm, collectives::gpu::Protocol protocol,
@@ -359,6 +370,16 @@ double nccl_model_s(collectives::gpu::Algorithm algorithm, collectives::gpu::Pro
     MESHSIM_ASSERT(in.all_reduce && in.nodes <= 1 && protocol == Protocol::Simple,
                    "NCCL's NVLS runs all-reduces in one NVLink domain with Simple");
     return kNcclNvlsLatency.seconds() + static_cast<double>(bytes) / (bus * 5.0 / 6.0);
+  }
+  if (algorithm == Algorithm::NvlsTree) {
+    // NCCL's NVLS tree (Simple only): no base latency, NVLS's 25 us in the node
+    // and 20.9 us a network step (kNcclNvlsTreeNetStep), 2 floor(log2 nodes) of them.
+    MESHSIM_ASSERT(in.all_reduce && in.nodes >= 2 && protocol == Protocol::Simple &&
+                       in.nvls_tree_bus_bytes_per_s > 0,
+                   "NCCL's NVLS tree runs all-reduces across nodes with Simple");
+    const double levels = std::floor(std::log2(nodes));
+    return kNcclNvlsLatency.seconds() + 2 * levels * kNcclNvlsTreeNetStep.seconds() +
+           static_cast<double>(bytes) / (in.nvls_tree_bus_bytes_per_s * n / steps);
   }
   if (algorithm == Algorithm::Tree) {
     MESHSIM_ASSERT(in.all_reduce, "NCCL's tree runs all-reduces");
@@ -410,6 +431,9 @@ GpuChoice gpu_algorithm(const workloads::Op& op, const workloads::Workload& w, c
     in.bus_bytes_per_s =
         bus_share * static_cast<double>(op.bytes) / gpu_closed_form(op, w, torus, fabric, Algorithm::Ring).bandwidth_s;
     in.ll_max_bytes_per_s = workloads::nccl_ll_max_bytes_per_s(w.hardware, in.nodes);
+    if (std::find(options.begin(), options.end(), Algorithm::NvlsTree) != options.end())
+      in.nvls_tree_bus_bytes_per_s =
+          nccl_nvls_tree_bus_bytes_per_s(w.hardware, in.ranks / std::max(in.nodes, 1), in.nodes);
   }
   const std::vector<Protocol> protocols =
       asked ? std::vector<Protocol>{*asked} : std::vector<Protocol>{Protocol::Simple, Protocol::LL, Protocol::LL128};
@@ -437,7 +461,8 @@ GpuChoice gpu_algorithm(const workloads::Op& op, const workloads::Workload& w, c
                                  known));
   }
   // An all-reduce runs as NCCL would run it: the ring, the tree (inside one
-  // node a chain) or, in one NVLink domain that has it, NVLS, each with the
+  // node a chain) or, where the switches have NVLink SHARP, NVLS in one NVLink
+  // domain and the NVLS tree across nodes, each with the
   // protocols it runs, whichever NCCL's own cost model says is fastest for this
   // size (in that order on a tie: the ring with Simple first). meshsim's own
   // direct and hierarchical algorithms run only when named.
@@ -445,6 +470,7 @@ GpuChoice gpu_algorithm(const workloads::Op& op, const workloads::Workload& w, c
     std::vector<Algorithm> nccl{Algorithm::Ring, Algorithm::Tree};
     if (std::find(options.begin(), options.end(), Algorithm::Nvls) != options.end())
       nccl.push_back(Algorithm::Nvls);
+    if (in.nvls_tree_bus_bytes_per_s > 0) nccl.push_back(Algorithm::NvlsTree);
     std::optional<std::pair<Algorithm, Protocol>> best;
     double best_s = 0;
     for (Algorithm a : nccl)

@@ -41,8 +41,9 @@ GpuChoice gpu_algorithm(const workloads::Op& op, const workloads::Workload& w, c
 
 // NCCL's tuning model (src/graph/tuning.cc, NCCL 2.2x; constants in
 // ../shared/notes/scale.md) of a ring all-reduce, all-gather or reduce-scatter,
-// a tree all-reduce with protocol p, or an NVLS all-reduce in one node (Simple:
-// 25 us + bytes / (5/6 busbw)): latency + bytes / algbw. The ring's
+// a tree all-reduce with protocol p, an NVLS all-reduce in one node (Simple:
+// 25 us + bytes / (5/6 busbw)) or an NVLS tree across nodes (below): latency +
+// bytes / algbw. The ring's
 // latency: base + (steps - network steps) NVLink steps + network steps
 // (all-reduce 2(n-1) steps, 2(nodes-1) of them network; the others half), an
 // NVLink step costing at least the network's post overhead across nodes; the
@@ -53,12 +54,26 @@ GpuChoice gpu_algorithm(const workloads::Op& op, const workloads::Workload& w, c
 // one node). NCCL's per-channel caps are left out: meshsim's channel counts
 // are not NCCL's. `bus_bytes_per_s`: the ring's bus bandwidth on this fabric
 // (meshsim's closed form; NCCL's is its channels times their speed).
+// NCCL's NVLS tree (Simple): its latency, the 25 us of NVLS in the node and
+// 2 floor(log2 nodes) network steps of 20.9 us, and algbw = busbw n / steps
+// with `nvls_tree_bus_bytes_per_s` (nccl_nvls_tree_bus_bytes_per_s).
 struct NcclModelInput {
   int ranks = 1, nodes = 1;
   double bus_bytes_per_s = 0;
   bool all_reduce = true;  // else an all-gather or reduce-scatter (the ring)
   double ll_max_bytes_per_s = 1e300;
+  double nvls_tree_bus_bytes_per_s = 0;
 };
+// NCCL's bus bandwidth of its NVLS tree across `nodes` nodes of G GPUs
+// (src/graph/tuning.cc, NCCL 2.29): its NVLS graph has one channel per head,
+// G, each at min(bwIntra x nvlsEfficiency x (G-1)/G x 2, bwInter (x 2 on 2
+// nodes), perChMaxNVLSTreeBw): bwIntra the GPU's NVLink rate over G + 1 (NCCL's
+// NVLS search puts every head's traffic through every GPU's port, its own
+// twice), bwInter the head's NIC rate, and NCCL's per-channel cap by GPU
+// generation and node count (Hopper 57.7 GB/s on 2 nodes, 45.5 on more;
+// Blackwell 96.0 and 43.8). Here the channel count is NCCL's, so the cap is
+// kept (the ring's and the tree's caps are left out: their channels are not).
+double nccl_nvls_tree_bus_bytes_per_s(const workloads::Hardware& hw, int gpus_per_node, int nodes);
 double nccl_model_s(collectives::gpu::Algorithm algorithm, collectives::gpu::Protocol protocol,
                     const NcclModelInput& in, std::uint64_t bytes);
 // Per op of `w`, the class its tasks run as (sim::Executor::classify_ops): a GPU

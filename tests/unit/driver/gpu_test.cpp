@@ -1082,10 +1082,59 @@ TEST_CASE("GPU: NCCL's model picks the protocol: LL for small sizes, LL128 for m
   CHECK(pick("all_gather", 64) == "ring/ll");
   CHECK(pick("all_gather", 64ull << 20) == "ring/ll128");
   CHECK(pick("all_gather", 1ull << 30) == "ring/simple");
-  // The protocol asked for is kept, and chooses among the algorithms that run it.
+  // The protocol asked for is kept, and chooses among the algorithms that run
+  // it: with Simple the NVLS tree (25 + 2 x 2 x 20.9 = 108.6 us) before the
+  // tree (8.4 + 2 (7 x 4.0 + 2 x 14) = 120.4 us).
   const driver::RunResult asked = run(head + ops("all_reduce", R"(["X", "Y"])", 64, "", "simple") + "]}");
   CHECK(asked.ops[0].protocol == "simple");
-  CHECK(asked.ops[0].algorithm == "tree");
+  CHECK(asked.ops[0].algorithm == "nvls_tree");
+  const driver::RunResult a100 = run(R"({"hardware": "a100-dgx", "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4},
+    "ops": [)" + ops("all_reduce", R"(["X", "Y"])", 64, "", "simple") + "]}");
+  CHECK(a100.ops[0].algorithm == "tree");
+}
+
+TEST_CASE("GPU: NCCL's model of its NVLS tree, and where it picks it: 2 to 7 DGX H100 nodes", "[gpu]") {
+  using collectives::gpu::Algorithm;
+  using collectives::gpu::Protocol;
+  const auto hw = [](const std::string& preset) {
+    return workloads::parse_workload(R"({"hardware": ")" + preset + R"(", "mesh": {"X": 8}, "ops": [)" +
+                                         ops("all_gather", R"(["X"])", 1024) + "]}",
+                                     "t.json")
+        .hardware;
+  };
+  // 8 channels (one per head) at min(450/9 x 0.85 x 7/8 x 2 = 74.4, the NIC's
+  // 50 (x 2 on 2 nodes), NCCL's cap: 57.7 on 2 nodes, 45.5 on more) GB/s.
+  CHECK(driver::nccl_nvls_tree_bus_bytes_per_s(hw("h100-dgx"), 8, 2) == Approx(8 * 57.7e9).epsilon(1e-12));
+  CHECK(driver::nccl_nvls_tree_bus_bytes_per_s(hw("h100-dgx"), 8, 4) == Approx(8 * 45.5e9).epsilon(1e-12));
+  // B200: 900/9 x 0.74 x 7/8 x 2 = 129.5, the NIC's 50 (100 on 2 nodes), caps 96.0 and 43.8.
+  CHECK(driver::nccl_nvls_tree_bus_bytes_per_s(hw("b200-dgx"), 8, 2) == Approx(8 * 96.0e9).epsilon(1e-12));
+  CHECK(driver::nccl_nvls_tree_bus_bytes_per_s(hw("b200-dgx"), 8, 16) == Approx(8 * 43.8e9).epsilon(1e-12));
+  CHECK(driver::nccl_nvls_tree_bus_bytes_per_s(hw("a100-dgx"), 8, 4) == 0);  // no NVLink SHARP
+  CHECK(driver::nccl_nvls_tree_bus_bytes_per_s(hw("h100-dgx"), 8, 1) == 0);  // one node: NVLS itself
+  // Latency 25 + 2 floor(log2 4) x 20.9 us, algbw busbw x n / 2(n - 1).
+  driver::NcclModelInput in{32, 4, 400e9};
+  in.nvls_tree_bus_bytes_per_s = 364e9;
+  CHECK(driver::nccl_model_s(Algorithm::NvlsTree, Protocol::Simple, in, 1'000'000) ==
+        Approx(108.6e-6 + 1e6 / (364e9 * 32 / 62)).epsilon(1e-12));
+  // What runs: on 2 nodes it from 16 MiB; on 4 nodes at 256 MiB (not the
+  // ring's 1 GiB: 364 against 400 GB/s); on 16 never (the tree's latency is
+  // less, 8.4 + 2 (28 + 4 x 14) = 176.4 against 192.2 us, and its algbw
+  // 0.92 x 400 / 2 = 184 against 364 x 128/254 = 183.4 GB/s).
+  const auto pick = [&](int nodes, std::uint64_t bytes) {
+    const std::string m = std::to_string(nodes);
+    const driver::RunResult r = run(R"({"hardware": "h100-dgx", "topology": {"nodes": )" + m +
+                                    R"(}, "mesh": {"X": 8, "Y": )" + m + "}, \"ops\": [" +
+                                    ops("all_reduce", R"(["X", "Y"])", bytes) + "]}");
+    return r.ops[0].algorithm + "/" + r.ops[0].protocol;
+  };
+  CHECK(pick(2, 4ull << 20) == "tree/ll128");
+  CHECK(pick(2, 16ull << 20) == "nvls_tree/simple");
+  CHECK(pick(2, 1ull << 30) == "nvls_tree/simple");
+  CHECK(pick(4, 64ull << 20) == "tree/ll128");
+  CHECK(pick(4, 256ull << 20) == "nvls_tree/simple");
+  CHECK(pick(4, 1ull << 30) == "ring/simple");
+  CHECK(pick(16, 16ull << 20) == "tree/ll128");
+  CHECK(pick(16, 256ull << 20) == "tree/simple");
 }
 
 TEST_CASE("GPU: a protocol's wire bytes, steps and per-hop latency", "[gpu]") {
