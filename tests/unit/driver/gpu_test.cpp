@@ -26,6 +26,28 @@ std::string ops(const std::string& kind, const std::string& axes, std::uint64_t 
          (protocol.empty() ? "" : R"(, "protocol": ")" + protocol + "\"") + "}";
 }
 
+// An all-reduce over every GPU of (nodes) DGX H100 nodes of (bytes) each, by
+// `algorithm` (and `protocol`, if given): checks that each simulated time lies
+// within [lo, hi] of its closed form, and returns the lowest and highest ratio.
+std::pair<double, double> closed_form_envelope(const std::vector<std::pair<int, std::uint64_t>>& cases,
+                                               const std::string& algorithm, const std::string& protocol, double lo,
+                                               double hi) {
+  double lowest = 2, highest = 0;
+  for (const auto& [nodes, bytes] : cases) {
+    const std::string m = std::to_string(nodes);
+    const driver::RunResult r = run(R"({"hardware": "h100-dgx", "topology": {"nodes": )" + m +
+                                    R"(}, "mesh": {"G": 8, "N": )" + m + "}, \"ops\": [" +
+                                    ops("all_reduce", R"(["G", "N"])", bytes, algorithm, protocol) + "]}");
+    const double ratio = r.ops[0].time().seconds() / r.ops[0].closed_s;
+    INFO(algorithm << " on " << nodes << " nodes, " << bytes << " bytes: " << ratio);
+    CHECK(ratio >= lo);
+    CHECK(ratio <= hi);
+    lowest = std::min(lowest, ratio);
+    highest = std::max(highest, ratio);
+  }
+  return {lowest, highest};
+}
+
 }  // namespace
 
 TEST_CASE("GPU: ring collectives on one 8-GPU node reach the NVLink port bandwidth", "[gpu]") {
@@ -697,7 +719,6 @@ TEST_CASE("GPU: NCCL's tree chunk: halved until the channels get 8, 4 and 1 time
 // closed form runs one after the other per chunk, overlap. Measured from 2 to
 // 12,500 nodes, 64 KiB to 1 GiB, with NCCL's chunks: 0.82 to 1.10.
 TEST_CASE("GPU: NCCL's tree stays within 0.85 to 1.1 of its closed form, 2 to 4,096 nodes", "[gpu]") {
-  double lowest = 2, highest = 0;
   std::vector<std::pair<int, std::uint64_t>> cases;
   for (int nodes : {2, 3, 5, 16, 100, 1024})
     for (std::uint64_t bytes : {std::uint64_t{1} << 16, std::uint64_t{1} << 22, std::uint64_t{1} << 26})
@@ -705,18 +726,7 @@ TEST_CASE("GPU: NCCL's tree stays within 0.85 to 1.1 of its closed form, 2 to 4,
   cases.emplace_back(2, std::uint64_t{1} << 24);     // 0.8703 (0.8680 at 64 MiB, the lowest measured)
   cases.emplace_back(3, std::uint64_t{1} << 28);     // the highest measured: 1.0880
   cases.emplace_back(4096, std::uint64_t{1} << 26);  // 32,768 GPUs: 0.9660
-  for (const auto& [nodes, bytes] : cases) {
-    const std::string m = std::to_string(nodes);
-    const driver::RunResult r = run(R"({"hardware": "h100-dgx", "topology": {"nodes": )" + m +
-                                    R"(}, "mesh": {"G": 8, "N": )" + m + "}, \"ops\": [" +
-                                    ops("all_reduce", R"(["G", "N"])", bytes, "tree", "simple") + "]}");
-    const double ratio = r.ops[0].time().seconds() / r.ops[0].closed_s;
-    INFO(nodes << " nodes, " << bytes << " bytes: " << ratio);
-    CHECK(ratio >= 0.85);
-    CHECK(ratio <= 1.1);
-    lowest = std::min(lowest, ratio);
-    highest = std::max(highest, ratio);
-  }
+  const auto [lowest, highest] = closed_form_envelope(cases, "tree", "simple", 0.85, 1.1);
   // Both ends are reached: the envelope is no wider than it has to be.
   CHECK(lowest < 0.88);
   CHECK(highest > 1.08);
@@ -842,24 +852,12 @@ TEST_CASE("GPU: NCCL's NVLS tree: small messages take NCCL's latency, 25 us + 2 
 }
 
 TEST_CASE("GPU: NCCL's NVLS tree stays within 0.92 to 1.35 of its closed form, 2 to 16 nodes", "[gpu]") {
-  double lowest = 2, highest = 0;
   std::vector<std::pair<int, std::uint64_t>> cases;
   for (int nodes : {2, 3, 5, 16})
     for (std::uint64_t bytes : {std::uint64_t{1} << 16, std::uint64_t{1} << 22, std::uint64_t{1} << 26})
       cases.emplace_back(nodes, bytes);
   cases.emplace_back(2, std::uint64_t{1} << 30);  // 1.0247
-  for (const auto& [nodes, bytes] : cases) {
-    const std::string m = std::to_string(nodes);
-    const driver::RunResult r = run(R"({"hardware": "h100-dgx", "topology": {"nodes": )" + m +
-                                    R"(}, "mesh": {"G": 8, "N": )" + m + "}, \"ops\": [" +
-                                    ops("all_reduce", R"(["G", "N"])", bytes, "nvls_tree") + "]}");
-    const double ratio = r.ops[0].time().seconds() / r.ops[0].closed_s;
-    INFO(nodes << " nodes, " << bytes << " bytes: " << ratio);
-    CHECK(ratio >= 0.92);
-    CHECK(ratio <= 1.35);
-    lowest = std::min(lowest, ratio);
-    highest = std::max(highest, ratio);
-  }
+  const auto [lowest, highest] = closed_form_envelope(cases, "nvls_tree", "", 0.92, 1.35);
   // Both ends are reached: 0.9367 (5 nodes, 64 MiB: the closed form takes the
   // slowest way up and down whole) and 1.3156 (2 nodes, 64 MiB: 4 loops, and a
   // head's sums queue behind the node's multicasts on its NVLink port).
