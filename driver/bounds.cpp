@@ -272,10 +272,12 @@ LowerBound fabric_bound(const workloads::Op& op, const workloads::Workload& w, c
     return f.node_of(c) == f.node_of(group.front());
   }));
   // In-switch reduction (NVLS) needs every GPU to send its V and receive the
-  // sum once, not twice: inside one NVLink domain an all-reduce is bounded as
-  // a gather of V.
+  // sum once, not twice: inside one NVLink domain, or across nodes whose
+  // switches reduce (NCCL's NVLS tree), an all-reduce is bounded as a gather of V.
   const bool one_domain = g == p;
-  const double bytes = op.kind == OpKind::AllReduce && one_domain ? v : chip_bytes(op.kind, v, p);
+  const bool switches_reduce = g > 1 && f.nvls_efficiency() > 0;
+  const double bytes =
+      op.kind == OpKind::AllReduce && (one_domain || switches_reduce) ? v : chip_bytes(op.kind, v, p);
   lb.ingress_s = bytes / (nvl + nic);
   if (!one_domain) {
     // What one of a node's g NICs must carry of what the node needs from the

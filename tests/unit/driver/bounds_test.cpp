@@ -106,6 +106,23 @@ TEST_CASE("Twisted 4x4x8: all-to-all over every axis faster than untwisted, at m
   CHECK(twisted.time().seconds() <= 1.2 * twisted.bound_s);
 }
 
+TEST_CASE("Lower bounds: never above NCCL's NVLS tree, whose switches reduce in every node", "[bounds]") {
+  // A GPU sends its V into its switch and takes the sum out once: less than
+  // the 2(p-1)/p V it moves without in-switch reduction (on 2 nodes 256 MiB
+  // take 891.7 us, where 2(p-1)/p V over a GPU's 450 + 50 GB/s is 1,006.6).
+  for (int nodes : {2, 3, 4})
+    for (std::uint64_t bytes : {std::uint64_t{1} << 20, std::uint64_t{1} << 26, std::uint64_t{1} << 28}) {
+      const std::string m = std::to_string(nodes);
+      check_all(workloads::parse_workload(R"({"hardware": "h100-dgx", "topology": {"nodes": )" + m +
+                                              R"(}, "mesh": {"G": 8, "N": )" + m +
+                                              R"(}, "ops": [{"name": "ar", "kind": "all_reduce", "bytes": )" +
+                                              std::to_string(bytes) +
+                                              R"(, "axes": ["G", "N"], "algorithm": "nvls_tree"}]})",
+                                          "t.json"),
+                "nvls_tree on " + m + " nodes, " + std::to_string(bytes) + " bytes");
+    }
+}
+
 TEST_CASE("Lower bounds: a ring and a cube in the bandwidth regime run at their bound", "[bounds]") {
   const auto ratio = [](const std::string& text) {
     const driver::RunResult r = driver::simulate(workloads::parse_workload(text, "t.json"));
