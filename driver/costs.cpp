@@ -225,8 +225,7 @@ collectives::ClosedForm gpu_closed_form(const workloads::Op& op, const workloads
         const collectives::gpu::NvlsTreeCut c = collectives::gpu::nvls_tree_cut(fabric, rings.front(), op.bytes);
         const collectives::gpu::NvlsTreeLimits t =
             collectives::gpu::nvls_tree_limits(fabric, rings.front(), static_cast<double>(c.piece));
-        const double heads = n / static_cast<double>(collectives::gpu::node_count(fabric, rings.front()));
-        const double moved = static_cast<double>(c.piece * c.loops * c.channels) * heads;  // V, evened out
+        const double moved = static_cast<double>(c.piece * c.loops * c.channels * c.heads);  // V, evened out
         f.additive = true;
         f.latency_s = t.latency_s + t.path_forward_s;
         f.bandwidth_s = moved * t.seconds_per_byte * static_cast<double>(c.loops - 1) / static_cast<double>(c.loops);
@@ -331,7 +330,7 @@ Tick nccl_base_latency(collectives::gpu::Algorithm algorithm, collectives::gpu::
 }
 
 double nccl_nvls_tree_bus_bytes_per_s(const workloads::Hardware& hw, int gpus_per_node, int nodes) {
-  const double g = gpus_per_node;
+  const double g = std::min(gpus_per_node, 32);  // NCCL_MAX_NVLS_ARITY heads
   if (g < 2 || nodes < 2 || hw.nvls_efficiency <= 0) return 0;  // NCCL: at least 2 channels, across nodes
   const double intra = static_cast<double>(hw.nvlink.bandwidth_bytes_per_s) / (g + 1);
   const double inter = static_cast<double>(hw.nic.bandwidth_bytes_per_s) * (nodes <= 2 ? 2 : 1);

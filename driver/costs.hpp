@@ -66,8 +66,8 @@ struct NcclModelInput {
 };
 // NCCL's bus bandwidth of its NVLS tree across `nodes` nodes of G GPUs
 // (src/graph/tuning.cc, NCCL 2.29): its NVLS graph has one channel per head,
-// G, each at min(bwIntra x nvlsEfficiency x (G-1)/G x 2, bwInter (x 2 on 2
-// nodes), perChMaxNVLSTreeBw): bwIntra the GPU's NVLink rate over G + 1 (NCCL's
+// H = min(G, 32), each at min(bwIntra x nvlsEfficiency x (H-1)/H x 2, bwInter
+// (x 2 on 2 nodes), perChMaxNVLSTreeBw): bwIntra the GPU's NVLink rate over H + 1 (NCCL's
 // NVLS search puts every head's traffic through every GPU's port, its own
 // twice), bwInter the head's NIC rate, and NCCL's per-channel cap by GPU
 // generation and node count (Hopper 57.7 GB/s on 2 nodes, 45.5 on more;

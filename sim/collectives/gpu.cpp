@@ -267,7 +267,9 @@ NvlsTreeCut nvls_tree_cut(const Fabric& f, std::span<const ChipId> group, std::u
   NvlsTreeCut out;
   out.channels = static_cast<std::uint64_t>(std::max(f.nvls_channels(), 1));
   const std::uint64_t nodes = std::max<std::uint64_t>(node_count(f, group), 1);
-  const std::uint64_t heads = std::max<std::uint64_t>(group.size() / nodes, 1);
+  constexpr std::uint64_t kMaxHeads = 32;  // NCCL_MAX_NVLS_ARITY: the NVLS graph's channels
+  const std::uint64_t heads = std::min(std::max<std::uint64_t>(group.size() / nodes, 1), kMaxHeads);
+  out.heads = heads;
   std::uint64_t chunk = nodes >= 4 ? kNvlsChunk / 2 : kNvlsChunk;
   const std::uint64_t concurrent = out.channels * heads;  // NCCL's concurrentOps
   if (group_bytes < 4 * concurrent * chunk && chunk > 65536) chunk = 65536;
@@ -596,7 +598,7 @@ namespace {
 // NCCL's NVLS tree (docs/MODEL.md, "GPU fabrics"): on each of the fabric's NVLS
 // channels (channel c on tree c % 2 of the double binary tree), loop by loop,
 // GPU h of every node heads piece h of the loop (tree_channels' rail h: its
-// chains start at GPU h). Up, children before parents: the switch reduces the
+// chains start at GPU h; the first 32 GPUs of a larger node). Up, children before parents: the switch reduces the
 // piece of every GPU of the node (each GPU's up link carries it, a load-reduce
 // as NVLS's) down to the head, which adds its children's sums as they arrive
 // and sends the node's sum on to its parent's head over its NIC (the rail's
@@ -614,7 +616,7 @@ void nvls_tree_all_reduce(ProgramBuilder& b, const Fabric& f, const std::vector<
   for (const auto& group : groups) {
     const std::vector<TreeChannel> all = tree_channels(f, group);  // channel 2h + t: rail h, tree t
     const NvlsTreeCut cut = nvls_tree_cut(f, group, group_bytes);
-    const std::size_t m = all.front().chains.size(), g = all.front().chains.front().size();
+    const std::size_t m = all.front().chains.size(), g = static_cast<std::size_t>(cut.heads);
     MESHSIM_ASSERT(m >= 2, "an NVLS tree inside one node");
     const std::uint64_t multimem = nvls_link_bytes(cut.piece, f.nvls_efficiency());
     std::array<std::vector<std::vector<std::uint32_t>>, 2> children;  // per tree, by position
@@ -1186,7 +1188,7 @@ std::uint64_t transfer_bound(const Fabric& f, const Torus& coords, Kind kind, Al
             const NvlsTreeCut cut = nvls_tree_cut(f, ring, group_bytes);
             const Count g = channels.front().chains.front().size(), m = channels.front().chains.size();
             std::array<Count, 2> per_tree{0, 0};  // summed over the heads
-            for (std::size_t h = 0; h < channels.size() / 2; ++h)
+            for (std::size_t h = 0; h < cut.heads; ++h)
               for (std::size_t t = 0; t < 2; ++t) {
                 const TreeChannel& ch = channels[2 * h + t];
                 per_tree[t] += m * (2 * g + 2);
@@ -1267,11 +1269,13 @@ TreeLimits tree_limits(const Fabric& f, const std::vector<ChipId>& group, Protoc
 
 NvlsTreeLimits nvls_tree_limits(const Fabric& f, const std::vector<ChipId>& group, double piece) {
   NvlsTreeLimits out;
-  const std::vector<TreeChannel> channels = tree_channels(f, group);  // channel 2h + t: head h, tree t
-  const double g = static_cast<double>(channels.front().chains.front().size());
+  const std::vector<TreeChannel> all = tree_channels(f, group);  // channel 2h + t: head h, tree t
+  const std::uint64_t heads = nvls_tree_cut(f, group, 1).heads;
+  const std::span<const TreeChannel> channels(all.data(), 2 * heads);
+  const double g = static_cast<double>(heads);
   const double efficiency = f.nvls_efficiency();
   MESHSIM_ASSERT(efficiency > 0, "an NVLS tree on switches without NVLink SHARP");
-  // Each (head, tree) pair carries V / 2G through every edge, up and down.
+  // Each (head, tree) pair carries V / 2H through every edge, up and down.
   std::vector<std::uint32_t> crossings(f.num_links(), 0);
   double net_seconds_per_unit = 0;
   struct Way {
@@ -1302,7 +1306,7 @@ NvlsTreeLimits nvls_tree_limits(const Fabric& f, const std::vector<ChipId>& grou
   }
   // In the node, two switch round trips of the piece's multimem bytes: the
   // load-reduce (up, then down to the head) and the store and its multicast.
-  const ChipId gpu = group.front();
+  const ChipId gpu = channels.front().chains.front().front();  // a head
   const LinkId in = f.nvlink_up(gpu), out_link = f.nvlink_down(gpu);
   const double in_b = static_cast<double>(link_bandwidth(f, in, Protocol::Simple));
   const double out_b = static_cast<double>(link_bandwidth(f, out_link, Protocol::Simple));
@@ -1311,7 +1315,7 @@ NvlsTreeLimits nvls_tree_limits(const Fabric& f, const std::vector<ChipId>& grou
       2 * (link_latency(f, in, Protocol::Simple).seconds() + link_latency(f, out_link, Protocol::Simple).seconds()) +
       up_most.latency_s + down_most.latency_s;
   out.path_forward_s = 2 * (multimem / in_b + multimem / out_b) + up_most.forward_s + down_most.forward_s;
-  // Every GPU's port each way: its whole buffer and a head's 1/G, as multimem traffic.
+  // A head's port each way: its whole buffer and a head's 1/H, as multimem traffic.
   const double nvlink = (1 + 1 / g) / (efficiency * std::min(in_b, out_b));
   out.seconds_per_byte = std::max(nvlink, net_seconds_per_unit / (2 * g));
   return out;

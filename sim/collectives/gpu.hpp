@@ -205,21 +205,22 @@ std::uint64_t tree_depth(const topology::Fabric& fabric, std::span<const ChipId>
 // How NCCL's NVLS tree (NCCL_ALGO_NVLS_TREE, NCCL 2.19 to 2.29: src/device/
 // all_reduce.h, src/enqueue.cc, src/transport/nvls.cc) cuts a group's bytes:
 // each of the fabric's NVLS channels (Fabric::nvls_channels) carries
-// ceil(bytes / channels) in `loops` loops; a loop moves G pieces, one per
-// head (GPU h of every node heads piece h). NCCL's chunk is 128 KiB
+// ceil(bytes / channels) in `loops` loops; a loop moves H pieces, one per
+// head (GPU h of every node heads piece h; H = the GPUs of a node, at most
+// NCCL_MAX_NVLS_ARITY, 32: an NVL72 domain has 32 heads). NCCL's chunk is 128 KiB
 // (NCCL_NVLS_CHUNKSIZE), at most 64 KiB on 4 nodes and more, then 64 KiB where
 // the bytes are under 4 x channels x G chunks and 32 KiB under 1 x; the pieces
 // are evened out over the loops (as the tree's chunks are).
 struct NvlsTreeCut {
-  std::uint64_t channels = 0, per_channel = 0, loops = 0, piece = 0;
+  std::uint64_t channels = 0, heads = 0, per_channel = 0, loops = 0, piece = 0;
 };
 NvlsTreeCut nvls_tree_cut(const topology::Fabric& fabric, std::span<const ChipId> group, std::uint64_t group_bytes);
 // The NVLS tree's closed form for one group: the way of one piece (loaded and
 // reduced through the switch, up the slowest way to the root of either tree,
 // down the slowest way again, stored and multicast), its latency and the time
 // the piece takes to cross each link on it; and the busiest link in seconds
-// per byte of the group's data (NVLink: (1 + 1/G) V at the NVLS efficiency
-// each way; a NIC: V / 2G per tree edge at its head, each way).
+// per byte of the group's data (NVLink: (1 + 1/H) V at the NVLS efficiency
+// each way at a head; a NIC: V / 2H per tree edge at its head, each way).
 struct NvlsTreeLimits {
   double latency_s = 0;
   double path_forward_s = 0;

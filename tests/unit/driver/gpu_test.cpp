@@ -799,6 +799,25 @@ TEST_CASE("GPU: NCCL's NVLS tree cuts its bytes over 16 channels (Blackwell 32) 
   CHECK((c.piece - 1) * c.loops * 8 < c.per_channel);
   // Blackwell across nodes: NVLS_NCHANNELS_SM100, 32.
   CHECK(cut("b200-dgx", 2, 1ull << 30).channels == 32);
+  CHECK(cut("b200-dgx", 2, 1ull << 30).heads == 8);
+  // An NVL72 domain has 32 heads (NCCL_MAX_NVLS_ARITY); its other 40 GPUs load
+  // and take the multicasts. The task bound counts what the builder builds.
+  const workloads::Workload nvl72 = workloads::parse_workload(
+      R"({"hardware": "gb200-nvl72", "topology": {"nodes": 2}, "mesh": {"G": 72, "N": 2}, "ops": [)" +
+          ops("all_reduce", R"(["G", "N"])", 1ull << 20, "nvls_tree") + "]}",
+      "t.json");
+  const topology::Torus torus = nvl72.make_torus();
+  const topology::Fabric fabric = nvl72.make_fabric();
+  const std::vector<int> axes{0, 1};
+  c = collectives::gpu::nvls_tree_cut(fabric, collectives::gpu::rings(torus, axes).front(), 1ull << 20);
+  CHECK(c.heads == 32);
+  CHECK(c.loops == 1);
+  CHECK(c.piece == 1024);  // 1 MiB over 32 channels and 32 heads
+  const std::uint64_t built = driver::expand(nvl72, torus).op_transfers[0];
+  CHECK(built == driver::estimate_transfers(nvl72.ops[0], nvl72, torus, &fabric));
+  // Per channel and head: each domain's 72 loads, sum, store and 72 copies, and
+  // the one edge between the two domains, up and down (a NIC up and a NIC down each).
+  CHECK(built == 32ull * 32 * (2 * 146 + 2 * 2));
 }
 
 TEST_CASE("GPU: NCCL's NVLS tree: NVLink bounds 2 nodes, the NICs 4 and more; every byte on its link", "[gpu]") {
