@@ -179,10 +179,12 @@ collectives::ClosedForm gpu_closed_form(const workloads::Op& op, const workloads
       const double nv = static_cast<double>(w.hardware.nvlink.bandwidth_bytes_per_s);
       const double nv_step = 2 * w.hardware.nvlink.latency.seconds();
       if (algorithm == collectives::gpu::Algorithm::Nvls) {
-        // Up V + V/N and down V/N + V through every GPU's port, at the switches'
-        // NVLS efficiency of the link rate; two switch round trips.
+        // Up V + V/H and down V/H + V through an owner's port (H owners:
+        // nvls_owners), at the switches' NVLS efficiency of the link rate; two
+        // switch round trips.
+        const double h = static_cast<double>(collectives::gpu::nvls_owners(rings.front().size()));
         f.latency_s = 2 * nv_step;
-        f.bandwidth_s = (n + 1) / n * v / (nv * fabric.nvls_efficiency());
+        f.bandwidth_s = (h + 1) / h * v / (nv * fabric.nvls_efficiency());
       } else if (algorithm == collectives::gpu::Algorithm::Hierarchical) {
         // Ring reduce-scatter and all-gather in the node (G GPUs, NVLink), ring
         // all-reduce of the V/G shards across the M nodes on each rail (NICs): M

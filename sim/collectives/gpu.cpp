@@ -200,6 +200,8 @@ TaskId routed(ProgramBuilder& b, const std::vector<LinkId>& route, std::uint64_t
 
 }  // namespace
 
+std::size_t nvls_owners(std::size_t gpus) { return std::min<std::size_t>(gpus, 32); }
+
 std::uint64_t nvls_link_bytes(std::uint64_t bytes, double efficiency) {
   MESHSIM_ASSERT(efficiency > 0 && efficiency <= 1, "NVLS on switches without NVLink SHARP");
   return efficiency == 1 ? bytes : static_cast<std::uint64_t>(std::ceil(static_cast<double>(bytes) / efficiency));
@@ -445,8 +447,8 @@ std::vector<Algorithm> candidates(Kind kind, const Torus& coords, std::span<cons
 
 namespace {
 
-// NVLink SHARP all-reduce in one NVLink domain (NCCL's NVLS): GPU g owns slice g
-// (V/N) and loops over its chunks: a load-reduce pulls the chunk from every GPU
+// NVLink SHARP all-reduce in one NVLink domain (NCCL's NVLS): GPU g of the
+// first H = nvls_owners(N) owns slice g (V/H) and loops over its chunks: a load-reduce pulls the chunk from every GPU
 // (each GPU's up link carries it), the switch adds the N contributions and sends
 // the sum down to g; g stores it once (up) and the switch multicasts it to every
 // GPU (down). The next chunk's load-reduce waits for the previous one, so loads and
@@ -461,10 +463,10 @@ namespace {
 void nvls_all_reduce(ProgramBuilder& b, const Fabric& f, const std::vector<std::vector<ChipId>>& rings,
                      std::uint64_t group_bytes, std::uint64_t chunk_bytes, const OpPorts& ports) {
   for (const auto& ring : rings) {
-    const std::uint64_t slice = ceil_div(group_bytes, ring.size());
+    const std::size_t n = nvls_owners(ring.size());
+    const std::uint64_t slice = ceil_div(group_bytes, n);
     const std::uint64_t kChunks = chunk_count(slice, chunk_bytes);
     const std::uint64_t chunk = nvls_link_bytes(ceil_div(slice, kChunks), f.nvls_efficiency());
-    const std::size_t n = ring.size();
     std::vector<TaskId> down(n), store(n);  // per owner: the current chunk's sum and store
     for (std::uint64_t k = 0; k <= kChunks; ++k) {
       for (std::size_t o = 0; k < kChunks && o < n; ++o) {
@@ -1167,8 +1169,9 @@ std::uint64_t transfer_bound(const Fabric& f, const Torus& coords, Kind kind, Al
         case Algorithm::Nvls:
           // Per chunk and owner: N loads up, one down, one store up, N copies down.
           for (const auto& ring : rs) {
-            const Count n = ring.size();
-            total += static_cast<Count>(chunk_count(ceil_div(group_bytes, ring.size()), chunk_bytes)) * n * (2 * n + 2);
+            const Count n = ring.size(), owners = nvls_owners(ring.size());
+            total += static_cast<Count>(chunk_count(ceil_div(group_bytes, nvls_owners(ring.size())), chunk_bytes)) *
+                     owners * (2 * n + 2);
           }
           break;
         case Algorithm::Tree:

@@ -818,6 +818,19 @@ TEST_CASE("GPU: NCCL's NVLS tree cuts its bytes over 16 channels (Blackwell 32) 
   // Per channel and head: each domain's 72 loads, sum, store and 72 copies, and
   // the one edge between the two domains, up and down (a NIC up and a NIC down each).
   CHECK(built == 32ull * 32 * (2 * 146 + 2 * 2));
+  // So has NVLS in one NVL72 domain: 32 owners of V/32, each chunk loaded from
+  // all 72 GPUs and multicast to all 72.
+  CHECK(collectives::gpu::nvls_owners(72) == 32);
+  CHECK(collectives::gpu::nvls_owners(8) == 8);
+  const workloads::Workload one = workloads::parse_workload(
+      R"({"hardware": "gb200-nvl72", "mesh": {"G": 72}, "ops": [)" + ops("all_reduce", R"(["G"])", 1ull << 20, "nvls") +
+          "]}",
+      "t.json");
+  const topology::Torus one_torus = one.make_torus();
+  const topology::Fabric one_fabric = one.make_fabric();
+  const std::uint64_t one_built = driver::expand(one, one_torus).op_transfers[0];
+  CHECK(one_built == 32ull * (2 * 72 + 2));  // 32 KiB a slice: one chunk
+  CHECK(one_built == driver::estimate_transfers(one.ops[0], one, one_torus, &one_fabric));
 }
 
 TEST_CASE("GPU: NCCL's NVLS tree: NVLink bounds 2 nodes, the NICs 4 and more; every byte on its link", "[gpu]") {
