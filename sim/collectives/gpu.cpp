@@ -448,11 +448,12 @@ std::vector<Algorithm> candidates(Kind kind, const Torus& coords, std::span<cons
 namespace {
 
 // NVLink SHARP all-reduce in one NVLink domain (NCCL's NVLS): GPU g of the
-// first H = nvls_owners(N) owns slice g (V/H) and loops over its chunks: a load-reduce pulls the chunk from every GPU
-// (each GPU's up link carries it), the switch adds the N contributions and sends
-// the sum down to g; g stores it once (up) and the switch multicasts it to every
-// GPU (down). The next chunk's load-reduce waits for the previous one, so loads and
-// stores of different owners interleave on the links. Tasks are listed chunk by
+// first H = nvls_owners(N) owns slice g (V/H) and loops over its chunks: a
+// load-reduce pulls the chunk from every GPU (each GPU's up link carries it),
+// the switch adds the N contributions and sends the sum down to g; g stores it
+// once (up) and the switch multicasts it to every GPU (down). The next chunk's
+// load-reduce waits for the previous one, so loads and stores of different
+// owners interleave on the links. Tasks are listed chunk by
 // chunk: the load-reduces, the previous chunk's multicasts, then the stores, so
 // that on every link a chunk's loads come before its stores and a chunk's sums
 // before the previous chunk's multicasts. Listed so, ties broken by listing
@@ -600,11 +601,12 @@ namespace {
 // NCCL's NVLS tree (docs/MODEL.md, "GPU fabrics"): on each of the fabric's NVLS
 // channels (channel c on tree c % 2 of the double binary tree), loop by loop,
 // GPU h of every node heads piece h of the loop (tree_channels' rail h: its
-// chains start at GPU h; the first 32 GPUs of a larger node). Up, children before parents: the switch reduces the
-// piece of every GPU of the node (each GPU's up link carries it, a load-reduce
-// as NVLS's) down to the head, which adds its children's sums as they arrive
-// and sends the node's sum on to its parent's head over its NIC (the rail's
-// route); the root's head holds the total. Down, parents first: each head
+// chains start at GPU h; the first 32 GPUs of a larger node: nvls_tree_cut).
+// Up, children before parents: the switch reduces the piece of every GPU of the
+// node (each GPU's up link carries it, a load-reduce as NVLS's) down to the
+// head, which adds its children's sums as they arrive and sends the node's sum
+// on to its parent's head over its NIC (the rail's route); the root's head
+// holds the total. Down, parents first: each head
 // stores the total once into its switch, which multicasts it to every GPU of
 // the node, and sends it on to its children's heads. A head's next load-reduce
 // waits for its last (its warps reduce one piece at a time), and every network
