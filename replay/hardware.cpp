@@ -374,9 +374,10 @@ namespace {
 
 // NCCL's base latency of what it reported running, in seconds: the part of a
 // measured time that the simulation adds whatever the link terms (0 when NCCL
-// did not report, or ran an algorithm meshsim does not simulate). NVLS's is 0:
-// what the simulation pays at its entry (driver::nvls_fixed_cost) is NCCL's 25
-// us less its hops' latencies, which are the fitted term.
+// did not report, or ran an algorithm meshsim does not simulate). NVLS's and
+// NVLS_TREE's are 0: what the simulation pays at their entry
+// (driver::nvls_fixed_cost, driver::nvls_tree_fixed_cost) is NCCL's latency
+// less their hops' latencies, which are the fitted term.
 double base_latency_s(const NcclChoice& c) {
   const std::string algorithm = lower(c.algorithm);
   const std::optional<collectives::gpu::Protocol> p = collectives::gpu::parse_protocol(lower(c.protocol));
