@@ -332,7 +332,8 @@ Tick nccl_base_latency(collectives::gpu::Algorithm algorithm, collectives::gpu::
 }
 
 double nccl_nvls_tree_bus_bytes_per_s(const workloads::Hardware& hw, int gpus_per_node, int nodes) {
-  const double g = std::min(gpus_per_node, 32);  // NCCL_MAX_NVLS_ARITY heads
+  const double g =  // its heads
+      static_cast<double>(collectives::gpu::nvls_owners(static_cast<std::size_t>(std::max(gpus_per_node, 0))));
   if (g < 2 || nodes < 2 || hw.nvls_efficiency <= 0) return 0;  // NCCL: at least 2 channels, across nodes
   const double intra = static_cast<double>(hw.nvlink.bandwidth_bytes_per_s) / (g + 1);
   const double inter = static_cast<double>(hw.nic.bandwidth_bytes_per_s) * (nodes <= 2 ? 2 : 1);

@@ -269,8 +269,7 @@ NvlsTreeCut nvls_tree_cut(const Fabric& f, std::span<const ChipId> group, std::u
   NvlsTreeCut out;
   out.channels = static_cast<std::uint64_t>(std::max(f.nvls_channels(), 1));
   const std::uint64_t nodes = std::max<std::uint64_t>(node_count(f, group), 1);
-  constexpr std::uint64_t kMaxHeads = 32;  // NCCL_MAX_NVLS_ARITY: the NVLS graph's channels
-  const std::uint64_t heads = std::min(std::max<std::uint64_t>(group.size() / nodes, 1), kMaxHeads);
+  const std::uint64_t heads = nvls_owners(std::max<std::uint64_t>(group.size() / nodes, 1));
   out.heads = heads;
   std::uint64_t chunk = nodes >= 4 ? kNvlsChunk / 2 : kNvlsChunk;
   const std::uint64_t concurrent = out.channels * heads;  // NCCL's concurrentOps
@@ -1171,9 +1170,10 @@ std::uint64_t transfer_bound(const Fabric& f, const Torus& coords, Kind kind, Al
         case Algorithm::Nvls:
           // Per chunk and owner: N loads up, one down, one store up, N copies down.
           for (const auto& ring : rs) {
-            const Count n = ring.size(), owners = nvls_owners(ring.size());
-            total += static_cast<Count>(chunk_count(ceil_div(group_bytes, nvls_owners(ring.size())), chunk_bytes)) *
-                     owners * (2 * n + 2);
+            const Count n = ring.size();
+            const std::size_t owned_by = nvls_owners(ring.size());
+            total += static_cast<Count>(chunk_count(ceil_div(group_bytes, owned_by), chunk_bytes)) * owned_by *
+                     (2 * n + 2);
           }
           break;
         case Algorithm::Tree:
@@ -1275,7 +1275,7 @@ TreeLimits tree_limits(const Fabric& f, const std::vector<ChipId>& group, Protoc
 NvlsTreeLimits nvls_tree_limits(const Fabric& f, const std::vector<ChipId>& group, double piece) {
   NvlsTreeLimits out;
   const std::vector<TreeChannel> all = tree_channels(f, group);  // channel 2h + t: head h, tree t
-  const std::uint64_t heads = nvls_tree_cut(f, group, 1).heads;
+  const std::size_t heads = nvls_owners(all.front().chains.front().size());
   const std::span<const TreeChannel> channels(all.data(), 2 * heads);
   const double g = static_cast<double>(heads);
   const double efficiency = f.nvls_efficiency();

@@ -229,8 +229,9 @@ struct NvlsTreeLimits {
 NvlsTreeLimits nvls_tree_limits(const topology::Fabric& fabric, const std::vector<ChipId>& group, double piece);
 
 // The GPUs of an NVLink domain of `gpus` that own a slice of an NVLS
-// all-reduce (NCCL's heads): all, at most NCCL_MAX_NVLS_ARITY, 32 (an NVL72
-// domain's other 40 GPUs load and take the multicasts).
+// all-reduce, or head the NVLS tree's pieces (NCCL's heads): all, at most
+// NCCL_MAX_NVLS_ARITY, 32 (an NVL72 domain's other 40 GPUs load and take the
+// multicasts).
 std::size_t nvls_owners(std::size_t gpus);
 
 // What an NVLS transfer of `bytes` costs its link, at `efficiency` (0 < e <= 1)
