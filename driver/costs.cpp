@@ -106,6 +106,15 @@ kernels::Roofline local_cost(const workloads::Op& op, const workloads::Hardware&
 
 namespace {
 
+// The nodes a GPU collective spans in each group: the product of its node axes
+// (all the nodes, or part of a grid).
+std::uint64_t op_nodes(const workloads::Op& op, const topology::Torus& torus) {
+  std::uint64_t nodes = 1;
+  for (int a : op.hw_axes)
+    if (a >= 1) nodes *= static_cast<std::uint64_t>(torus.axis(a).size);
+  return nodes;
+}
+
 // NCCL's ring and direct algorithms on a switched fabric (docs/MODEL.md): with N
 // GPUs per ring, B the narrowest one-way bandwidth a ring step crosses and a the
 // slowest step's latency (its links' latencies and a forwarding chunk, or the
@@ -187,11 +196,8 @@ collectives::ClosedForm gpu_closed_form(const workloads::Op& op, const workloads
         f.bandwidth_s = (h + 1) / h * v / (nv * fabric.nvls_efficiency());
       } else if (algorithm == collectives::gpu::Algorithm::Hierarchical) {
         // Ring reduce-scatter and all-gather in the node (G GPUs, NVLink), ring
-        // all-reduce of the V/G shards across the M nodes on each rail (NICs): M
-        // the product of the op's node axes (all the nodes, or part of a grid).
-        double m = 1;
-        for (int a : op.hw_axes)
-          if (a >= 1) m *= torus.axis(a).size;
+        // all-reduce of the V/G shards across the M nodes on each rail (NICs).
+        const auto m = static_cast<double>(op_nodes(op, torus));
         // The four phases run one after the other: each its latency (a step of two
         // links, each crossed by a forwarding chunk of the step's piece or all of
         // it) or its bandwidth term, whichever is larger, and those add up.
@@ -641,12 +647,7 @@ Tick op_fixed_cost(const workloads::Op& op, const workloads::Workload& w, const 
   using collectives::gpu::Algorithm;
   Tick nccl = nccl_base_latency(choice.algorithm, choice.protocol);
   if (choice.algorithm == Algorithm::Nvls) nccl = nvls_fixed_cost(w.hardware);
-  if (choice.algorithm == Algorithm::NvlsTree) {
-    std::uint64_t nodes = 1;  // the op's node axes
-    for (int a : op.hw_axes)
-      if (a >= 1) nodes *= static_cast<std::uint64_t>(torus.axis(a).size);
-    nccl = nvls_tree_fixed_cost(w.hardware, nodes);
-  }
+  if (choice.algorithm == Algorithm::NvlsTree) nccl = nvls_tree_fixed_cost(w.hardware, op_nodes(op, torus));
   return comm_fixed_cost(op, w, torus) + nccl;
 }
 
