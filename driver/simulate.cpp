@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <thread>
 #include <tuple>
 
 #include "base/error.hpp"
@@ -268,6 +269,13 @@ class PortWatch {
       t.begin = min(t.begin, at);
     else
       t.end = max(t.end, at);
+  }
+  // What `part` saw too (a split run's other part).
+  void merge(const PortWatch& part) {
+    for (std::size_t i = 0; i < own_.size(); ++i) {
+      own_[i].begin = min(own_[i].begin, part.own_[i].begin);
+      own_[i].end = max(own_[i].end, part.own_[i].end);
+    }
   }
   // `all` (every op's tasks and joins) with each send's own span where it ran.
   std::vector<sim::OpTiming> timings(std::vector<sim::OpTiming> all) const {
@@ -634,6 +642,12 @@ std::optional<RunResult> run_native(const workloads::Workload& w, const topology
       if (ex.op_ports[op].is_entry(full) && ex.starts_op(op, full - ex.op_ports[op].entry_begin))
         all_ready[op] = max(all_ready[op], at - Tick::from_ps(static_cast<std::int64_t>(task.amount)));
     }
+    std::unique_ptr<sim::ExecutionObserver> split() const override { return std::make_unique<EntryWatch>(ex, subset); }
+    void merge(const sim::ExecutionObserver& part) override {
+      const auto& other = dynamic_cast<const EntryWatch&>(part);
+      for (std::size_t i = 0; i < all_ready.size(); ++i) all_ready[i] = max(all_ready[i], other.all_ready[i]);
+      sends.merge(other.sends);
+    }
   } entries(ex, subset);
 
   sim::Engine engine;
@@ -678,14 +692,26 @@ std::optional<RunResult> run_native(const workloads::Workload& w, const topology
   } else if (keyed) {
     executor.order_ties_by(keys);
   }
-  executor.start();
-  engine.run();
+  // Two threads for a large run on a machine that has them (the results are
+  // the same: sim::Executor::run).
+  const unsigned threads =
+      options.threads != 0 ? options.threads
+      : program.num_tasks() >= (std::size_t{1} << 20) ? std::clamp(std::thread::hardware_concurrency(), 1u, 2u)
+                                                       : 1u;
+  executor.run(threads);
   // A quotient's run stands for the full one only when every task became ready
   // after it was activated (its automorphism was checked as it was built); so
   // far, it does, up to a time past the limit, which the full run reaches too
   // (reported below: the full program may be far too big to build). A
   // deadlock, a bug, is reported from the full program.
   const bool broken = executor.overflowed_task() || !executor.unfinished_tasks().empty();
+  // On one thread: the first task past the limit, the whole deadlock, or a
+  // schedule that depends on the order of simultaneous events (sim::Executor::run).
+  if (executor.threads_used() > 1 && (broken || (!quotient && executor.first_zero_lag()))) {
+    SimulateOptions one = options;
+    one.threads = 1;
+    return run_native(w, torus, ex, one, translated, quotient);
+  }
   if (quotient && (executor.first_zero_lag() || (broken && !executor.overflowed_task()))) return std::nullopt;
   if (reduced && broken) {
     // Errors are reported from the full program, task by task.
@@ -705,6 +731,8 @@ std::optional<RunResult> run_native(const workloads::Workload& w, const topology
 
   RunResult r;
   r.makespan = executor.makespan();
+  r.threads = executor.threads_used();
+  r.windows = executor.windows();
   r.events = executor.tasks_woken();
   r.simulated_transfers = observed.total_transfers();
   // The loads on the system's own resource ids.

@@ -84,6 +84,10 @@ struct RunResult {
   std::uint64_t flows = 0, hosts = 0, routes = 0;
   std::uint64_t workers = 0;  // SimGrid worker actors: the most flows and computes in flight at once
   double engine_seconds = 0;
+  // Native engine: the threads it ran on (1 or 2) and, on 2, its windows (not
+  // in the reports, which do not depend on them).
+  unsigned threads = 1;
+  std::uint64_t windows = 0;
 };
 
 enum class EngineKind : std::uint8_t {
@@ -106,6 +110,10 @@ struct SimulateOptions {
   // its results to the others (sim/reduce.hpp): the same results, byte for byte.
   // False: the full program (meshsim run --no-reduce).
   bool reduce = true;
+  // Threads for the native engine: 1, 2 (a program that splits, sim::Executor::run:
+  // the same results, byte for byte), or 0: 2 on a machine with two cores or
+  // more for a run of at least 2^20 tasks, else 1.
+  unsigned threads = 0;
 };
 
 // Throws InputError when the run would pass options.limits (before building

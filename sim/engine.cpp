@@ -56,34 +56,52 @@ void Engine::on_progress(std::uint64_t every, std::function<void(Tick)> report) 
   next_progress_ = every > 0 && progress_ ? executed_ + every : UINT64_MAX;
 }
 
-void Engine::run() {
-  while (size_ > 0) {
-    if (head_ == buckets_[0].size()) refill();
-    const Event e = buckets_[0][head_++];
-    // Events at one time mostly touch unrelated state: hint the next three, so
-    // that their cache misses overlap this one's work.
-    if (head_ + 1 < buckets_[0].size()) {
-      if (head_ + 2 < buckets_[0].size()) {
-        const Event& last = buckets_[0][head_ + 2];
-        handlers_[last.handler]->upcoming(last.payload, 3);
-      }
-      const Event& later = buckets_[0][head_ + 1];
-      handlers_[later.handler]->upcoming(later.payload, 2);
-      const Event& next = buckets_[0][head_];
-      handlers_[next.handler]->upcoming(next.payload, 1);
+void Engine::step() {
+  if (head_ == buckets_[0].size()) refill();
+  const Event e = buckets_[0][head_++];
+  // Events at one time mostly touch unrelated state: hint the next three, so
+  // that their cache misses overlap this one's work.
+  if (head_ + 1 < buckets_[0].size()) {
+    if (head_ + 2 < buckets_[0].size()) {
+      const Event& last = buckets_[0][head_ + 2];
+      handlers_[last.handler]->upcoming(last.payload, 3);
     }
-    --size_;
-    MESHSIM_ASSERT(e.time >= now_, "time went backwards");
-    now_ = e.time;
-    ++executed_;
-    handlers_[e.handler]->handle_event(e.payload, now_);
-    if (executed_ == next_progress_) {
-      next_progress_ += progress_every_;
-      progress_(now_);
-    }
+    const Event& later = buckets_[0][head_ + 1];
+    handlers_[later.handler]->upcoming(later.payload, 2);
+    const Event& next = buckets_[0][head_];
+    handlers_[next.handler]->upcoming(next.payload, 1);
   }
+  --size_;
+  MESHSIM_ASSERT(e.time >= now_, "time went backwards");
+  now_ = e.time;
+  ++executed_;
+  handlers_[e.handler]->handle_event(e.payload, now_);
+  if (executed_ == next_progress_) {
+    next_progress_ += progress_every_;
+    progress_(now_);
+  }
+}
+
+void Engine::run() {
+  while (size_ > 0) step();
   buckets_[0].clear();
   head_ = 0;
+}
+
+Tick Engine::next_time() const {
+  if (size_ == 0) return kNoEvent;
+  if (head_ < buckets_[0].size()) return buckets_[0][head_].time;
+  // As refill() would find it, without moving anything: events scheduled
+  // before the next pop must still be placed against the last time popped.
+  int i = 1;
+  while (buckets_[i].empty()) ++i;
+  std::int64_t least = buckets_[i].front().time.ps();
+  for (const Event& e : buckets_[i]) least = std::min(least, e.time.ps());
+  return Tick::from_ps(least);
+}
+
+void Engine::run_until(Tick end) {
+  while (size_ > 0 && next_time() < end) step();
 }
 
 }  // namespace meshsim::sim

@@ -30,6 +30,12 @@ class Engine {
   void schedule(Tick at, HandlerId handler, std::uint64_t payload, std::uint8_t priority = 0);
   // Pops and executes events until none is left.
   void run();
+  // Pops and executes the events before `end` (a window of a run on several
+  // engines, sim::Executor::run): those at `end` and later stay queued.
+  void run_until(Tick end);
+  // The time of the next event (kNoEvent when none is queued).
+  Tick next_time() const;
+  static constexpr Tick kNoEvent = Tick::from_ps(INT64_MAX);
   // Calls `report(now)` after every `every` events during run() (progress lines);
   // never by default.
   void on_progress(std::uint64_t every, std::function<void(Tick)> report);
@@ -51,6 +57,8 @@ class Engine {
   // buckets in its life. Far cheaper than a binary heap of tens of thousands.
   static int bucket_of(std::int64_t time, std::int64_t last);
   void refill();
+  // Executes the next event (one is queued).
+  void step();
   std::vector<Event> buckets_[65];
   std::size_t head_ = 0;  // next event of bucket 0
   std::size_t size_ = 0;

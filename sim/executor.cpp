@@ -1,14 +1,117 @@
 #include "sim/executor.hpp"
 
 #include <algorithm>
+#include <array>
+#include <atomic>
+#include <thread>
 
 #include "base/error.hpp"
 
 namespace meshsim::sim {
 
+namespace {
+
+// Two threads meet here between the phases of a split run's window.
+class SpinBarrier {
+ public:
+  void wait() {
+    const std::uint32_t phase = phase_.load(std::memory_order_acquire);
+    if (arrived_.fetch_add(1, std::memory_order_acq_rel) == 1) {
+      arrived_.store(0, std::memory_order_relaxed);
+      phase_.store(phase + 1, std::memory_order_release);
+      return;
+    }
+    // Spin a while (a window is short), then give the core away (a machine
+    // with other work on it).
+    for (std::uint32_t spins = 0; phase_.load(std::memory_order_acquire) == phase; ++spins) {
+      if (spins < 4096) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+      } else {
+        std::this_thread::yield();
+      }
+    }
+  }
+
+ private:
+  std::atomic<std::uint32_t> arrived_{0};
+  std::atomic<std::uint32_t> phase_{0};
+};
+
+// Disjoint sets of a split's vertices (resources, then joins' chips).
+class Components {
+ public:
+  explicit Components(std::size_t n) : up_(n) {
+    for (std::size_t i = 0; i < n; ++i) up_[i] = static_cast<std::uint32_t>(i);
+  }
+  std::uint32_t root(std::uint32_t v) {
+    while (up_[v] != v) v = up_[v] = up_[up_[v]];
+    return v;
+  }
+  void unite(std::uint32_t a, std::uint32_t b) {
+    a = root(a), b = root(b);
+    if (a != b) up_[std::max(a, b)] = std::min(a, b);
+  }
+
+ private:
+  std::vector<std::uint32_t> up_;
+};
+
+}  // namespace
+
+// What one thread runs (see Executor::lanes_).
+struct alignas(64) Executor::Lane final : EventHandler {
+  // An edge to a task of the other lane, resolved when the window ends: what
+  // its predecessor, which started at `at`, allows.
+  struct Message {
+    TaskId task;
+    bool stream;
+    Tick ready;
+    Tick floor;
+    Tick at;
+  };
+  // On `e`, or (null) on an engine of its own.
+  Lane(Executor& x, Engine* e, std::uint8_t i)
+      : executor(x), owned(e ? nullptr : std::make_unique<Engine>()), engine(e ? *e : *owned), index(i) {
+    self = engine.add_handler(*this);
+  }
+  void handle_event(std::uint64_t payload, Tick now) override { executor.handle_event(*this, payload, now); }
+  void upcoming(std::uint64_t payload, int distance) override { executor.upcoming(payload, distance); }
+  void count_completed() { completed.store(completed.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
+
+  Executor& executor;
+  std::unique_ptr<Engine> owned;
+  Engine& engine;
+  std::uint8_t index;
+  Engine::HandlerId self = 0;
+  std::vector<ExecutionObserver*> observers;
+  std::vector<std::unique_ptr<ExecutionObserver>> parts;  // lane 1's: split from lane 0's
+  std::vector<TaskId> work;  // tasks whose last predecessor just resolved, FIFO
+  std::size_t work_head = 0;
+  std::vector<OpTiming> op_timings;
+  Tick makespan;
+  std::atomic<std::size_t> completed{0};  // read by progress reports from the other thread
+  std::uint64_t woken = 0;
+  std::uint64_t activations = 0;
+  std::optional<TaskId> zero_lag;
+  std::optional<TaskId> overflow;
+  // A split run: the end of the window being simulated, the edges to the other
+  // lane's tasks, and per task with predecessors in both lanes the latest
+  // start of one of them in this window.
+  Tick window_end = kMaxTick;
+  std::vector<Message> outbox;
+  struct Start {
+    TaskId task;
+    Tick at;
+  };
+  std::vector<Start> latest;
+};
+
+Executor::~Executor() = default;
+
 Executor::Executor(Engine& engine, const Program& program, std::span<const Resource> resources)
     : engine_(engine), program_(program), resources_(resources) {
-  self_ = engine_.add_handler(*this);
   const std::size_t n = program_.num_tasks();
   tasks_.resize(n);
   if (program_.num_stream_edges() > 0) stream_floor_.resize(n);
@@ -23,7 +126,8 @@ Executor::Executor(Engine& engine, const Program& program, std::span<const Resou
   for (std::size_t i = 0; i < resources_.size(); ++i)
     if (resources_[i].bandwidth_bytes_per_s > 0)
       state_[i].chunk_time = serialization_time(resources_[i].forward_chunk_bytes, resources_[i].bandwidth_bytes_per_s);
-  op_timings_.assign(program_.num_ops(), OpTiming{});
+  lanes_.push_back(std::make_unique<Lane>(*this, &engine_, std::uint8_t{0}));
+  lanes_[0]->op_timings.assign(program_.num_ops(), OpTiming{});
 }
 
 void Executor::classify_ops(std::span<const std::uint8_t> op_class) {
@@ -33,28 +137,72 @@ void Executor::classify_ops(std::span<const std::uint8_t> op_class) {
   op_class_ = op_class;
 }
 
+void Executor::add_observer(ExecutionObserver& observer) { lanes_[0]->observers.push_back(&observer); }
+
+Tick Executor::makespan() const { return lanes_[0]->makespan; }
+
+const std::vector<OpTiming>& Executor::op_timings() const { return lanes_[0]->op_timings; }
+
+std::size_t Executor::tasks_completed() const {
+  std::size_t n = 0;
+  for (const auto& l : lanes_) n += l->completed.load(std::memory_order_relaxed);
+  return n;
+}
+
+std::uint64_t Executor::tasks_woken() const {
+  std::uint64_t n = 0;
+  for (const auto& l : lanes_) n += l->woken;
+  return n;
+}
+
+std::optional<TaskId> Executor::first_zero_lag() const {
+  for (const auto& l : lanes_)
+    if (l->zero_lag) return l->zero_lag;
+  return std::nullopt;
+}
+
+std::optional<TaskId> Executor::overflowed_task() const {
+  for (const auto& l : lanes_)
+    if (l->overflow) return l->overflow;
+  return std::nullopt;
+}
+
 void Executor::start() {
   const Tick now = engine_.now();
   for (TaskId i = 0; i < program_.num_tasks(); ++i)
-    if (tasks_[i].pending == 0) work_.push_back(i);
-  drain(now);
+    if (tasks_[i].pending == 0) lanes_[parallel_ ? flags_[i] & 1u : 0]->work.push_back(i);
+  for (const auto& l : lanes_) drain(*l, now);
   running_ = true;
 }
 
-void Executor::handle_event(std::uint64_t payload, Tick now) {
-  if (overflow_) return;  // the run was stopped: time would leave the Tick range
+void Executor::run(unsigned threads) {
+  MESHSIM_ASSERT(!running_, "run() after start()");
+  parallel_ = threads >= 2 && split();
+  // Two tasks of one resource ready the moment they were activated, at once,
+  // go in the order of their events, which the two threads do not keep: the
+  // caller runs such a program again on one thread (first_zero_lag).
+  if (parallel_ && zero_lag_at_.empty()) watch_zero_lag();
+  start();
+  if (parallel_)
+    run_split();
+  else
+    engine_.run();
+}
+
+void Executor::handle_event(Lane& l, std::uint64_t payload, Tick now) {
+  if (l.overflow) return;  // the run was stopped: time would leave the Tick range
   const auto resource = static_cast<std::uint32_t>(payload & 0xffffffffu);
   ResourceState& r = state_[resource];
   if (!r.wake_pending || static_cast<std::uint32_t>(payload >> 32) != r.generation) return;  // stale or moved
   r.wake_pending = false;
   MESHSIM_ASSERT(!r.waiting.empty() && r.busy_until <= now && r.waiting.front().ready_at <= now,
                  "resource woke up with nothing to start");
-  const auto id = static_cast<TaskId>(r.waiting.pop().order & 0xffffffffu);
+  const TaskId id = r.waiting.pop().id;
   ++r.woken;
-  ++woken_;
-  start_task(id, now);
-  schedule_wake(resource, now);
-  drain(now);
+  ++l.woken;
+  start_task(l, id, now);
+  schedule_wake(l, resource, now);
+  drain(l, now);
 }
 
 void Executor::upcoming(std::uint64_t payload, int distance) {
@@ -66,7 +214,7 @@ void Executor::upcoming(std::uint64_t payload, int distance) {
   // Two events ahead the resource's state has had time to arrive: fetch what
   // starting its first waiting task reads; one event ahead, its successor list.
   if (r.waiting.empty()) return;
-  const auto id = static_cast<TaskId>(r.waiting.front().order & 0xffffffffu);
+  const TaskId id = r.waiting.front().id;
   if (distance == 1) {
     program_.prefetch_successors(id);
     return;
@@ -77,7 +225,7 @@ void Executor::upcoming(std::uint64_t payload, int distance) {
   program_.prefetch_offset(id);
 }
 
-void Executor::schedule_wake(std::uint32_t resource, Tick now) {
+void Executor::schedule_wake(Lane& l, std::uint32_t resource, Tick now) {
   ResourceState& r = state_[resource];
   if (r.waiting.empty()) return;
   const Tick at = max(max(r.busy_until, r.waiting.front().ready_at), now);
@@ -85,7 +233,7 @@ void Executor::schedule_wake(std::uint32_t resource, Tick now) {
   r.wake_pending = true;
   r.wake_at = at;
   ++r.generation;
-  engine_.schedule(at, self_, (std::uint64_t{r.generation} << 32) | resource);
+  l.engine.schedule(at, l.self, (std::uint64_t{r.generation} << 32) | resource);
 }
 
 void Executor::WaitQueue::push(const Waiting& w, const Executor& by) {
@@ -117,40 +265,59 @@ Executor::Waiting Executor::WaitQueue::pop() {
   return w;
 }
 
-void Executor::release(TaskId id) {
+void Executor::release(Lane& l, TaskId id, Tick now) {
   std::uint32_t& pending = tasks_[id].pending;
   MESHSIM_ASSERT(pending > 0 && pending != kStarted, "dependency resolved twice");
-  if (--pending == 0) work_.push_back(id);
+  if (--pending == 0) {
+    l.work.push_back(id);
+  } else if (parallel_ && (flags_[id] & 2u)) {
+    // A predecessor in the other lane may resolve it at this window's end: the
+    // task is activated then as of its latest predecessor's start.
+    l.latest.push_back({id, now});
+  }
 }
 
-void Executor::drain(Tick now) {
-  while (work_head_ < work_.size()) activate(work_[work_head_++], now);
-  work_.clear();
-  work_head_ = 0;
+void Executor::resolve(Lane& l, TaskId succ, bool stream, Tick ready, Tick floor, Tick now) {
+  if (parallel_ && (flags_[succ] & 1u) != l.index) {
+    // (Between windows, as take_messages completes joins, window_end is past
+    // every time: their successors are in their own part.)
+    MESHSIM_ASSERT(ready >= l.window_end && l.window_end != kMaxTick,
+                   "an edge between a split run's parts shorter than its lookahead");
+    l.outbox.push_back({succ, stream, ready, floor, now});
+    return;
+  }
+  tasks_[succ].raise_ready_at(ready);
+  if (stream) stream_floor_[succ] = max(stream_floor_[succ], floor);
+  release(l, succ, now);
 }
 
-void Executor::activate(TaskId id, Tick now) {
+void Executor::drain(Lane& l, Tick now) {
+  while (l.work_head < l.work.size()) activate(l, l.work[l.work_head++], now);
+  l.work.clear();
+  l.work_head = 0;
+}
+
+void Executor::activate(Lane& l, TaskId id, Tick now) {
   const Task& t = program_.task(id);
   if (t.kind() == TaskKind::Join) {
-    complete_join(id);
+    complete_join(l, id, now);
     return;
   }
   ResourceState& r = state_[t.resource];
   const Tick ready = tasks_[id].ready_at();
   if (ready <= now && !zero_lag_at_.empty()) {
-    if (running_ && zero_lag_at_[t.resource] == now && !zero_lag_) zero_lag_ = id;
+    if (running_ && zero_lag_at_[t.resource] == now && !l.zero_lag) l.zero_lag = id;
     zero_lag_at_[t.resource] = now;
   }
+  // With keys the activation time orders ties (a function of the schedule,
+  // whichever lane activates the task), else the activation sequence.
   std::uint64_t order = 0;
-  if (!keyed_) {
-    MESHSIM_ASSERT(activations_ < (std::uint64_t{1} << 32), "too many activations");
-    order = (activations_++ << 32) | id;
+  if (keyed_) {
+    order = static_cast<std::uint64_t>(now.ps());
   } else {
-    if (now != last_activation_) last_activation_ = now, ++activation_rank_;
-    MESHSIM_ASSERT(activation_rank_ < (std::uint64_t{1} << 32), "too many activation times");
-    order = (activation_rank_ << 32) | id;
+    order = l.activations++;
   }
-  const Waiting w{ready, order};
+  const Waiting w{ready, order, id};
   // With keys, the tasks ready at the start all wait for a wake-up, which
   // chooses among all of them.
   const bool may_start = running_ || !keyed_;
@@ -159,35 +326,31 @@ void Executor::activate(TaskId id, Tick now) {
     // waits is ready later; its wake-up, if now too early, is moved.) Whether a
     // task starts this way depends only on the times, not on which of the
     // events at `now` ran first: a task ready before it was activated before now.
-    start_task(id, now);
+    start_task(l, id, now);
     if (!r.waiting.empty()) {
       if (r.wake_pending && r.wake_at < max(r.busy_until, r.waiting.front().ready_at)) r.wake_pending = false;
-      schedule_wake(t.resource, now);
+      schedule_wake(l, t.resource, now);
     }
     return;
   }
   r.waiting.push(w, *this);
-  schedule_wake(t.resource, now);
+  schedule_wake(l, t.resource, now);
 }
 
-void Executor::complete_join(TaskId id) {
+void Executor::complete_join(Lane& l, TaskId id, Tick now) {
   tasks_[id].pending = kStarted;
-  ++completed_;
+  l.count_completed();
   // The last predecessor's arrival, plus the join's delay.
   const Tick at = tasks_[id].ready_at() + Tick::from_ps(static_cast<std::int64_t>(program_.task(id).amount));
-  OpTiming& op = op_timings_[program_.task(id).op()];
+  OpTiming& op = l.op_timings[program_.task(id).op()];
   op.begin = min(op.begin, at);
   op.end = max(op.end, at);
-  makespan_ = max(makespan_, at);
-  for (ExecutionObserver* o : observers_) o->on_join(id, program_.task(id), at);
-  for (std::uint32_t e : program_.successors(id)) {
-    const TaskId succ = e >> 1;
-    tasks_[succ].raise_ready_at(at);
-    release(succ);
-  }
+  l.makespan = max(l.makespan, at);
+  for (ExecutionObserver* o : l.observers) o->on_join(id, program_.task(id), at);
+  for (std::uint32_t e : program_.successors(id)) resolve(l, e >> 1, false, at, at, now);
 }
 
-void Executor::start_task(TaskId id, Tick now) {
+void Executor::start_task(Lane& l, TaskId id, Tick now) {
   const Task& t = program_.task(id);
   const Resource& res = resources_[t.resource];
   ResourceState& r = state_[t.resource];
@@ -197,7 +360,7 @@ void Executor::start_task(TaskId id, Tick now) {
   MESHSIM_ASSERT(state.pending == 0, "task started twice or too early");
   MESHSIM_ASSERT(now >= ready, "task started before its dependencies allow");
   state.pending = kStarted;
-  ++completed_;
+  l.count_completed();
 
   // The op's view of the resource: its own latency and chunk, or its class's.
   const std::uint8_t op_class = op_class_.empty() ? 0 : op_class_[t.op()];
@@ -226,30 +389,29 @@ void Executor::start_task(TaskId id, Tick now) {
   const Tick arrival = end + latency;
   r.busy_until = end;
   if (arrival > kMaxTick) {  // inputs too large for the time type: stop, report
-    if (!overflow_) overflow_ = id;
+    if (!l.overflow) l.overflow = id;
     return;
   }
 
-  OpTiming& op = op_timings_[t.op()];
+  OpTiming& op = l.op_timings[t.op()];
   op.begin = min(op.begin, now);
   op.end = max(op.end, arrival);
-  makespan_ = max(makespan_, arrival);
-  if (!observers_.empty()) {
+  l.makespan = max(l.makespan, arrival);
+  if (!l.observers.empty()) {
     const TaskTiming timing{ready, now, end, arrival};
-    for (ExecutionObserver* o : observers_) o->on_task(id, t, timing);
+    for (ExecutionObserver* o : l.observers) o->on_task(id, t, timing);
   }
 
   const std::span<const std::uint32_t> successors = program_.successors(id);
-  for (std::uint32_t e : successors) __builtin_prefetch(&tasks_[e >> 1]);  // their misses at once
+  for (std::uint32_t e : successors) {  // their misses at once
+    __builtin_prefetch(&tasks_[e >> 1]);
+    if (parallel_) __builtin_prefetch(&flags_[e >> 1]);
+  }
   for (std::uint32_t e : successors) {
-    const TaskId succ = e >> 1;
-    if (e & 1u) {
-      tasks_[succ].raise_ready_at(first_chunk + latency);
-      stream_floor_[succ] = max(stream_floor_[succ], arrival);
-    } else {
-      tasks_[succ].raise_ready_at(arrival);
-    }
-    release(e >> 1);
+    if (e & 1u)
+      resolve(l, e >> 1, true, first_chunk + latency, arrival, now);
+    else
+      resolve(l, e >> 1, false, arrival, arrival, now);
   }
 }
 
@@ -258,6 +420,137 @@ std::vector<TaskId> Executor::unfinished_tasks() const {
   for (TaskId i = 0; i < tasks_.size(); ++i)
     if (tasks_[i].pending != kStarted) out.push_back(i);
   return out;
+}
+
+bool Executor::split() {
+  if (!keyed_ || lanes_.size() != 1 || resources_.empty()) return false;
+  std::vector<std::unique_ptr<ExecutionObserver>> parts;
+  for (const ExecutionObserver* o : lanes_[0]->observers) {
+    parts.push_back(o->split());
+    if (!parts.back()) return false;
+  }
+  const std::size_t n = program_.num_tasks();
+  if (n < 2) return false;
+  // Vertices: the resources, then the chips that joins belong to.
+  const auto resources = static_cast<std::uint32_t>(resources_.size());
+  std::uint32_t chips = 0;
+  std::vector<Tick> latencies;  // of the transfers, as their ops see them
+  const auto latency = [&](const Task& t) {
+    const std::uint8_t c = op_class_.empty() ? 0 : op_class_[t.op()];
+    const Resource& r = resources_[t.resource];
+    return c == 0 ? r.latency : r.variants[c - 1].latency;
+  };
+  for (TaskId i = 0; i < n; ++i) {
+    const Task& t = program_.task(i);
+    if (t.kind() == TaskKind::Join) {
+      chips = std::max(chips, t.resource + 1);
+    } else if (t.kind() == TaskKind::Transfer) {
+      const Tick lat = latency(t);
+      if (std::find(latencies.begin(), latencies.end(), lat) == latencies.end()) {
+        if (latencies.size() == 16) return false;  // too varied to try every one
+        latencies.push_back(lat);
+      }
+    }
+  }
+  const auto vertex = [&](const Task& t) { return t.kind() == TaskKind::Join ? resources + t.resource : t.resource; };
+  std::sort(latencies.rbegin(), latencies.rend());
+  // The largest lookahead first: edges that leave a transfer of a shorter
+  // latency, a join or a compute keep their ends together; the components
+  // then go to part 0 in the order of their first vertex until it has half
+  // the tasks (neighbouring resources mostly share a part).
+  for (const Tick lookahead : latencies) {
+    if (lookahead <= kZeroTick) break;
+    Components together(std::size_t{resources} + chips);
+    for (TaskId i = 0; i < n; ++i) {
+      const Task& t = program_.task(i);
+      const bool short_edges = t.kind() != TaskKind::Transfer || latency(t) < lookahead;
+      if (!short_edges) continue;
+      for (std::uint32_t e : program_.successors(i)) together.unite(vertex(t), vertex(program_.task(e >> 1)));
+    }
+    std::vector<std::uint64_t> size(std::size_t{resources} + chips, 0);
+    for (TaskId i = 0; i < n; ++i) ++size[together.root(vertex(program_.task(i)))];
+    // Part 0: the components up to the one that brings it nearest half the tasks.
+    std::uint64_t first = 0, best = 0;
+    std::uint32_t last = 0;  // part 0's last component (its root)
+    for (std::uint32_t v = 0; v < size.size(); ++v) {
+      if (together.root(v) != v) continue;
+      first += size[v];
+      const auto gap = [n](std::uint64_t k) { return k > n - k ? k - (n - k) : (n - k) - k; };
+      if (gap(first) < gap(best)) best = first, last = v;
+    }
+    // Both parts at least 40 % of the tasks, or the threads would mostly wait.
+    if (5 * best > 3 * n || 5 * best < 2 * n) continue;
+    std::vector<std::uint8_t> part(size.size(), 0);
+    for (std::uint32_t v = 0; v < size.size(); ++v) part[v] = together.root(v) <= last ? 0 : 1;
+    flags_.assign(n, 0);
+    for (TaskId i = 0; i < n; ++i) flags_[i] = part[vertex(program_.task(i))];
+    for (TaskId i = 0; i < n; ++i)
+      for (std::uint32_t e : program_.successors(i))
+        if ((flags_[e >> 1] & 1u) != (flags_[i] & 1u)) flags_[e >> 1] |= 2u;
+    lookahead_ = lookahead;
+    auto lane = std::make_unique<Lane>(*this, nullptr, std::uint8_t{1});
+    lane->op_timings.assign(program_.num_ops(), OpTiming{});
+    for (auto& p : parts) lane->observers.push_back(p.get());
+    lane->parts = std::move(parts);
+    lanes_.push_back(std::move(lane));
+    return true;
+  }
+  return false;
+}
+
+void Executor::take_messages(Lane& l, Lane& from) {
+  l.window_end = kMaxTick;  // resolve(): no edge to the other lane from here
+  // A task is activated as of its latest predecessor's start, in either lane:
+  // this window's starts of each task's predecessors, the latest per task.
+  for (const Lane::Message& m : from.outbox) l.latest.push_back({m.task, m.at});
+  std::sort(l.latest.begin(), l.latest.end(), [](const Lane::Start& a, const Lane::Start& b) {
+    return a.task != b.task ? a.task < b.task : a.at > b.at;
+  });
+  for (const Lane::Message& m : from.outbox) {
+    tasks_[m.task].raise_ready_at(m.ready);
+    if (m.stream) stream_floor_[m.task] = max(stream_floor_[m.task], m.floor);
+    std::uint32_t& pending = tasks_[m.task].pending;
+    MESHSIM_ASSERT(pending > 0 && pending != kStarted, "dependency resolved twice");
+    if (--pending > 0) continue;
+    const auto latest = std::lower_bound(l.latest.begin(), l.latest.end(), m.task,
+                                         [](const Lane::Start& s, TaskId t) { return s.task < t; });
+    l.work.push_back(m.task);
+    drain(l, latest->at);
+  }
+  from.outbox.clear();
+  l.latest.clear();
+}
+
+void Executor::run_split() {
+  Lane& a = *lanes_[0];
+  Lane& b = *lanes_[1];
+  std::array<Tick, 2> next{a.engine.next_time(), b.engine.next_time()};
+  SpinBarrier barrier;
+  // Each thread: simulate the window [t, t + lookahead) from the earliest
+  // event of either lane, then take the edges the other lane sent.
+  const auto simulate = [&](Lane& l, Lane& other) {
+    for (;;) {
+      const Tick t = min(next[0], next[1]);
+      if (t == Engine::kNoEvent) return;
+      l.window_end = t + lookahead_;
+      l.engine.run_until(l.window_end);
+      barrier.wait();
+      take_messages(l, other);
+      next[l.index] = l.engine.next_time();
+      if (l.index == 0) ++windows_;
+      barrier.wait();
+    }
+  };
+  std::thread second([&] { simulate(b, a); });
+  simulate(a, b);
+  second.join();
+  // Lane 0 reports for both.
+  for (std::size_t i = 0; i < a.op_timings.size(); ++i) {
+    a.op_timings[i].begin = min(a.op_timings[i].begin, b.op_timings[i].begin);
+    a.op_timings[i].end = max(a.op_timings[i].end, b.op_timings[i].end);
+  }
+  a.makespan = max(a.makespan, b.makespan);
+  for (std::size_t i = 0; i < a.observers.size(); ++i) a.observers[i]->merge(*b.parts[i]);
 }
 
 }  // namespace meshsim::sim

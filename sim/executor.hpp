@@ -52,30 +52,65 @@ class ExecutionObserver {
   virtual void on_task(TaskId id, const Task& task, const TaskTiming& timing) = 0;
   // A join completed at `at` (the arrival of its last predecessor).
   virtual void on_join(TaskId /*id*/, const Task& /*task*/, Tick /*at*/) {}
+  // For a run on two threads (Executor::run): a fresh observer of the same
+  // kind for the second thread's tasks, and the merge of what it saw into this
+  // one after the run. Null (the default): the run stays on one thread.
+  virtual std::unique_ptr<ExecutionObserver> split() const { return nullptr; }
+  virtual void merge(const ExecutionObserver& /*part*/) {}
 };
 
 struct OpTiming {
   Tick begin = kMaxTick;  // first task of the op started (or its first join fired)
   Tick end = kZeroTick;   // last byte of the op arrived
   bool ran() const { return begin != kMaxTick; }
+  bool operator==(const OpTiming&) const = default;
 };
 
-class Executor final : public EventHandler {
+class Executor final {
  public:
   Executor(Engine& engine, const Program& program, std::span<const Resource> resources);
-  void add_observer(ExecutionObserver& observer) { observers_.push_back(&observer); }
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+  void add_observer(ExecutionObserver& observer);
   // Every op's class (indexed by op, each below kOpClasses; call before start();
   // `op_class` must outlive the run): the tasks of an op of class c > 0 see
   // every resource's variant c (Resource::variants[c - 1]). Without it every op
   // is of class 0.
   void classify_ops(std::span<const std::uint8_t> op_class);
 
-  // Schedules the tasks without predecessors; then call engine.run().
+  // Schedules the tasks without predecessors; then call engine.run(), or
+  // call run() instead of both.
   void start();
+  // start(), then the run to its end: on `threads` threads (at most 2) when the
+  // run can be split (below), else on the engine alone. The results are the
+  // same either way, byte for byte.
+  //
+  // A split run needs ties ordered by keys (order_ties_by or
+  // order_ties_by_ids), observers that split (ExecutionObserver::split) and a
+  // lookahead: the program's resources and joins are cut in two parts, each
+  // with its own engine and thread, so that every edge between the parts
+  // leaves a transfer whose hop latency is at least L > 0 (a join's or a
+  // compute's successors stay in its part). A task's start time then depends
+  // only on the other part's tasks that started at least L earlier, so both
+  // parts simulate a window [t, t + L) at once, then exchange the edges that
+  // crossed (conservative parallel simulation, as Chandy and Misra's and
+  // SST's; the lookahead is the link latency). With keys the schedule is a
+  // function of times and keys alone, not of the order of simultaneous events
+  // (order_ties_by), which is what makes both runs agree.
+  void run(unsigned threads = 1);
+  // A split run watches for tasks ready the moment they were activated
+  // (watch_zero_lag): where first_zero_lag() has one, run the program again on
+  // one thread for the schedule that the order of simultaneous events gives.
+  //
+  // The threads the last run() used (1 or 2), and its windows.
+  unsigned threads_used() const { return parallel_ ? 2u : 1u; }
+  std::uint64_t windows() const { return windows_; }
+  Tick lookahead() const { return lookahead_; }
 
-  Tick makespan() const { return makespan_; }
-  const std::vector<OpTiming>& op_timings() const { return op_timings_; }
-  std::size_t tasks_completed() const { return completed_; }
+  Tick makespan() const;
+  const std::vector<OpTiming>& op_timings() const;
+  std::size_t tasks_completed() const;
   // Tasks that never ran (a dependency cycle or a schedule bug): empty after a good run.
   std::vector<TaskId> unfinished_tasks() const;
   // Tasks on `resource` that a wake-up event started (the others started the
@@ -84,7 +119,7 @@ class Executor final : public EventHandler {
   // tasks of a resource are ready at the same time, or ties go by keys, below),
   // not on the order of simultaneous events: it is what runs report.
   std::uint64_t woken_on(std::uint32_t resource) const { return state_[resource].woken; }
-  std::uint64_t tasks_woken() const { return woken_; }
+  std::uint64_t tasks_woken() const;
   // Break ties between tasks ready at the same time on one resource by
   // activation time, then keys[task] (distinct among one resource's tasks),
   // instead of by activation order (call before start(); `keys` must outlive
@@ -111,14 +146,14 @@ class Executor final : public EventHandler {
   // beside another of its resource activated so at the same moment (call
   // before start()).
   void watch_zero_lag() { zero_lag_at_.assign(resources_.size(), Tick::from_ps(-1)); }
-  std::optional<TaskId> first_zero_lag() const { return zero_lag_; }
-  // The first task whose arrival would pass kMaxTick (the run stopped there), if any.
-  std::optional<TaskId> overflowed_task() const { return overflow_; }
-
-  void handle_event(std::uint64_t payload, Tick now) override;
-  void upcoming(std::uint64_t payload, int distance) override;
+  std::optional<TaskId> first_zero_lag() const;
+  // The first task whose arrival would pass kMaxTick (the run stopped there), if
+  // any. (After a split run that overflowed: one such task; run again on one
+  // thread for the first.)
+  std::optional<TaskId> overflowed_task() const;
 
  private:
+  struct Lane;
   // Every time a task's start depends on is known as soon as its predecessors
   // have STARTED (a started task's end and arrival are fixed), so dependencies are
   // resolved then. Joins take no time and need no resource: they complete (at the
@@ -126,18 +161,23 @@ class Executor final : public EventHandler {
   // its waiting tasks ordered by (ready time, activation order), which is FIFO
   // service in the order tasks became ready, and holds at most one live wake-up
   // event: about one event per task.
-  void release(TaskId id);
-  void activate(TaskId id, Tick now);
-  void start_task(TaskId id, Tick now);
-  void complete_join(TaskId id);
-  void drain(Tick now);
-  void schedule_wake(std::uint32_t resource, Tick now);
+  void handle_event(Lane& l, std::uint64_t payload, Tick now);
+  void upcoming(std::uint64_t payload, int distance);
+  void release(Lane& l, TaskId id, Tick now);
+  void activate(Lane& l, TaskId id, Tick now);
+  void start_task(Lane& l, TaskId id, Tick now);
+  void complete_join(Lane& l, TaskId id, Tick now);
+  void resolve(Lane& l, TaskId succ, bool stream, Tick ready, Tick floor, Tick now);
+  void drain(Lane& l, Tick now);
+  void schedule_wake(Lane& l, std::uint32_t resource, Tick now);
+  // The cut in two parts (run's rules), if the program has one: flags_, lookahead_.
+  bool split();
+  void run_split();
+  void take_messages(Lane& l, Lane& from);
 
   Engine& engine_;
   const Program& program_;
   std::span<const Resource> resources_;
-  Engine::HandlerId self_ = 0;
-  std::vector<ExecutionObserver*> observers_;
 
   static constexpr std::uint32_t kStarted = ~std::uint32_t{0};
   // Per task: the max over its predecessors of when they allow it to start,
@@ -170,16 +210,15 @@ class Executor final : public EventHandler {
 
   struct Waiting {
     Tick ready_at;
-    // activation sequence << 32 | task; with keys, the activation time's rank
-    // among the run's activation times << 32 | task.
+    // With keys, the activation time (ps); else the activation sequence (unique).
     std::uint64_t order;
+    TaskId id;
   };
   // Whether `a` goes after `b`.
   bool later(const Waiting& a, const Waiting& b) const {
     if (a.ready_at != b.ready_at) return a.ready_at > b.ready_at;
-    // (With ids as keys, the low half of the order is the key.)
-    if ((a.order >> 32) != (b.order >> 32) || keys_.empty()) return a.order > b.order;
-    return keys_[a.order & 0xffffffffu] > keys_[b.order & 0xffffffffu];
+    if (a.order != b.order || !keyed_) return a.order > b.order;
+    return keys_.empty() ? a.id > b.id : keys_[a.id] > keys_[b.id];
   }
   // Tasks waiting for a resource, in (ready time, activation) order, in a ring
   // buffer (a power-of-two size) that starts inside the resource's own state
@@ -213,23 +252,22 @@ class Executor final : public EventHandler {
     std::uint64_t woken = 0;       // tasks a wake-up started
   };
   std::vector<ResourceState> state_;
-  std::uint64_t activations_ = 0;
-  std::uint64_t woken_ = 0;
   std::span<const std::uint32_t> keys_;
   std::span<const std::uint8_t> op_class_;  // empty: every op of class 0
   bool keyed_ = false;  // order_ties_by or order_ties_by_ids was called
-  Tick last_activation_ = Tick::from_ps(-1);  // with keys: the latest activation time, and its rank
-  std::uint64_t activation_rank_ = 0;
   std::vector<Tick> zero_lag_at_;  // with watch_zero_lag: per resource, when a task last became ready as activated
-  std::optional<TaskId> zero_lag_;
   bool running_ = false;  // start() has activated the tasks without predecessors
 
-  std::vector<TaskId> work_;  // tasks whose last predecessor just resolved, FIFO
-  std::size_t work_head_ = 0;
-  std::vector<OpTiming> op_timings_;
-  Tick makespan_;
-  std::size_t completed_ = 0;
-  std::optional<TaskId> overflow_;
+  // What one thread runs: its engine and the state only it writes. A run on
+  // one thread has lane 0 alone, on the caller's engine.
+  std::vector<std::unique_ptr<Lane>> lanes_;
+  // A split run: per task, its part (bit 0) and whether a predecessor is in
+  // the other part (bit 1); empty on one thread.
+  BigVector<std::uint8_t> flags_;
+  std::vector<std::uint8_t> part_of_resource_;
+  Tick lookahead_;
+  bool parallel_ = false;
+  std::uint64_t windows_ = 0;
 };
 
 }  // namespace meshsim::sim

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "base/error.hpp"
+
 namespace meshsim::traces {
 
 LinkStats::LinkStats(std::span<const sim::Resource> resources) : resources_(resources), loads_(resources.size()) {}
@@ -25,6 +27,21 @@ void LinkStats::on_task(sim::TaskId, const sim::Task& task, const sim::TaskTimin
   l.last_end = max(l.last_end, timing.end);
   total_bytes_ += task.amount;
   ++total_transfers_;
+}
+
+std::unique_ptr<sim::ExecutionObserver> LinkStats::split() const { return std::make_unique<LinkStats>(resources_); }
+
+void LinkStats::merge(const sim::ExecutionObserver& part) {
+  const auto& other = dynamic_cast<const LinkStats&>(part);
+  for (std::size_t k = 0; k < loads_.size(); ++k) {
+    const ResourceLoad& o = other.loads_[k];
+    if (o.transfers == 0 && !o.overlapped) continue;
+    MESHSIM_ASSERT(loads_[k].transfers == 0, "a resource observed in both parts of a split run");
+    loads_[k] = o;
+  }
+  total_bytes_ += other.total_bytes_;
+  total_transfers_ += other.total_transfers_;
+  capacity_ok_ = capacity_ok_ && other.capacity_ok_;
 }
 
 void LinkStats::place(const LinkStats& part, std::span<const std::uint32_t> at) {

@@ -23,6 +23,9 @@ class LinkStats final : public sim::ExecutionObserver {
  public:
   explicit LinkStats(std::span<const sim::Resource> resources);
   void on_task(sim::TaskId id, const sim::Task& task, const sim::TaskTiming& timing) override;
+  std::unique_ptr<sim::ExecutionObserver> split() const override;
+  // `part` saw other resources' tasks (a split run's other part).
+  void merge(const sim::ExecutionObserver& part) override;
 
   const std::vector<ResourceLoad>& loads() const { return loads_; }
   // Resource `to` carried exactly what `from` carried (an identical independent

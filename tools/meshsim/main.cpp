@@ -130,6 +130,13 @@ int main(int argc, char** argv) {
   run->add_flag("--no-reduce", no_reduce,
                 "Simulate every task, even of groups identical to another that shares nothing with it (the same "
                 "results, byte for byte: docs/MODEL.md, \"Exact reductions\")");
+  unsigned threads = 0;
+  run->add_option("--threads", threads,
+                  "Threads for the simulation: 1, or 2 to split a program into two parts simulated side by side "
+                  "(the same results, byte for byte: docs/ARCHITECTURE.md, \"Two threads\"); default: 2 for a "
+                  "run of 2^20 tasks or more on a machine with two cores")
+      ->option_text("N")
+      ->check(CLI::Range(1, 2));
   bool critical = false;
   run->add_flag("--critical-path", critical,
                 "Also print each op's critical path: the hops and computes its last byte waited for, and the time "
@@ -283,6 +290,7 @@ int main(int argc, char** argv) {
     options.simgrid_config = simgrid_config;
     options.critical_path = critical;
     options.reduce = !no_reduce;
+    options.threads = threads;
     options.limits = limits;
     options.trace_path = trace_path;
     options.trace.detail = trace_detail == "ops"     ? meshsim::traces::Detail::Ops

@@ -1,6 +1,9 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <memory>
+#include <random>
+#include <tuple>
 #include <vector>
 
 #include "sim/engine.hpp"
@@ -302,4 +305,144 @@ TEST_CASE("Executor: tasks ready as activated, together, after the start, are re
   CHECK_FALSE(first_zero_lag(false).has_value());
   // Two released together later: the second is reported.
   CHECK(first_zero_lag(true) == std::optional<TaskId>{1});
+}
+
+namespace {
+
+// Every task's timing, on either thread of a split run.
+struct SplitTimings final : ExecutionObserver {
+  std::vector<TaskTiming> by_task;
+  std::vector<Tick> joins;
+  explicit SplitTimings(std::size_t n) : by_task(n), joins(n, Tick::from_ps(-1)) {}
+  void on_task(TaskId id, const Task&, const TaskTiming& t) override { by_task[id] = t; }
+  void on_join(TaskId id, const Task&, Tick at) override { joins[id] = at; }
+  std::unique_ptr<ExecutionObserver> split() const override { return std::make_unique<SplitTimings>(by_task.size()); }
+  void merge(const ExecutionObserver& part) override {
+    const auto& o = dynamic_cast<const SplitTimings&>(part);
+    for (std::size_t i = 0; i < by_task.size(); ++i) {
+      if (o.by_task[i].end > kZeroTick) by_task[i] = o.by_task[i];
+      if (o.joins[i] >= kZeroTick) joins[i] = o.joins[i];
+    }
+  }
+};
+
+// A random program on `chips` chips, each with a link of 100 ns latency, a
+// network link of 1 us and a compute unit: transfers, computes and joins
+// (with delays) of the chip, waiting for the chip's own earlier tasks or for
+// network transfers from any chip (the edges a split may cut). Sizes from a
+// few values, so that many tasks become ready at the same time.
+Program random_program(std::uint32_t seed, std::uint32_t chips, std::size_t n) {
+  std::mt19937 engine(seed);
+  const auto rng = [&] { return static_cast<std::uint32_t>(engine()); };
+  ProgramBuilder b;
+  const OpId ops[2] = {b.add_op(), b.add_op()};
+  std::vector<std::vector<TaskId>> own(chips);
+  std::vector<TaskId> network;
+  std::vector<bool> is_transfer;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint32_t c = rng() % chips;
+    const OpId op = ops[rng() % 2];
+    const std::uint32_t kind = rng() % 10;
+    TaskId t = 0;
+    if (kind < 5)
+      t = b.transfer(c, 1000 * (1 + rng() % 3), op);
+    else if (kind < 8)
+      t = b.transfer(chips + c, 500 * (1 + rng() % 2), op);
+    else if (kind < 9)
+      t = b.compute(2 * chips + c, Tick::from_ps(std::int64_t{1000} * (1 + rng() % 4)), op);
+    else
+      t = b.join(op, Tick::from_ps(700), c);
+    is_transfer.push_back(kind < 8);
+    const std::uint32_t preds = rng() % 3;
+    for (std::uint32_t k = 0; k < preds; ++k) {
+      const bool remote = !network.empty() && rng() % 3 == 0;
+      const std::vector<TaskId>& from = remote ? network : own[c];
+      if (from.empty()) continue;
+      const TaskId p = from[from.size() - 1 - rng() % std::min<std::size_t>(from.size(), 6)];
+      const bool stream = is_transfer[p] && is_transfer[t] && rng() % 2 == 0;
+      b.depend(p, t, stream ? EdgeKind::Stream : EdgeKind::Full);
+    }
+    own[c].push_back(t);
+    if (kind >= 5 && kind < 8) network.push_back(t);
+  }
+  return std::move(b).finish();
+}
+
+}  // namespace
+
+TEST_CASE("Executor: a program split over two threads runs as on one, task by task", "[sim]") {
+  const std::vector<Resource> res = [] {
+    std::vector<Resource> r;
+    const Resource link{1'000'000'000, Tick::from_ps(100'000), 250};
+    const Resource network{2'000'000'000, Tick::from_ps(1'000'000), 0};
+    for (int i = 0; i < 6; ++i) r.push_back(link);
+    for (int i = 0; i < 6; ++i) r.push_back(network);
+    for (int i = 0; i < 6; ++i) r.push_back(Resource{0, kZeroTick, 0});
+    return r;
+  }();
+  std::size_t split_runs = 0;
+  for (std::uint32_t seed = 1; seed <= 40; ++seed) {
+    const Program p = random_program(seed, 6, 3000);
+    const auto run = [&](unsigned threads, SplitTimings& t) {
+      Engine e;
+      Executor exec(e, p, res);
+      exec.add_observer(t);
+      exec.order_ties_by_ids();
+      exec.run(threads);
+      CHECK(exec.unfinished_tasks().empty());
+      std::vector<std::uint64_t> woken;
+      for (std::uint32_t r = 0; r < res.size(); ++r) woken.push_back(exec.woken_on(r));
+      return std::tuple{exec.threads_used(), exec.makespan(), exec.op_timings(), exec.tasks_woken(), woken,
+                        exec.tasks_completed(), exec.first_zero_lag().has_value(), exec.windows()};
+    };
+    SplitTimings one(p.num_tasks()), two(p.num_tasks());
+    const auto a = run(1, one);
+    const auto b = run(2, two);
+    CHECK(std::get<0>(a) == 1);
+    CHECK_FALSE(std::get<6>(b));  // no task ready as activated: the schedule is one of times and keys
+    if (std::get<0>(b) != 2) continue;
+    ++split_runs;
+    CHECK(std::get<7>(b) > 10);  // many windows of 1 us
+    CHECK(std::get<1>(a) == std::get<1>(b));
+    CHECK(std::get<2>(a) == std::get<2>(b));
+    CHECK(std::get<3>(a) == std::get<3>(b));
+    CHECK(std::get<4>(a) == std::get<4>(b));
+    CHECK(std::get<5>(b) == p.num_tasks());
+    std::size_t same = 0;
+    for (TaskId i = 0; i < p.num_tasks(); ++i) {
+      const TaskTiming& x = one.by_task[i];
+      const TaskTiming& y = two.by_task[i];
+      same += x.ready == y.ready && x.start == y.start && x.end == y.end && x.arrival == y.arrival &&
+              one.joins[i] == two.joins[i];
+    }
+    CHECK(same == p.num_tasks());
+  }
+  CHECK(split_runs >= 30);  // most programs split (both parts 40 to 60 % of the tasks)
+}
+
+TEST_CASE("Executor: a run stays on one thread without keys, observers that split or a lookahead", "[sim]") {
+  const Program p = random_program(7, 6, 500);
+  std::vector<Resource> res(18, Resource{1'000'000'000, Tick::from_ps(100'000), 0});
+  for (int i = 12; i < 18; ++i) res[static_cast<std::size_t>(i)] = Resource{0, kZeroTick, 0};
+  const auto threads = [&](bool keyed, bool splitting, Tick latency) {
+    std::vector<Resource> r = res;
+    for (int i = 0; i < 12; ++i) r[static_cast<std::size_t>(i)].latency = latency;
+    Engine e;
+    Executor exec(e, p, r);
+    SplitTimings s(p.num_tasks());
+    Timings plain(p.num_tasks());
+    if (splitting)
+      exec.add_observer(s);
+    else
+      exec.add_observer(plain);
+    if (keyed) exec.order_ties_by_ids();
+    exec.run(2);
+    CHECK(exec.unfinished_tasks().empty());
+    return exec.threads_used();
+  };
+  CHECK(threads(true, true, Tick::from_ps(100'000)) == 2);
+  CHECK(threads(false, true, Tick::from_ps(100'000)) == 1);
+  CHECK(threads(true, false, Tick::from_ps(100'000)) == 1);
+  // No latency: a task's successor may start at once, whatever part it is in.
+  CHECK(threads(true, true, kZeroTick) == 1);
 }
