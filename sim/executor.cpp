@@ -433,18 +433,23 @@ bool Executor::split() {
   if (n < 2) return false;
   // Vertices: the resources, then the chips that joins belong to.
   const auto resources = static_cast<std::uint32_t>(resources_.size());
-  std::uint32_t chips = 0;
   std::vector<Tick> latencies;  // of the transfers, as their ops see them
   const auto latency = [&](const Task& t) {
     const std::uint8_t c = op_class_.empty() ? 0 : op_class_[t.op()];
     const Resource& r = resources_[t.resource];
     return c == 0 ? r.latency : r.variants[c - 1].latency;
   };
+  std::vector<std::uint64_t> tasks_on(resources, 0);  // per vertex
   for (TaskId i = 0; i < n; ++i) {
     const Task& t = program_.task(i);
     if (t.kind() == TaskKind::Join) {
-      chips = std::max(chips, t.resource + 1);
-    } else if (t.kind() == TaskKind::Transfer) {
+      const std::size_t v = std::size_t{resources} + t.resource;  // its chip's vertex
+      if (v >= tasks_on.size()) tasks_on.resize(v + 1, 0);
+      ++tasks_on[v];
+      continue;
+    }
+    ++tasks_on[t.resource];
+    if (t.kind() == TaskKind::Transfer) {
       const Tick lat = latency(t);
       if (std::find(latencies.begin(), latencies.end(), lat) == latencies.end()) {
         if (latencies.size() == 16) return false;  // too varied to try every one
@@ -460,15 +465,15 @@ bool Executor::split() {
   // the tasks (neighbouring resources mostly share a part).
   for (const Tick lookahead : latencies) {
     if (lookahead <= kZeroTick) break;
-    Components together(std::size_t{resources} + chips);
+    Components together(tasks_on.size());
     for (TaskId i = 0; i < n; ++i) {
       const Task& t = program_.task(i);
       const bool short_edges = t.kind() != TaskKind::Transfer || latency(t) < lookahead;
       if (!short_edges) continue;
       for (std::uint32_t e : program_.successors(i)) together.unite(vertex(t), vertex(program_.task(e >> 1)));
     }
-    std::vector<std::uint64_t> size(std::size_t{resources} + chips, 0);
-    for (TaskId i = 0; i < n; ++i) ++size[together.root(vertex(program_.task(i)))];
+    std::vector<std::uint64_t> size(tasks_on.size(), 0);  // per component (its root)
+    for (std::uint32_t v = 0; v < size.size(); ++v) size[together.root(v)] += tasks_on[v];
     // Part 0: the components up to the one that brings it nearest half the tasks.
     std::uint64_t first = 0, best = 0;
     std::uint32_t last = 0;  // part 0's last component (its root)
