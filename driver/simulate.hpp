@@ -110,9 +110,10 @@ struct SimulateOptions {
   // its results to the others (sim/reduce.hpp): the same results, byte for byte.
   // False: the full program (meshsim run --no-reduce).
   bool reduce = true;
-  // Threads for the native engine: 1, 2 (a program that splits, sim::Executor::run:
-  // the same results, byte for byte), or 0: 2 on a machine with two cores or
-  // more for a run of at least 2^20 tasks, else 1.
+  // Threads for the native engine: 1, 2 (whenever the program splits,
+  // sim::Executor::run: the same results, byte for byte), or 0: 2 on a machine
+  // with two cores or more for a run of at least 2^20 tasks that splits into
+  // windows of a thousand tasks or more, else 1.
   unsigned threads = 0;
 };
 

@@ -175,9 +175,9 @@ void Executor::start() {
   running_ = true;
 }
 
-void Executor::run(unsigned threads) {
+void Executor::run(unsigned threads, double min_tasks_per_window) {
   MESHSIM_ASSERT(!running_, "run() after start()");
-  parallel_ = threads >= 2 && split();
+  parallel_ = threads >= 2 && split(min_tasks_per_window);
   // Two tasks of one resource ready the moment they were activated, at once,
   // go in the order of their events, which the two threads do not keep: the
   // caller runs such a program again on one thread (first_zero_lag).
@@ -422,7 +422,7 @@ std::vector<TaskId> Executor::unfinished_tasks() const {
   return out;
 }
 
-bool Executor::split() {
+bool Executor::split(double min_tasks_per_window) {
   if (!keyed_ || lanes_.size() != 1 || resources_.empty()) return false;
   std::vector<std::unique_ptr<ExecutionObserver>> parts;
   for (const ExecutionObserver* o : lanes_[0]->observers) {
@@ -440,6 +440,9 @@ bool Executor::split() {
     return c == 0 ? r.latency : r.variants[c - 1].latency;
   };
   std::vector<std::uint64_t> tasks_on(resources, 0);  // per vertex
+  // Per resource and op class: the bytes it carries or the time it computes
+  // (the busiest one bounds the run's length from below).
+  std::vector<std::array<std::uint64_t, kOpClasses>> load(resources);
   for (TaskId i = 0; i < n; ++i) {
     const Task& t = program_.task(i);
     if (t.kind() == TaskKind::Join) {
@@ -449,6 +452,8 @@ bool Executor::split() {
       continue;
     }
     ++tasks_on[t.resource];
+    std::uint64_t& carried = load[t.resource][op_class_.empty() ? 0 : op_class_[t.op()]];
+    carried = t.amount > UINT64_MAX - carried ? UINT64_MAX : carried + t.amount;
     if (t.kind() == TaskKind::Transfer) {
       const Tick lat = latency(t);
       if (std::find(latencies.begin(), latencies.end(), lat) == latencies.end()) {
@@ -459,12 +464,27 @@ bool Executor::split() {
   }
   const auto vertex = [&](const Task& t) { return t.kind() == TaskKind::Join ? resources + t.resource : t.resource; };
   std::sort(latencies.rbegin(), latencies.rend());
-  // The largest lookahead first: edges that leave a transfer of a shorter
-  // latency, a join or a compute keep their ends together; the components
-  // then go to part 0 in the order of their first vertex until it has half
-  // the tasks (neighbouring resources mostly share a part).
+  // The run lasts at least as long as its busiest resource works (ps; an
+  // estimate for the choice below, not a result).
+  double busiest = 0;
+  for (std::uint32_t r = 0; r < resources; ++r) {
+    const Resource& res = resources_[r];
+    double busy = 0;
+    for (std::size_t c = 0; c < kOpClasses; ++c) {
+      const std::uint64_t own = c > 0 ? res.variants[c - 1].bandwidth_bytes_per_s : 0;
+      const std::uint64_t bandwidth = own > 0 ? own : res.bandwidth_bytes_per_s;
+      const auto amount = static_cast<double>(load[r][c]);
+      busy += bandwidth == 0 ? amount : amount * 1e12 / static_cast<double>(bandwidth);
+    }
+    busiest = std::max(busiest, busy);
+  }
   for (const Tick lookahead : latencies) {
     if (lookahead <= kZeroTick) break;
+    // A window costs the threads two meetings: with few tasks a window (a
+    // long run of few tasks, as a training step's computes make it), the
+    // meetings cost more than the second thread saves. (The estimate: the
+    // busiest resource's work over the lookahead.)
+    if (static_cast<double>(n) < min_tasks_per_window * busiest / static_cast<double>(lookahead.ps())) continue;
     Components together(tasks_on.size());
     for (TaskId i = 0; i < n; ++i) {
       const Task& t = program_.task(i);

@@ -97,8 +97,11 @@ class Executor final {
   // crossed (conservative parallel simulation, as Chandy and Misra's and
   // SST's; the lookahead is the link latency). With keys the schedule is a
   // function of times and keys alone, not of the order of simultaneous events
-  // (order_ties_by), which is what makes both runs agree.
-  void run(unsigned threads = 1);
+  // (order_ties_by), which is what makes both runs agree. A run expected to
+  // have fewer than `min_tasks_per_window` tasks a window (its busiest
+  // resource's work over L windows) stays on one thread: the threads meet
+  // twice a window.
+  void run(unsigned threads = 1, double min_tasks_per_window = 1024);
   // A split run watches for tasks ready the moment they were activated
   // (watch_zero_lag): where first_zero_lag() has one, run the program again on
   // one thread for the schedule that the order of simultaneous events gives.
@@ -171,7 +174,7 @@ class Executor final {
   void drain(Lane& l, Tick now);
   void schedule_wake(Lane& l, std::uint32_t resource, Tick now);
   // The cut in two parts (run's rules), if the program has one: flags_, lookahead_.
-  bool split();
+  bool split(double min_tasks_per_window);
   void run_split();
   void take_messages(Lane& l, Lane& from);
 

@@ -388,7 +388,7 @@ TEST_CASE("Executor: a program split over two threads runs as on one, task by ta
       Executor exec(e, p, res);
       exec.add_observer(t);
       exec.order_ties_by_ids();
-      exec.run(threads);
+      exec.run(threads, 0);
       CHECK(exec.unfinished_tasks().empty());
       std::vector<std::uint64_t> woken;
       for (std::uint32_t r = 0; r < res.size(); ++r) woken.push_back(exec.woken_on(r));
@@ -436,7 +436,7 @@ TEST_CASE("Executor: a run stays on one thread without keys, observers that spli
     else
       exec.add_observer(plain);
     if (keyed) exec.order_ties_by_ids();
-    exec.run(2);
+    exec.run(2, 0);
     CHECK(exec.unfinished_tasks().empty());
     return exec.threads_used();
   };
