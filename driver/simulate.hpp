@@ -113,7 +113,7 @@ struct SimulateOptions {
   // Threads for the native engine: 1, 2 (whenever the program splits,
   // sim::Executor::run: the same results, byte for byte), or 0: 2 on a machine
   // with two cores or more for a run of at least 2^20 tasks that splits into
-  // windows of a thousand tasks or more, else 1.
+  // windows of 4,096 tasks or more, else 1.
   unsigned threads = 0;
 };
 

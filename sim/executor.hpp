@@ -101,7 +101,7 @@ class Executor final {
   // have fewer than `min_tasks_per_window` tasks a window (its busiest
   // resource's work over L windows) stays on one thread: the threads meet
   // twice a window.
-  void run(unsigned threads = 1, double min_tasks_per_window = 1024);
+  void run(unsigned threads = 1, double min_tasks_per_window = 4096);
   // A split run watches for tasks ready the moment they were activated
   // (watch_zero_lag): where first_zero_lag() has one, run the program again on
   // one thread for the schedule that the order of simultaneous events gives.

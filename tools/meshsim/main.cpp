@@ -135,7 +135,7 @@ int main(int argc, char** argv) {
                   "Threads for the simulation: 1, or 2 to split a program into two parts simulated side by side "
                   "whenever it can be (the same results, byte for byte: docs/ARCHITECTURE.md, \"Two threads\"); "
                   "default: 2 for a run of 2^20 tasks or more on a machine with two cores, when its windows hold "
-                  "a thousand tasks or more")
+                  "4,096 tasks or more")
       ->option_text("N")
       ->check(CLI::Range(1, 2));
   bool critical = false;
