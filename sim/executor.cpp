@@ -557,7 +557,8 @@ void Executor::run_split() {
     for (;;) {
       const Tick t = min(next[0], next[1]);
       if (t == Engine::kNoEvent) return;
-      l.window_end = t + lookahead_;
+      // (Saturated: past kMaxTick nothing crosses, every arrival there overflows.)
+      l.window_end = t.ps() > Engine::kNoEvent.ps() - lookahead_.ps() ? Engine::kNoEvent : t + lookahead_;
       l.engine.run_until(l.window_end);
       barrier.wait();
       take_messages(l, other);
