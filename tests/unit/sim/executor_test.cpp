@@ -371,10 +371,14 @@ Program random_program(std::uint32_t seed, std::uint32_t chips, std::size_t n) {
 }  // namespace
 
 TEST_CASE("Executor: a program split over two threads runs as on one, task by task", "[sim]") {
+  // Op 1 of the odd seeds sees the resources' variant (another protocol: its
+  // own latencies, forwarding chunk and a slower network).
   const std::vector<Resource> res = [] {
     std::vector<Resource> r;
-    const Resource link{1'000'000'000, Tick::from_ps(100'000), 250};
-    const Resource network{2'000'000'000, Tick::from_ps(1'000'000), 0};
+    Resource link{1'000'000'000, Tick::from_ps(100'000), 250};
+    link.variants[0] = {Tick::from_ps(150'000), 100, 0};
+    Resource network{2'000'000'000, Tick::from_ps(1'000'000), 0};
+    network.variants[0] = {Tick::from_ps(1'500'000), 0, 1'000'000'000};
     for (int i = 0; i < 6; ++i) r.push_back(link);
     for (int i = 0; i < 6; ++i) r.push_back(network);
     for (int i = 0; i < 6; ++i) r.push_back(Resource{0, kZeroTick, 0});
@@ -383,9 +387,11 @@ TEST_CASE("Executor: a program split over two threads runs as on one, task by ta
   std::size_t split_runs = 0;
   for (std::uint32_t seed = 1; seed <= 40; ++seed) {
     const Program p = random_program(seed, 6, 3000);
+    const std::vector<std::uint8_t> classes = {0, static_cast<std::uint8_t>(seed % 2)};
     const auto run = [&](unsigned threads, SplitTimings& t) {
       Engine e;
       Executor exec(e, p, res);
+      exec.classify_ops(classes);
       exec.add_observer(t);
       exec.order_ties_by_ids();
       exec.run(threads, 0);
@@ -393,7 +399,7 @@ TEST_CASE("Executor: a program split over two threads runs as on one, task by ta
       std::vector<std::uint64_t> woken;
       for (std::uint32_t r = 0; r < res.size(); ++r) woken.push_back(exec.woken_on(r));
       return std::tuple{exec.threads_used(), exec.makespan(), exec.op_timings(), exec.tasks_woken(), woken,
-                        exec.tasks_completed(), exec.first_zero_lag().has_value(), exec.windows()};
+                        exec.tasks_completed(), exec.first_zero_lag().has_value(), exec.windows(), exec.lookahead()};
     };
     SplitTimings one(p.num_tasks()), two(p.num_tasks());
     const auto a = run(1, one);
@@ -403,6 +409,9 @@ TEST_CASE("Executor: a program split over two threads runs as on one, task by ta
     if (std::get<0>(b) != 2) continue;
     ++split_runs;
     CHECK(std::get<7>(b) > 10);  // many windows of 1 us
+    // The largest lookahead that cuts: the network's 1 us (with the variant's
+    // 1.5 us the network's own edges would join every chip).
+    CHECK(std::get<8>(b) == Tick::from_ps(1'000'000));
     CHECK(std::get<1>(a) == std::get<1>(b));
     CHECK(std::get<2>(a) == std::get<2>(b));
     CHECK(std::get<3>(a) == std::get<3>(b));
