@@ -106,6 +106,8 @@ struct alignas(64) Executor::Lane final : EventHandler {
     Tick at;
   };
   std::vector<Start> latest;
+  std::ptrdiff_t sorted = 0;  // at a window's end: latest's entries sorted by task, the latest first
+  bool taking = false;        // taking the other lane's messages (take_messages)
 };
 
 Executor::~Executor() = default;
@@ -269,12 +271,27 @@ void Executor::release(Lane& l, TaskId id, Tick now) {
   std::uint32_t& pending = tasks_[id].pending;
   MESHSIM_ASSERT(pending > 0 && pending != kStarted, "dependency resolved twice");
   if (--pending == 0) {
-    l.work.push_back(id);
+    if (l.taking)  // at a window's end: as of its latest predecessor's start
+      activate(l, id, latest_start(l, id, now));
+    else
+      l.work.push_back(id);
   } else if (parallel_ && (flags_[id] & 2u)) {
-    // A predecessor in the other lane may resolve it at this window's end: the
-    // task is activated then as of its latest predecessor's start.
+    // Its last predecessor may be resolved at this window's end (from the
+    // other lane, or through joins from there): the task is activated then as
+    // of its latest predecessor's start.
     l.latest.push_back({id, now});
   }
+}
+
+Tick Executor::latest_start(const Lane& l, TaskId id, Tick now) const {
+  Tick at = now;
+  const auto first = std::lower_bound(l.latest.begin(), l.latest.begin() + l.sorted, id,
+                                      [](const Lane::Start& s, TaskId t) { return s.task < t; });
+  if (first != l.latest.begin() + l.sorted && first->task == id) at = max(at, first->at);
+  // What joins completed at this window's end appended.
+  for (auto k = l.latest.begin() + l.sorted; k != l.latest.end(); ++k)
+    if (k->task == id) at = max(at, k->at);
+  return at;
 }
 
 void Executor::resolve(Lane& l, TaskId succ, bool stream, Tick ready, Tick floor, Tick now) {
@@ -509,9 +526,25 @@ bool Executor::split(double min_tasks_per_window) {
     for (std::uint32_t v = 0; v < size.size(); ++v) part[v] = together.root(v) <= last ? 0 : 1;
     flags_.assign(n, 0);
     for (TaskId i = 0; i < n; ++i) flags_[i] = part[vertex(program_.task(i))];
+    // Bit 1: a task whose last predecessor may be resolved at a window's end,
+    // from the other part or through joins completed there (their successors
+    // are in their own part).
+    std::vector<TaskId> joins;
     for (TaskId i = 0; i < n; ++i)
       for (std::uint32_t e : program_.successors(i))
         if ((flags_[e >> 1] & 1u) != (flags_[i] & 1u)) flags_[e >> 1] |= 2u;
+    for (TaskId i = 0; i < n; ++i)
+      if ((flags_[i] & 2u) && program_.task(i).kind() == TaskKind::Join) joins.push_back(i);
+    while (!joins.empty()) {
+      const TaskId j = joins.back();
+      joins.pop_back();
+      for (std::uint32_t e : program_.successors(j)) {
+        const TaskId succ = e >> 1;
+        if (flags_[succ] & 2u) continue;
+        flags_[succ] |= 2u;
+        if (program_.task(succ).kind() == TaskKind::Join) joins.push_back(succ);
+      }
+    }
     lookahead_ = lookahead;
     auto lane = std::make_unique<Lane>(*this, nullptr, std::uint8_t{1});
     lane->op_timings.assign(program_.num_ops(), OpTiming{});
@@ -526,24 +559,23 @@ bool Executor::split(double min_tasks_per_window) {
 void Executor::take_messages(Lane& l, Lane& from) {
   l.window_end = kMaxTick;  // resolve(): no edge to the other lane from here
   // A task is activated as of its latest predecessor's start, in either lane:
-  // this window's starts of each task's predecessors, the latest per task.
+  // this window's starts of the predecessors of the tasks that may be
+  // activated here, the latest per task first.
   for (const Lane::Message& m : from.outbox) l.latest.push_back({m.task, m.at});
   std::sort(l.latest.begin(), l.latest.end(), [](const Lane::Start& a, const Lane::Start& b) {
     return a.task != b.task ? a.task < b.task : a.at > b.at;
   });
+  l.sorted = static_cast<std::ptrdiff_t>(l.latest.size());
+  l.taking = true;
   for (const Lane::Message& m : from.outbox) {
     tasks_[m.task].raise_ready_at(m.ready);
     if (m.stream) stream_floor_[m.task] = max(stream_floor_[m.task], m.floor);
-    std::uint32_t& pending = tasks_[m.task].pending;
-    MESHSIM_ASSERT(pending > 0 && pending != kStarted, "dependency resolved twice");
-    if (--pending > 0) continue;
-    const auto latest = std::lower_bound(l.latest.begin(), l.latest.end(), m.task,
-                                         [](const Lane::Start& s, TaskId t) { return s.task < t; });
-    l.work.push_back(m.task);
-    drain(l, latest->at);
+    release(l, m.task, m.at);
   }
+  l.taking = false;
   from.outbox.clear();
   l.latest.clear();
+  l.sorted = 0;
 }
 
 void Executor::run_split() {

@@ -177,6 +177,7 @@ class Executor final {
   bool split(double min_tasks_per_window);
   void run_split();
   void take_messages(Lane& l, Lane& from);
+  Tick latest_start(const Lane& l, TaskId id, Tick now) const;
 
   Engine& engine_;
   const Program& program_;

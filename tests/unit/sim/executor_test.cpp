@@ -384,8 +384,12 @@ TEST_CASE("Executor: a program split over two threads runs as on one, task by ta
     for (int i = 0; i < 6; ++i) r.push_back(Resource{0, kZeroTick, 0});
     return r;
   }();
+  // (Seed 495 caught a task whose last predecessor, a join, completed at a
+  // window's end after another predecessor of the task had started later in
+  // the window: the task must be activated as of the later start.)
   std::size_t split_runs = 0;
-  for (std::uint32_t seed = 1; seed <= 40; ++seed) {
+  for (std::uint32_t seed = 1; seed <= 600; ++seed) {
+    CAPTURE(seed);
     const Program p = random_program(seed, 6, 3000);
     const std::vector<std::uint8_t> classes = {0, static_cast<std::uint8_t>(seed % 2)};
     const auto run = [&](unsigned threads, SplitTimings& t) {
@@ -421,12 +425,13 @@ TEST_CASE("Executor: a program split over two threads runs as on one, task by ta
     for (TaskId i = 0; i < p.num_tasks(); ++i) {
       const TaskTiming& x = one.by_task[i];
       const TaskTiming& y = two.by_task[i];
-      same += x.ready == y.ready && x.start == y.start && x.end == y.end && x.arrival == y.arrival &&
+      const bool eq = x.ready == y.ready && x.start == y.start && x.end == y.end && x.arrival == y.arrival &&
               one.joins[i] == two.joins[i];
+      same += eq;
     }
     CHECK(same == p.num_tasks());
   }
-  CHECK(split_runs >= 30);  // most programs split (both parts 40 to 60 % of the tasks)
+  CHECK(split_runs >= 450);  // most programs split (both parts 40 to 60 % of the tasks)
 }
 
 TEST_CASE("Executor: a run stays on one thread without keys, observers that split or a lookahead", "[sim]") {
