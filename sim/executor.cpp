@@ -495,6 +495,10 @@ bool Executor::split(double min_tasks_per_window) {
     }
     busiest = std::max(busiest, busy);
   }
+  // The largest lookahead first: edges that leave a transfer of a shorter
+  // latency, a join or a compute keep their ends together; the components
+  // then go to part 0 in the order of their first vertex (neighbouring
+  // resources mostly share a part).
   for (const Tick lookahead : latencies) {
     if (lookahead <= kZeroTick) break;
     // A window costs the threads two meetings: with few tasks a window (a
