@@ -699,7 +699,7 @@ std::optional<RunResult> run_native(const workloads::Workload& w, const topology
       options.threads != 0 ? options.threads
       : program.num_tasks() >= (std::size_t{1} << 20) ? std::clamp(std::thread::hardware_concurrency(), 1u, 2u)
                                                        : 1u;
-  executor.run(threads, options.threads == 2 ? 0.0 : 4096.0);
+  executor.run(threads, options.threads == 2 ? 0.0 : sim::Executor::kMinTasksPerWindow);
   // A quotient's run stands for the full one only when every task became ready
   // after it was activated (its automorphism was checked as it was built); so
   // far, it does, up to a time past the limit, which the full run reaches too

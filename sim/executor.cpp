@@ -380,14 +380,13 @@ void Executor::start_task(Lane& l, TaskId id, Tick now) {
   l.count_completed();
 
   // The op's view of the resource: its own latency and chunk, or its class's.
-  const std::uint8_t op_class = op_class_.empty() ? 0 : op_class_[t.op()];
+  const std::uint8_t op_class = op_class_of(t);
   const ResourceVariant* variant = op_class == 0 ? nullptr : &res.variants[op_class - 1];
-  const Tick latency = variant ? variant->latency : res.latency;
+  const Tick latency = latency_of(res, op_class);
   Tick end;
   Tick first_chunk;  // when the first forwarding chunk has left (for stream successors)
   if (t.kind() == TaskKind::Transfer) {
-    const std::uint64_t bandwidth = variant && variant->bandwidth_bytes_per_s > 0 ? variant->bandwidth_bytes_per_s
-                                                                                 : res.bandwidth_bytes_per_s;
+    const std::uint64_t bandwidth = bandwidth_of(res, op_class);
     const Tick service = serialization_time(t.amount, bandwidth);
     const std::uint64_t chunk = variant ? variant->forward_chunk_bytes : res.forward_chunk_bytes;
     // The forwarding chunk, or the whole transfer when it is smaller (or no chunking).
@@ -451,11 +450,7 @@ bool Executor::split(double min_tasks_per_window) {
   // Vertices: the resources, then the chips that joins belong to.
   const auto resources = static_cast<std::uint32_t>(resources_.size());
   std::vector<Tick> latencies;  // of the transfers, as their ops see them
-  const auto latency = [&](const Task& t) {
-    const std::uint8_t c = op_class_.empty() ? 0 : op_class_[t.op()];
-    const Resource& r = resources_[t.resource];
-    return c == 0 ? r.latency : r.variants[c - 1].latency;
-  };
+  const auto latency = [&](const Task& t) { return latency_of(resources_[t.resource], op_class_of(t)); };
   std::vector<std::uint64_t> tasks_on(resources, 0);  // per vertex
   // Per resource and op class: the bytes it carries or the time it computes
   // (the busiest one bounds the run's length from below).
@@ -469,7 +464,7 @@ bool Executor::split(double min_tasks_per_window) {
       continue;
     }
     ++tasks_on[t.resource];
-    std::uint64_t& carried = load[t.resource][op_class_.empty() ? 0 : op_class_[t.op()]];
+    std::uint64_t& carried = load[t.resource][op_class_of(t)];
     carried = t.amount > UINT64_MAX - carried ? UINT64_MAX : carried + t.amount;
     if (t.kind() == TaskKind::Transfer) {
       const Tick lat = latency(t);
@@ -488,8 +483,7 @@ bool Executor::split(double min_tasks_per_window) {
     const Resource& res = resources_[r];
     double busy = 0;
     for (std::size_t c = 0; c < kOpClasses; ++c) {
-      const std::uint64_t own = c > 0 ? res.variants[c - 1].bandwidth_bytes_per_s : 0;
-      const std::uint64_t bandwidth = own > 0 ? own : res.bandwidth_bytes_per_s;
+      const std::uint64_t bandwidth = bandwidth_of(res, static_cast<std::uint8_t>(c));
       const auto amount = static_cast<double>(load[r][c]);
       busy += bandwidth == 0 ? amount : amount * 1e12 / static_cast<double>(bandwidth);
     }

@@ -101,7 +101,8 @@ class Executor final {
   // have fewer than `min_tasks_per_window` tasks a window (its busiest
   // resource's work over L windows) stays on one thread: the threads meet
   // twice a window.
-  void run(unsigned threads = 1, double min_tasks_per_window = 4096);
+  static constexpr double kMinTasksPerWindow = 4096;
+  void run(unsigned threads = 1, double min_tasks_per_window = kMinTasksPerWindow);
   // A split run watches for tasks ready the moment they were activated
   // (watch_zero_lag): where first_zero_lag() has one, run the program again on
   // one thread for the schedule that the order of simultaneous events gives.
@@ -177,6 +178,14 @@ class Executor final {
   bool split(double min_tasks_per_window);
   void run_split();
   void take_messages(Lane& l, Lane& from);
+  // An op's class (0 without classify_ops), and what that class sees of a
+  // resource: its hop latency and bandwidth.
+  std::uint8_t op_class_of(const Task& t) const { return op_class_.empty() ? 0 : op_class_[t.op()]; }
+  static Tick latency_of(const Resource& r, std::uint8_t c) { return c == 0 ? r.latency : r.variants[c - 1].latency; }
+  static std::uint64_t bandwidth_of(const Resource& r, std::uint8_t c) {
+    const std::uint64_t own = c == 0 ? 0 : r.variants[c - 1].bandwidth_bytes_per_s;
+    return own > 0 ? own : r.bandwidth_bytes_per_s;
+  }
   Tick latest_start(const Lane& l, TaskId id, Tick now) const;
 
   Engine& engine_;
