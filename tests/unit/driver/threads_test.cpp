@@ -78,12 +78,21 @@ TEST_CASE("threads: a program split in two runs as on one thread, byte for byte"
 }
 
 TEST_CASE("threads: a split run past the time limit reports the op one thread does", "[threads]") {
-  const workloads::Workload w = parse(R"({"hardware": "tpu-v4", "mesh": {"X": 4, "Y": 4, "Z": 4}, "ops": [
-      {"kind": "all_gather", "bytes": 8e17, "axes": ["X", "Y", "Z"]},
-      {"kind": "all_gather", "bytes": 8e17, "axes": ["X", "Y", "Z"]},
-      {"kind": "all_gather", "bytes": 8e17, "axes": ["X", "Y", "Z"]}]})");
+  // Three all-gathers at once over a v4 4x4x4, whole (--no-reduce): small, the
+  // program splits; past 2^62 ps, the split run stops and runs again on one
+  // thread, which names the op that passed the limit first.
+  const auto workload = [](const std::string& bytes) {
+    std::string ops;
+    for (int i = 0; i < 3; ++i)
+      ops += std::string(i ? ", " : "") + R"({"kind": "all_gather", "bytes": )" + bytes + R"(, "axes": ["X", "Y", "Z"]})";
+    return parse(R"({"hardware": "tpu-v4", "mesh": {"X": 4, "Y": 4, "Z": 4}, "ops": [)" + ops + "]}");
+  };
+  driver::SimulateOptions o;
+  o.reduce = false;
+  o.threads = 2;
+  CHECK(driver::simulate(workload("8e6"), o).threads == 2);
+  const workloads::Workload w = workload("8e17");
   for (const unsigned threads : {1u, 2u}) {
-    driver::SimulateOptions o;
     o.threads = threads;
     CHECK_THROWS_WITH(driver::simulate(w, o), Catch::Contains("t.json:/ops/1: simulated time would exceed the limit"));
   }
