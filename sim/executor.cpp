@@ -267,7 +267,7 @@ Executor::Waiting Executor::WaitQueue::pop() {
   return w;
 }
 
-void Executor::release(Lane& l, TaskId id, Tick now) {
+void Executor::release(Lane& l, TaskId id, Tick now, bool noted) {
   std::uint32_t& pending = tasks_[id].pending;
   MESHSIM_ASSERT(pending > 0 && pending != kStarted, "dependency resolved twice");
   if (--pending == 0) {
@@ -275,7 +275,7 @@ void Executor::release(Lane& l, TaskId id, Tick now) {
       activate(l, id, latest_start(l, id, now));
     else
       l.work.push_back(id);
-  } else if (parallel_ && (flags_[id] & 2u)) {
+  } else if (parallel_ && (flags_[id] & 2u) && !noted) {
     // Its last predecessor may be resolved at this window's end (from the
     // other lane, or through joins from there): the task is activated then as
     // of its latest predecessor's start.
@@ -568,7 +568,7 @@ void Executor::take_messages(Lane& l, Lane& from) {
   for (const Lane::Message& m : from.outbox) {
     tasks_[m.task].raise_ready_at(m.ready);
     if (m.stream) stream_floor_[m.task] = max(stream_floor_[m.task], m.floor);
-    release(l, m.task, m.at);
+    release(l, m.task, m.at, true);
   }
   l.taking = false;
   from.outbox.clear();

@@ -167,7 +167,9 @@ class Executor final {
   // event: about one event per task.
   void handle_event(Lane& l, std::uint64_t payload, Tick now);
   void upcoming(std::uint64_t payload, int distance);
-  void release(Lane& l, TaskId id, Tick now);
+  // `noted`: (id, now) is already among the lane's latest starts (a message
+  // being taken).
+  void release(Lane& l, TaskId id, Tick now, bool noted = false);
   void activate(Lane& l, TaskId id, Tick now);
   void start_task(Lane& l, TaskId id, Tick now);
   void complete_join(Lane& l, TaskId id, Tick now);
