@@ -705,7 +705,7 @@ std::optional<RunResult> run_native(const workloads::Workload& w, const topology
   // far, it does, up to a time past the limit, which the full run reaches too
   // (reported below: the full program may be far too big to build). A
   // deadlock, a bug, is reported from the full program.
-  const bool broken = executor.overflowed_task() || !executor.unfinished_tasks().empty();
+  const bool broken = executor.overflowed_task() || !executor.finished();
   // On one thread: the first task past the limit, the whole deadlock, or a
   // schedule that depends on the order of simultaneous events (sim::Executor::run).
   if (executor.threads_used() > 1 && (broken || (!quotient && executor.first_zero_lag()))) {
@@ -727,8 +727,7 @@ std::optional<RunResult> run_native(const workloads::Workload& w, const topology
                                  kMaxTick.seconds()));
   }
 
-  const std::vector<sim::TaskId> stuck = executor.unfinished_tasks();
-  if (!stuck.empty()) report_deadlock(stuck, ex.program, w, ex, names());
+  if (!executor.finished()) report_deadlock(executor.unfinished_tasks(), ex.program, w, ex, names());
 
   RunResult r;
   r.makespan = executor.makespan();

@@ -35,14 +35,24 @@ void Engine::schedule(Tick at, HandlerId handler, std::uint64_t payload, std::ui
   ++size_;
 }
 
-void Engine::refill() {
-  buckets_[0].clear();
-  head_ = 0;
+int Engine::lowest_bucket(std::int64_t& least) const {
   int i = 1;
   while (buckets_[i].empty()) ++i;
+  least = buckets_[i].front().time.ps();
+  for (const Event& e : buckets_[i]) least = std::min(least, e.time.ps());
+  return i;
+}
+
+void Engine::refill() {
+  std::int64_t least = 0;
+  const int i = lowest_bucket(least);
+  refill(i, least);
+}
+
+void Engine::refill(int i, std::int64_t least) {
+  buckets_[0].clear();
+  head_ = 0;
   std::vector<Event>& from = buckets_[i];
-  std::int64_t least = from.front().time.ps();
-  for (const Event& e : from) least = std::min(least, e.time.ps());
   last_ = least;
   // Buckets below `from` are empty, so moving its events in their (sorted)
   // order keeps every bucket sorted by order.
@@ -93,15 +103,25 @@ Tick Engine::next_time() const {
   if (head_ < buckets_[0].size()) return buckets_[0][head_].time;
   // As refill() would find it, without moving anything: events scheduled
   // before the next pop must still be placed against the last time popped.
-  int i = 1;
-  while (buckets_[i].empty()) ++i;
-  std::int64_t least = buckets_[i].front().time.ps();
-  for (const Event& e : buckets_[i]) least = std::min(least, e.time.ps());
+  std::int64_t least = 0;
+  lowest_bucket(least);
   return Tick::from_ps(least);
 }
 
 void Engine::run_until(Tick end) {
-  while (size_ > 0 && next_time() < end) step();
+  while (size_ > 0) {
+    if (head_ == buckets_[0].size()) {
+      // Refilled only for an event before `end` (see next_time), with the
+      // least time found once.
+      std::int64_t least = 0;
+      const int i = lowest_bucket(least);
+      if (least >= end.ps()) return;
+      refill(i, least);
+    } else if (buckets_[0][head_].time >= end) {
+      return;
+    }
+    step();
+  }
 }
 
 }  // namespace meshsim::sim

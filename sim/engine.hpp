@@ -57,6 +57,9 @@ class Engine {
   // buckets in its life. Far cheaper than a binary heap of tens of thousands.
   static int bucket_of(std::int64_t time, std::int64_t last);
   void refill();
+  void refill(int bucket, std::int64_t least);
+  // The lowest nonempty bucket above 0 (one is), and its least time.
+  int lowest_bucket(std::int64_t& least) const;
   // Executes the next event (one is queued).
   void step();
   std::vector<Event> buckets_[65];

@@ -117,6 +117,8 @@ class Executor final {
   std::size_t tasks_completed() const;
   // Tasks that never ran (a dependency cycle or a schedule bug): empty after a good run.
   std::vector<TaskId> unfinished_tasks() const;
+  // Whether every task ran (unfinished_tasks() is empty), without a pass over them.
+  bool finished() const { return tasks_completed() == program_.num_tasks(); }
   // Tasks on `resource` that a wake-up event started (the others started the
   // moment they became ready). Unlike the engine's count of events, which also
   // counts wake-ups that an earlier one superseded, this depends only on the schedule (when no two
