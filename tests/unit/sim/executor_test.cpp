@@ -331,7 +331,9 @@ struct SplitTimings final : ExecutionObserver {
 // (with delays) of the chip, waiting for the chip's own earlier tasks or for
 // network transfers from any chip (the edges a split may cut). Sizes from a
 // few values, so that many tasks become ready at the same time.
-Program random_program(std::uint32_t seed, std::uint32_t chips, std::size_t n) {
+// With `cycle`, halfway: two network transfers of chips 0 and 3 that wait for
+// each other, which later tasks may wait for too (a deadlock).
+Program random_program(std::uint32_t seed, std::uint32_t chips, std::size_t n, bool cycle = false) {
   std::mt19937 engine(seed);
   const auto rng = [&] { return static_cast<std::uint32_t>(engine()); };
   ProgramBuilder b;
@@ -364,6 +366,13 @@ Program random_program(std::uint32_t seed, std::uint32_t chips, std::size_t n) {
     }
     own[c].push_back(t);
     if (kind >= 5 && kind < 8) network.push_back(t);
+    if (cycle && i == n / 2) {
+      const TaskId x = b.transfer(chips + 0, 500, ops[0]), y = b.transfer(chips + 3, 500, ops[0]);
+      b.depend(x, y);
+      b.depend(y, x);
+      network.insert(network.end(), {x, y});
+      is_transfer.insert(is_transfer.end(), {true, true});
+    }
   }
   return std::move(b).finish();
 }
@@ -432,6 +441,41 @@ TEST_CASE("Executor: a program split over two threads runs as on one, task by ta
     CHECK(same == p.num_tasks());
   }
   CHECK(split_runs >= 450);  // most programs split (both parts 40 to 60 % of the tasks)
+}
+
+TEST_CASE("Executor: a split run of a program that deadlocks ends, with the tasks unfinished that one thread leaves",
+          "[sim]") {
+  std::vector<Resource> res(18, Resource{1'000'000'000, Tick::from_ps(100'000), 0});
+  for (int i = 6; i < 12; ++i) res[static_cast<std::size_t>(i)].latency = Tick::from_ps(1'000'000);
+  for (int i = 12; i < 18; ++i) res[static_cast<std::size_t>(i)] = Resource{0, kZeroTick, 0};
+  std::size_t split_runs = 0;
+  for (std::uint32_t seed = 1; seed <= 20; ++seed) {
+    CAPTURE(seed);
+    const Program p = random_program(seed, 6, 3000, true);
+    const auto run = [&](unsigned threads, SplitTimings& t) {
+      Engine e;
+      Executor exec(e, p, res);
+      exec.add_observer(t);
+      exec.order_ties_by_ids();
+      exec.run(threads, 0);
+      CHECK(exec.finished() == exec.unfinished_tasks().empty());
+      return std::tuple{exec.threads_used(), exec.unfinished_tasks(), exec.tasks_completed(), exec.op_timings()};
+    };
+    SplitTimings one(p.num_tasks()), two(p.num_tasks());
+    const auto a = run(1, one);
+    const auto b = run(2, two);
+    CHECK(std::get<1>(a).size() >= 2);  // the cycle at least
+    if (std::get<0>(b) != 2) continue;
+    ++split_runs;
+    CHECK(std::get<1>(a) == std::get<1>(b));
+    CHECK(std::get<2>(a) == std::get<2>(b));
+    CHECK(std::get<3>(a) == std::get<3>(b));
+    for (TaskId i = 0; i < p.num_tasks(); ++i) {
+      CAPTURE(i);
+      CHECK(one.by_task[i].start == two.by_task[i].start);
+    }
+  }
+  CHECK(split_runs >= 10);
 }
 
 TEST_CASE("Executor: a run stays on one thread without keys, observers that split or a lookahead", "[sim]") {
