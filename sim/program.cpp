@@ -60,6 +60,29 @@ void ProgramBuilder::depend(TaskId before, TaskId after, EdgeKind kind) {
                    (kind == EdgeKind::Stream ? 1u : 0u));
 }
 
+void ProgramBuilder::repeat(TaskId first, std::size_t first_edge, TaskId pivot, std::size_t times) {
+  const std::size_t n = tasks_.size(), m = edges_.size();
+  MESHSIM_ASSERT(pivot <= first && first < n && first_edge <= m, "a round to repeat that is not the last");
+  const std::size_t round = n - first, round_edges = m - first_edge;
+  MESHSIM_ASSERT(times < (std::size_t{1} << 31) / round && n + times * round < (std::size_t{1} << 31),
+                 "too many tasks");
+  tasks_.reserve(n + times * round);
+  steps_.reserve(n + times * round);
+  edges_.reserve(m + times * round_edges);
+  for (std::size_t c = 1; c <= times; ++c) {
+    for (std::size_t i = first; i < n; ++i) {
+      tasks_.push_back(tasks_[i]);
+      steps_.push_back(steps_[i]);
+    }
+    const auto shift = static_cast<std::uint32_t>(c * round);
+    const auto moved = [&](std::uint64_t id) { return id >= pivot ? id + shift : id; };
+    for (std::size_t k = first_edge; k < m; ++k) {
+      const std::uint64_t e = edges_[k];
+      edges_.push_back(moved(e >> 32) << 32 | moved((e & 0xffffffffu) >> 1) << 1 | (e & 1u));
+    }
+  }
+}
+
 void ProgramBuilder::reserve(std::size_t tasks, std::size_t edges) {
   tasks_.reserve(tasks);
   steps_.reserve(tasks);

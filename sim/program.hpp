@@ -107,6 +107,14 @@ class ProgramBuilder {
     for (std::size_t i = from; i < tasks_.size(); ++i)
       if (tasks_[i].kind() == TaskKind::Transfer) tasks_[i].amount = f(tasks_[i].amount);
   }
+  // Appends `times` more rounds of a loop whose rounds differ in their ids
+  // alone: copies of the tasks from `first` on and of the edges from
+  // `first_edge` on (the last round), copy c shifted by c rounds (the tasks
+  // copied), and so is every edge's end at `pivot` or later (the loop's
+  // rounds, which a round may wait for); ends before `pivot` (tasks every
+  // round shares) stay. The same tasks and edges, in the same order, as
+  // building each of those rounds would add, at the cost of a copy.
+  void repeat(TaskId first, std::size_t first_edge, TaskId pivot, std::size_t times);
   void reserve(std::size_t tasks, std::size_t edges);
   Program finish() &&;
 

@@ -597,6 +597,39 @@ std::vector<TreeChannel> tree_channels(const Fabric& f, const std::vector<ChipId
 
 namespace {
 
+bool one_by_one = false;  // build_rounds_one_by_one
+
+// The rounds of a pipelined collective (the tree's chunks, the NVLS tree's
+// loops) with a window of kWindow slots: from round kWindow on, each waits for
+// the round kWindow before it in every slot, and every round refers to the
+// ids of the rounds before it alone (its own, and the slots' and the previous
+// round's), besides the op's ports, which all share. So round k > kWindow is
+// round kWindow with the ids of the rounds shifted by k - kWindow rounds:
+// built once, copied the rest of the way (ProgramBuilder::repeat), the same
+// program, faster (tests build it one round at a time too).
+class Rounds {
+ public:
+  static constexpr std::uint64_t kWindow = 8;
+  explicit Rounds(ProgramBuilder& b) : b_(b), pivot_(static_cast<TaskId>(b.num_tasks())) {}
+  // Called at the start of round k of n: true when the rest were copied (the
+  // loop ends), else round k starts here.
+  bool repeated(std::uint64_t k, std::uint64_t n) {
+    if (k == kWindow + 1 && !one_by_one) {
+      b_.repeat(first_, first_edge_, pivot_, n - k);
+      return true;
+    }
+    first_ = static_cast<TaskId>(b_.num_tasks());
+    first_edge_ = b_.num_edges();
+    return false;
+  }
+
+ private:
+  ProgramBuilder& b_;
+  TaskId pivot_;  // round 0's first task
+  TaskId first_ = 0;  // the last round's first task and edge
+  std::size_t first_edge_ = 0;
+};
+
 // NCCL's NVLS tree (docs/MODEL.md, "GPU fabrics"): on each of the fabric's NVLS
 // channels (channel c on tree c % 2 of the double binary tree), loop by loop,
 // GPU h of every node heads piece h of the loop (tree_channels' rail h: its
@@ -614,7 +647,7 @@ namespace {
 // loop, channel, head, phase and node position.
 void nvls_tree_all_reduce(ProgramBuilder& b, const Fabric& f, const std::vector<std::vector<ChipId>>& groups,
                           std::uint64_t group_bytes, const OpPorts& ports) {
-  constexpr std::uint64_t kWindow = 8;
+  constexpr std::uint64_t kWindow = Rounds::kWindow;
   MESHSIM_ASSERT(f.nvls_efficiency() > 0, "an NVLS tree on switches without NVLink SHARP");
   for (const auto& group : groups) {
     const std::vector<TreeChannel> all = tree_channels(f, group);  // channel 2h + t: rail h, tree t
@@ -632,7 +665,9 @@ void nvls_tree_all_reduce(ProgramBuilder& b, const Fabric& f, const std::vector<
     // of the edge down into it.
     const std::size_t units = static_cast<std::size_t>(cut.channels) * g;
     std::vector<TaskId> sum(units * m, 0), up(units * m * kWindow, 0), down(units * m * kWindow, 0);
+    Rounds rounds(b);
     for (std::uint64_t k = 0; k < cut.loops; ++k) {
+      if (rounds.repeated(k, cut.loops)) break;
       const bool wait = k >= kWindow;  // the same slot holds loop k - kWindow
       for (std::size_t c = 0; c < cut.channels; ++c) {
         const std::size_t t = c % 2;
@@ -716,7 +751,7 @@ void nvls_tree_all_reduce(ProgramBuilder& b, const Fabric& f, const std::vector<
 void nccl_tree_all_reduce(ProgramBuilder& b, const Fabric& f, const std::vector<std::vector<ChipId>>& groups,
                           std::uint64_t group_bytes, std::uint64_t chunk_bytes, Protocol protocol, const OpPorts& ports,
                           const Fold* rail_zero = nullptr, bool tree_zero = false) {
-  constexpr std::uint64_t kWindow = 8;
+  constexpr std::uint64_t kWindow = Rounds::kWindow;
   for (const auto& group : groups) {
     const std::vector<TreeChannel> all = tree_channels(f, group);  // rail-major: channel 2r + t
     const TreeChunking cut = tree_cut(f, group, group_bytes, all.size(), chunk_bytes, protocol);
@@ -742,7 +777,9 @@ void nccl_tree_all_reduce(ProgramBuilder& b, const Fabric& f, const std::vector<
     std::vector<TaskId> into(built, 0);
     const auto at = [&](std::size_t r, std::size_t t) { return trees * r + t; };
     const auto channel = [&](std::size_t r, std::size_t t) -> const TreeChannel& { return all[2 * r + t]; };
+    Rounds rounds(b);
     for (std::uint64_t k = 0; k < chunks; ++k) {
+      if (rounds.repeated(k, chunks)) break;
       const bool wait = k >= kWindow;  // the same slot holds chunk k - kWindow
       const auto up = [&](std::size_t r, std::size_t t) -> Hops& { return ups[at(r, t)][k % kWindow]; };
       const auto down = [&](std::size_t r, std::size_t t) -> Hops& { return downs[at(r, t)][k % kWindow]; };
@@ -1359,5 +1396,7 @@ RingLimits ring_limits(const Fabric& f, const std::vector<std::vector<ChipId>>& 
   out.step_latency_s = lat;
   return out;
 }
+
+void build_rounds_one_by_one(bool on) { one_by_one = on; }
 
 }  // namespace meshsim::collectives::gpu

@@ -10,6 +10,7 @@
 #include "driver/explain.hpp"
 #include "driver/expand.hpp"
 #include "driver/simulate.hpp"
+#include "driver/translations.hpp"
 #include "sim/collectives/gpu.hpp"
 #include "workloads/workload.hpp"
 
@@ -1256,4 +1257,77 @@ TEST_CASE("GPU: SimGrid refuses an op that runs with LL or LL128, and names it",
   const driver::RunResult r = driver::simulate(workloads::parse_workload(simple, "t.json"), options);
   CHECK(r.engine == "simgrid");
   CHECK(r.ops[0].protocol == "simple");
+}
+
+namespace {
+
+// Whether two programs are the same: tasks, steps and successor lists.
+bool same_program(const sim::Program& a, const sim::Program& b) {
+  if (a.num_tasks() != b.num_tasks() || a.num_edges() != b.num_edges() || a.num_ops() != b.num_ops()) return false;
+  for (sim::TaskId i = 0; i < a.num_tasks(); ++i) {
+    const sim::Task &x = a.task(i), &y = b.task(i);
+    if (x.amount != y.amount || x.resource != y.resource || x.op_kind != y.op_kind || a.step(i) != b.step(i))
+      return false;
+    const auto sa = a.successors(i), sb = b.successors(i);
+    if (!std::equal(sa.begin(), sa.end(), sb.begin(), sb.end())) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("GPU: the tree's chunks and the NVLS tree's loops copied from one give the program built one by one",
+          "[gpu]") {
+  // Rounds (the tree's chunks, the NVLS tree's loops): 2 (none copied); 9, 10
+  // and 11, around the first copied (round 9, after round 8, the first to
+  // wait for a slot); many.
+  struct Case {
+    int nodes;
+    std::string algorithm;
+    std::uint64_t rounds;
+  };
+  const std::vector<Case> cases = {{2, "tree", 2},      {2, "tree", 9},       {3, "tree", 10},
+                                   {4, "tree", 11},     {2, "tree", 130},     {2, "nvls_tree", 9},
+                                   {3, "nvls_tree", 10}, {2, "nvls_tree", 64}};
+  for (const Case& c : cases) {
+    CAPTURE(c.nodes, c.algorithm, c.rounds);
+    const std::string m = std::to_string(c.nodes);
+    const auto workload = [&](std::uint64_t bytes) {
+      return workloads::parse_workload(R"({"hardware": "h100-dgx", "topology": {"nodes": )" + m +
+                                           R"(}, "mesh": {"G": 8, "N": )" + m + "}, \"ops\": [" +
+                                           ops("all_reduce", R"(["G", "N"])", bytes, c.algorithm) + "]}",
+                                       "t.json");
+    };
+    const workloads::Workload probe = workload(1);
+    const topology::Torus t = probe.make_torus();
+    const topology::Fabric f = probe.make_fabric();
+    const std::vector<int> axes = {0, 1};
+    const auto all = collectives::gpu::rings(t, axes).front();  // the group, in ring order
+    const auto rounds = [&](std::uint64_t bytes) {
+      if (c.algorithm == "nvls_tree") return collectives::gpu::nvls_tree_cut(f, all, bytes).loops;
+      const auto simple = collectives::gpu::Protocol::Simple;
+      return collectives::gpu::tree_cut(f, all, bytes, collectives::gpu::tree_channels(f, all).size(),
+                                        collectives::gpu::step_bytes(simple, probe.hardware.forward_chunk_bytes),
+                                        simple)
+          .chunks;
+    };
+    // The least bytes (in steps of 256 KiB) that take that many rounds.
+    std::uint64_t bytes = 0;
+    for (std::uint64_t k = 1; k <= 8192 && bytes == 0; ++k)
+      if (rounds(k << 18) == c.rounds) bytes = k << 18;
+    REQUIRE(bytes > 0);
+    const workloads::Workload w = workload(bytes);
+    // The whole op, and the quotient by the rotation of every node's GPUs
+    // (and the mirror, on an even number of nodes).
+    const driver::Expanded copied = driver::expand(w, t);
+    const std::optional<driver::OpQuotient> q = driver::quotient_by_ops(w, t);
+    collectives::gpu::build_rounds_one_by_one(true);
+    const driver::Expanded built = driver::expand(w, t);
+    const std::optional<driver::OpQuotient> q_built = driver::quotient_by_ops(w, t);
+    collectives::gpu::build_rounds_one_by_one(false);
+    CHECK(same_program(copied.program, built.program));
+    REQUIRE(q.has_value() == q_built.has_value());
+    if (q) CHECK(same_program(q->quotient.program, q_built->quotient.program));
+    if (c.algorithm == "tree") CHECK(q.has_value());
+  }
 }
