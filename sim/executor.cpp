@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <exception>
 #include <thread>
 
 #include "base/error.hpp"
@@ -114,6 +115,16 @@ Executor::~Executor() = default;
 
 Executor::Executor(Engine& engine, const Program& program, std::span<const Resource> resources)
     : engine_(engine), program_(program), resources_(resources) {
+  state_ = std::vector<ResourceState>(resources_.size());
+  for (std::size_t i = 0; i < resources_.size(); ++i)
+    if (resources_[i].bandwidth_bytes_per_s > 0)
+      state_[i].chunk_time = serialization_time(resources_[i].forward_chunk_bytes, resources_[i].bandwidth_bytes_per_s);
+  lanes_.push_back(std::make_unique<Lane>(*this, &engine_, std::uint8_t{0}));
+  lanes_[0]->op_timings.assign(program_.num_ops(), OpTiming{});
+}
+
+void Executor::prepare() {
+  if (prepared_) return;
   const std::size_t n = program_.num_tasks();
   tasks_.resize(n);
   if (program_.num_stream_edges() > 0) stream_floor_.resize(n);
@@ -124,12 +135,7 @@ Executor::Executor(Engine& engine, const Program& program, std::span<const Resou
     if (t.kind() == TaskKind::Transfer)
       MESHSIM_ASSERT(resources_[t.resource].bandwidth_bytes_per_s > 0, "transfer on a resource without bandwidth");
   }
-  state_ = std::vector<ResourceState>(resources_.size());
-  for (std::size_t i = 0; i < resources_.size(); ++i)
-    if (resources_[i].bandwidth_bytes_per_s > 0)
-      state_[i].chunk_time = serialization_time(resources_[i].forward_chunk_bytes, resources_[i].bandwidth_bytes_per_s);
-  lanes_.push_back(std::make_unique<Lane>(*this, &engine_, std::uint8_t{0}));
-  lanes_[0]->op_timings.assign(program_.num_ops(), OpTiming{});
+  prepared_ = true;
 }
 
 void Executor::classify_ops(std::span<const std::uint8_t> op_class) {
@@ -170,6 +176,7 @@ std::optional<TaskId> Executor::overflowed_task() const {
 }
 
 void Executor::start() {
+  prepare();
   const Tick now = engine_.now();
   for (TaskId i = 0; i < program_.num_tasks(); ++i)
     if (tasks_[i].pending == 0) lanes_[parallel_ ? flags_[i] & 1u : 0]->work.push_back(i);
@@ -179,7 +186,26 @@ void Executor::start() {
 
 void Executor::run(unsigned threads, double min_tasks_per_window) {
   MESHSIM_ASSERT(!running_, "run() after start()");
-  parallel_ = threads >= 2 && split(min_tasks_per_window);
+  if (threads >= 2 && keyed_) {
+    // The tasks' state (their predecessors counted) on a second thread while
+    // this one looks for a cut: both only read the program.
+    std::exception_ptr failed;
+    std::thread second([&] {
+      try {
+        prepare();
+      } catch (...) {
+        failed = std::current_exception();
+      }
+    });
+    try {
+      parallel_ = split(min_tasks_per_window);
+    } catch (...) {
+      second.join();
+      throw;
+    }
+    second.join();
+    if (failed) std::rethrow_exception(failed);
+  }
   // Two tasks of one resource ready the moment they were activated, at once,
   // go in the order of their events, which the two threads do not keep: the
   // caller runs such a program again on one thread (first_zero_lag).
@@ -433,8 +459,8 @@ void Executor::start_task(Lane& l, TaskId id, Tick now) {
 
 std::vector<TaskId> Executor::unfinished_tasks() const {
   std::vector<TaskId> out;
-  for (TaskId i = 0; i < tasks_.size(); ++i)
-    if (tasks_[i].pending != kStarted) out.push_back(i);
+  for (TaskId i = 0; i < program_.num_tasks(); ++i)
+    if (!prepared_ || tasks_[i].pending != kStarted) out.push_back(i);
   return out;
 }
 

@@ -274,6 +274,10 @@ class Executor final {
   bool keyed_ = false;  // order_ties_by or order_ties_by_ids was called
   std::vector<Tick> zero_lag_at_;  // with watch_zero_lag: per resource, when a task last became ready as activated
   bool running_ = false;  // start() has activated the tasks without predecessors
+  // The tasks' state: sized, their predecessors counted, the program checked
+  // against the resources (by start(), or by run() beside split()).
+  void prepare();
+  bool prepared_ = false;
 
   // What one thread runs: its engine and the state only it writes. A run on
   // one thread has lane 0 alone, on the caller's engine.
