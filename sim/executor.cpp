@@ -59,6 +59,60 @@ class Components {
   std::vector<std::uint32_t> up_;
 };
 
+// Per task, the latest start of one of its predecessors in a window of a
+// split run: an open-addressing table (linear probing, a power-of-two size at
+// most half full) emptied at the window's end slot by slot used.
+class LatestStarts {
+ public:
+  void note(TaskId task, Tick at) {
+    if (2 * (used_.size() + 1) > slots_.size()) grow();
+    std::size_t i = find(task);
+    if (slots_[i].task == kEmpty) {
+      slots_[i] = {task, at};
+      used_.push_back(i);
+    } else {
+      slots_[i].at = max(slots_[i].at, at);
+    }
+  }
+  // The latest start noted for `task`, or `otherwise` if later (or none).
+  Tick get(TaskId task, Tick otherwise) const {
+    if (used_.empty()) return otherwise;
+    const Slot& s = slots_[find(task)];
+    return s.task == task ? max(s.at, otherwise) : otherwise;
+  }
+  void clear() {
+    for (std::size_t i : used_) slots_[i].task = kEmpty;
+    used_.clear();
+  }
+
+ private:
+  static constexpr TaskId kEmpty = ~TaskId{0};  // no task has this id (fewer than 2^31)
+  struct Slot {
+    TaskId task = kEmpty;
+    Tick at;
+  };
+  // The slot of `task`, or the empty one where it would go.
+  std::size_t find(TaskId task) const {
+    const std::size_t mask = slots_.size() - 1;
+    std::size_t i = static_cast<std::size_t>((std::uint64_t{task} * 0x9E3779B97F4A7C15ull) >> 32) & mask;
+    while (slots_[i].task != kEmpty && slots_[i].task != task) i = (i + 1) & mask;
+    return i;
+  }
+  void grow() {
+    std::vector<Slot> kept;
+    for (std::size_t i : used_) kept.push_back(slots_[i]);
+    slots_.assign(std::max<std::size_t>(64, 2 * slots_.size()), Slot{});
+    used_.clear();
+    for (const Slot& s : kept) {
+      const std::size_t i = find(s.task);
+      slots_[i] = s;
+      used_.push_back(i);
+    }
+  }
+  std::vector<Slot> slots_;
+  std::vector<std::size_t> used_;
+};
+
 }  // namespace
 
 // What one thread runs (see Executor::lanes_).
@@ -102,12 +156,7 @@ struct alignas(64) Executor::Lane final : EventHandler {
   // start of one of them in this window.
   Tick window_end = kMaxTick;
   std::vector<Message> outbox;
-  struct Start {
-    TaskId task;
-    Tick at;
-  };
-  std::vector<Start> latest;
-  std::ptrdiff_t sorted = 0;  // at a window's end: latest's entries sorted by task, the latest first
+  LatestStarts latest;
   bool taking = false;        // taking the other lane's messages (take_messages)
 };
 
@@ -298,26 +347,15 @@ void Executor::release(Lane& l, TaskId id, Tick now, bool noted) {
   MESHSIM_ASSERT(pending > 0 && pending != kStarted, "dependency resolved twice");
   if (--pending == 0) {
     if (l.taking)  // at a window's end: as of its latest predecessor's start
-      activate(l, id, latest_start(l, id, now));
+      activate(l, id, l.latest.get(id, now));
     else
       l.work.push_back(id);
   } else if (parallel_ && (flags_[id] & 2u) && !noted) {
     // Its last predecessor may be resolved at this window's end (from the
     // other lane, or through joins from there): the task is activated then as
     // of its latest predecessor's start.
-    l.latest.push_back({id, now});
+    l.latest.note(id, now);
   }
-}
-
-Tick Executor::latest_start(const Lane& l, TaskId id, Tick now) const {
-  Tick at = now;
-  const auto first = std::lower_bound(l.latest.begin(), l.latest.begin() + l.sorted, id,
-                                      [](const Lane::Start& s, TaskId t) { return s.task < t; });
-  if (first != l.latest.begin() + l.sorted && first->task == id) at = max(at, first->at);
-  // What joins completed at this window's end appended.
-  for (auto k = l.latest.begin() + l.sorted; k != l.latest.end(); ++k)
-    if (k->task == id) at = max(at, k->at);
-  return at;
 }
 
 void Executor::resolve(Lane& l, TaskId succ, bool stream, Tick ready, Tick floor, Tick now) {
@@ -584,12 +622,8 @@ void Executor::take_messages(Lane& l, Lane& from) {
   l.window_end = kMaxTick;  // resolve(): no edge to the other lane from here
   // A task is activated as of its latest predecessor's start, in either lane:
   // this window's starts of the predecessors of the tasks that may be
-  // activated here, the latest per task first.
-  for (const Lane::Message& m : from.outbox) l.latest.push_back({m.task, m.at});
-  std::sort(l.latest.begin(), l.latest.end(), [](const Lane::Start& a, const Lane::Start& b) {
-    return a.task != b.task ? a.task < b.task : a.at > b.at;
-  });
-  l.sorted = static_cast<std::ptrdiff_t>(l.latest.size());
+  // activated here.
+  for (const Lane::Message& m : from.outbox) l.latest.note(m.task, m.at);
   l.taking = true;
   for (const Lane::Message& m : from.outbox) {
     tasks_[m.task].raise_ready_at(m.ready);
@@ -599,7 +633,6 @@ void Executor::take_messages(Lane& l, Lane& from) {
   l.taking = false;
   from.outbox.clear();
   l.latest.clear();
-  l.sorted = 0;
 }
 
 void Executor::run_split() {

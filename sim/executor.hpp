@@ -190,7 +190,6 @@ class Executor final {
     const std::uint64_t own = c == 0 ? 0 : r.variants[c - 1].bandwidth_bytes_per_s;
     return own > 0 ? own : r.bandwidth_bytes_per_s;
   }
-  Tick latest_start(const Lane& l, TaskId id, Tick now) const;
 
   Engine& engine_;
   const Program& program_;
