@@ -410,8 +410,42 @@ double nccl_model_s(collectives::gpu::Algorithm algorithm, collectives::gpu::Pro
   return latency_us * 1e-6 + static_cast<double>(bytes) / algbw;
 }
 
+namespace {
+
+GpuChoiceKey choice_key(const workloads::Op& op) {
+  return {static_cast<int>(op.kind), op.hw_axes, op.bytes, op.algorithm, op.protocol,
+          op.kind == OpKind::Send ? op.src : 0, op.kind == OpKind::Send ? op.dst : 0};
+}
+
+thread_local GpuChoiceScope* scope = nullptr;  // the innermost GpuChoiceScope of this thread
+
+GpuChoice choose_algorithm(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus,
+                           const topology::Fabric& fabric);
+
+}  // namespace
+
+GpuChoiceScope::GpuChoiceScope(const workloads::Workload& w, const topology::Torus& torus)
+    : w_(w), torus_(torus), outer_(scope) {
+  scope = this;
+}
+
+GpuChoiceScope::~GpuChoiceScope() { scope = outer_; }
+
 GpuChoice gpu_algorithm(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus,
                         const topology::Fabric& fabric) {
+  if (!scope || &scope->w_ != &w || &scope->torus_ != &torus) return choose_algorithm(op, w, torus, fabric);
+  GpuChoiceKey key = choice_key(op);
+  const auto it = scope->memo_.find(key);
+  if (it != scope->memo_.end()) return it->second;
+  const GpuChoice c = choose_algorithm(op, w, torus, fabric);  // (an InputError: nothing kept)
+  scope->memo_.emplace(std::move(key), c);
+  return c;
+}
+
+namespace {
+
+GpuChoice choose_algorithm(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus,
+                           const topology::Fabric& fabric) {
   using collectives::gpu::Algorithm;
   using collectives::gpu::Protocol;
   const std::vector<Algorithm> options = collectives::gpu::candidates(op.kind, torus, op.hw_axes, fabric);
@@ -505,6 +539,8 @@ GpuChoice gpu_algorithm(const workloads::Op& op, const workloads::Workload& w, c
   return asked ? *best : choose(best->algorithm);
 }
 
+}  // namespace
+
 collectives::Schedule torus_schedule(const workloads::Op& op) {
   if (op.algorithm.empty()) return collectives::Schedule::Balanced;
   const std::optional<collectives::Schedule> s = collectives::parse_schedule(op.algorithm);
@@ -593,8 +629,7 @@ GpuChoices::GpuChoices(const workloads::Workload& w, const topology::Torus& toru
     : w_(w), torus_(torus), fabric_(w.make_fabric()) {}
 
 const GpuChoice& GpuChoices::operator()(const workloads::Op& op) {
-  Key key{static_cast<int>(op.kind), op.hw_axes, op.bytes, op.algorithm, op.protocol,
-          op.kind == OpKind::Send ? op.src : 0, op.kind == OpKind::Send ? op.dst : 0};
+  Key key = choice_key(op);
   const auto it = memo_.find(key);
   if (it != memo_.end()) return it->second;
   GpuChoice c = op.kind == OpKind::Send ? GpuChoice{collectives::gpu::Algorithm::Direct,

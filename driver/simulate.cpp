@@ -524,6 +524,7 @@ std::string reduction_hint(const workloads::Workload& w, const topology::Torus& 
 
 RunResult simulate(const workloads::Workload& w, const SimulateOptions& options) {
   const topology::Torus torus = w.make_torus();
+  const GpuChoiceScope choices(w, torus);  // each op's algorithm chosen once
   std::optional<RunSize> whole;  // the whole workload's size, once estimated
   if (may_reduce_run(options)) {
     // Identical independent groups known from the workload (driver/groups.hpp):

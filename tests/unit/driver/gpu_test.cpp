@@ -1331,3 +1331,29 @@ TEST_CASE("GPU: the tree's chunks and the NVLS tree's loops copied from one give
     if (c.algorithm == "tree") CHECK(q.has_value());
   }
 }
+
+TEST_CASE("GPU: a simulation's scope chooses each op's algorithm once, as without it", "[gpu]") {
+  const workloads::Workload w = workloads::parse_workload(
+      R"({"hardware": "h100-dgx", "topology": {"nodes": 4}, "mesh": {"G": 8, "N": 4}, "ops": [)" +
+          ops("all_reduce", R"(["G", "N"])", 1 << 20) + ", " + ops("all_reduce", R"(["G", "N"])", 1 << 30) + ", " +
+          ops("all_gather", R"(["G"])", 1 << 24) + ", " + ops("all_reduce", R"(["G", "N"])", 1 << 30, "tree") + "]}",
+      "t.json");
+  const topology::Torus t = w.make_torus();
+  const topology::Fabric f = w.make_fabric();
+  std::vector<driver::GpuChoice> alone;
+  for (const workloads::Op& op : w.ops) alone.push_back(driver::gpu_algorithm(op, w, t, f));
+  const driver::GpuChoiceScope scope(w, t);
+  for (int pass = 0; pass < 2; ++pass)
+    for (std::size_t i = 0; i < w.ops.size(); ++i) {
+      CAPTURE(pass, i);
+      const driver::GpuChoice c = driver::gpu_algorithm(w.ops[i], w, t, f);
+      CHECK(c.algorithm == alone[i].algorithm);
+      CHECK(c.protocol == alone[i].protocol);
+      CHECK(c.closed.time_s() == alone[i].closed.time_s());
+    }
+  // The ops chosen differently are told apart: the small all-reduce's and the
+  // named ring's choices are not the large one's.
+  CHECK(alone[0].protocol != alone[1].protocol);
+  INFO(collectives::gpu::algorithm_name(alone[1].algorithm) << " " << collectives::gpu::algorithm_name(alone[3].algorithm));
+  CHECK(alone[3].algorithm != alone[1].algorithm);
+}
