@@ -451,7 +451,13 @@ void Executor::start_task(Lane& l, TaskId id, Tick now) {
   Tick first_chunk;  // when the first forwarding chunk has left (for stream successors)
   if (t.kind() == TaskKind::Transfer) {
     const std::uint64_t bandwidth = bandwidth_of(res, op_class);
-    const Tick service = serialization_time(t.amount, bandwidth);
+    // (Most of a resource's transfers are of one size and class: a division saved.)
+    if (t.amount != r.served_bytes || op_class != r.served_class) {
+      r.served_bytes = t.amount;
+      r.served_class = op_class;
+      r.service = serialization_time(t.amount, bandwidth);
+    }
+    const Tick service = r.service;
     const std::uint64_t chunk = variant ? variant->forward_chunk_bytes : res.forward_chunk_bytes;
     // The forwarding chunk, or the whole transfer when it is smaller (or no chunking).
     const Tick chunk_time = chunk == 0 || chunk > t.amount ? service

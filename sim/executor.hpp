@@ -266,6 +266,10 @@ class Executor final {
     bool wake_pending = false;
     Tick chunk_time;               // serialization time of one forwarding chunk
     std::uint64_t woken = 0;       // tasks a wake-up started
+    // The last transfer's bytes and op class (0 bytes: none yet), and its time on the link.
+    std::uint64_t served_bytes = 0;
+    std::uint8_t served_class = 0;
+    Tick service;
   };
   std::vector<ResourceState> state_;
   std::span<const std::uint32_t> keys_;
