@@ -154,8 +154,12 @@ struct alignas(64) Executor::Lane final : EventHandler {
   // A split run: the end of the window being simulated, the edges to the other
   // lane's tasks, and per task with predecessors in both lanes the latest
   // start of one of them in this window.
+  // Windows alternate two outboxes (the other lane takes one while this one
+  // fills the other), each with the least ready time of its messages.
   Tick window_end = kMaxTick;
-  std::vector<Message> outbox;
+  std::size_t parity = 0;  // the outbox being filled
+  std::array<std::vector<Message>, 2> outbox;
+  std::array<Tick, 2> least_ready{Engine::kNoEvent, Engine::kNoEvent};
   LatestStarts latest;
   bool taking = false;        // taking the other lane's messages (take_messages)
 };
@@ -364,7 +368,8 @@ void Executor::resolve(Lane& l, TaskId succ, bool stream, Tick ready, Tick floor
     // every time: their successors are in their own part.)
     MESHSIM_ASSERT(ready >= l.window_end && l.window_end != kMaxTick,
                    "an edge between a split run's parts shorter than its lookahead");
-    l.outbox.push_back({succ, stream, ready, floor, now});
+    l.outbox[l.parity].push_back({succ, stream, ready, floor, now});
+    l.least_ready[l.parity] = min(l.least_ready[l.parity], ready);
     return;
   }
   tasks_[succ].raise_ready_at(ready);
@@ -565,9 +570,9 @@ bool Executor::split(double min_tasks_per_window) {
   // resources mostly share a part).
   for (const Tick lookahead : latencies) {
     if (lookahead <= kZeroTick) break;
-    // A window costs the threads two meetings: with few tasks a window (a
-    // long run of few tasks, as a training step's computes make it), the
-    // meetings cost more than the second thread saves. (The estimate: the
+    // A window costs the threads a meeting: with few tasks a window (a long
+    // run of few tasks, as a training step's computes make it), the meetings
+    // cost more than the second thread saves. (The estimate: the
     // busiest resource's work over the lookahead.)
     if (static_cast<double>(n) < min_tasks_per_window * busiest / static_cast<double>(lookahead.ps())) continue;
     Components together(tasks_on.size());
@@ -626,40 +631,55 @@ bool Executor::split(double min_tasks_per_window) {
 
 void Executor::take_messages(Lane& l, Lane& from) {
   l.window_end = kMaxTick;  // resolve(): no edge to the other lane from here
+  std::vector<Lane::Message>& outbox = from.outbox[l.parity];
   // A task is activated as of its latest predecessor's start, in either lane:
   // this window's starts of the predecessors of the tasks that may be
   // activated here.
-  for (const Lane::Message& m : from.outbox) l.latest.note(m.task, m.at);
+  for (const Lane::Message& m : outbox) l.latest.note(m.task, m.at);
   l.taking = true;
-  for (const Lane::Message& m : from.outbox) {
+  for (const Lane::Message& m : outbox) {
     tasks_[m.task].raise_ready_at(m.ready);
     if (m.stream) stream_floor_[m.task] = max(stream_floor_[m.task], m.floor);
     release(l, m.task, m.at, true);
   }
   l.taking = false;
-  from.outbox.clear();
+  outbox.clear();
   l.latest.clear();
 }
 
 void Executor::run_split() {
   Lane& a = *lanes_[0];
   Lane& b = *lanes_[1];
-  std::array<Tick, 2> next{a.engine.next_time(), b.engine.next_time()};
+  // Per window parity, each lane's next event after its window (before it
+  // takes the other's messages).
+  std::array<std::array<Tick, 2>, 2> next{};
   SpinBarrier barrier;
-  // Each thread: simulate the window [t, t + lookahead) from the earliest
-  // event of either lane, then take the edges the other lane sent.
+  // Each thread: simulate the window [t, t + lookahead), publish its next
+  // event and its messages, meet the other, take the other's messages; then
+  // the next window at once, from the earliest of both lanes' next events and
+  // both outboxes' ready times. Nothing the messages start comes earlier (a
+  // message's task is ready at its ready time, a join's successors at the
+  // join's), so the windows cover every event in time order, and the lanes
+  // meet once a window: the one still taking its messages writes only its own
+  // state, the outbox the other fills is the other one (an edge from a join
+  // that completes there stays in its lane), and what it read of the window
+  // (the other's next event, least ready time, outbox) is not written again
+  // until both have met once more.
+  const Tick first = min(a.engine.next_time(), b.engine.next_time());
   const auto simulate = [&](Lane& l, Lane& other) {
-    for (;;) {
-      const Tick t = min(next[0], next[1]);
-      if (t == Engine::kNoEvent) return;
+    Tick t = first;
+    while (t != Engine::kNoEvent) {
+      const std::size_t p = l.parity;
+      l.least_ready[p] = Engine::kNoEvent;
       // (Saturated: past kMaxTick nothing crosses, every arrival there overflows.)
       l.window_end = t.ps() > Engine::kNoEvent.ps() - lookahead_.ps() ? Engine::kNoEvent : t + lookahead_;
       l.engine.run_until(l.window_end);
+      next[p][l.index] = l.engine.next_time();
       barrier.wait();
+      t = min(min(next[p][0], next[p][1]), min(a.least_ready[p], b.least_ready[p]));
       take_messages(l, other);
-      next[l.index] = l.engine.next_time();
       if (l.index == 0) ++windows_;
-      barrier.wait();
+      l.parity = p ^ 1u;
     }
   };
   std::thread second([&] { simulate(b, a); });

@@ -100,7 +100,7 @@ class Executor final {
   // (order_ties_by), which is what makes both runs agree. A run expected to
   // have fewer than `min_tasks_per_window` tasks a window (its busiest
   // resource's work over L windows) stays on one thread: the threads meet
-  // twice a window.
+  // once a window.
   static constexpr double kMinTasksPerWindow = 4096;
   void run(unsigned threads = 1, double min_tasks_per_window = kMinTasksPerWindow);
   // A split run watches for tasks ready the moment they were activated
