@@ -151,11 +151,11 @@ struct alignas(64) Executor::Lane final : EventHandler {
   std::uint64_t activations = 0;
   std::optional<TaskId> zero_lag;
   std::optional<TaskId> overflow;
-  // A split run: the end of the window being simulated, the edges to the other
-  // lane's tasks, and per task with predecessors in both lanes the latest
-  // start of one of them in this window.
-  // Windows alternate two outboxes (the other lane takes one while this one
-  // fills the other), each with the least ready time of its messages.
+  // A split run: the end of the window being simulated; the edges to the
+  // other lane's tasks, in two outboxes that windows alternate (the other
+  // lane takes one while this one fills the other), each with the least ready
+  // time of its messages; and per task with predecessors in both lanes the
+  // latest start of one of them in this window.
   Tick window_end = kMaxTick;
   std::size_t parity = 0;  // the outbox being filled
   std::array<std::vector<Message>, 2> outbox;
