@@ -12,6 +12,7 @@
 #include "driver/simulate.hpp"
 #include "driver/translations.hpp"
 #include "sim/collectives/gpu.hpp"
+#include "tests/unit/sim/same_program.hpp"
 #include "workloads/workload.hpp"
 
 using namespace meshsim;
@@ -1259,22 +1260,6 @@ TEST_CASE("GPU: SimGrid refuses an op that runs with LL or LL128, and names it",
   CHECK(r.ops[0].protocol == "simple");
 }
 
-namespace {
-
-// Whether two programs are the same: tasks, steps and successor lists.
-bool same_program(const sim::Program& a, const sim::Program& b) {
-  if (a.num_tasks() != b.num_tasks() || a.num_edges() != b.num_edges() || a.num_ops() != b.num_ops()) return false;
-  for (sim::TaskId i = 0; i < a.num_tasks(); ++i) {
-    const sim::Task &x = a.task(i), &y = b.task(i);
-    if (x.amount != y.amount || x.resource != y.resource || x.op_kind != y.op_kind || a.step(i) != b.step(i))
-      return false;
-    const auto sa = a.successors(i), sb = b.successors(i);
-    if (!std::equal(sa.begin(), sa.end(), sb.begin(), sb.end())) return false;
-  }
-  return true;
-}
-
-}  // namespace
 
 TEST_CASE("GPU: the tree's chunks and the NVLS tree's loops copied from one give the program built one by one",
           "[gpu]") {
@@ -1325,9 +1310,9 @@ TEST_CASE("GPU: the tree's chunks and the NVLS tree's loops copied from one give
     const driver::Expanded built = driver::expand(w, t);
     const std::optional<driver::OpQuotient> q_built = driver::quotient_by_ops(w, t);
     collectives::gpu::build_rounds_one_by_one(false);
-    CHECK(same_program(copied.program, built.program));
+    CHECK(sim::testing::same_program(copied.program, built.program));
     REQUIRE(q.has_value() == q_built.has_value());
-    if (q) CHECK(same_program(q->quotient.program, q_built->quotient.program));
+    if (q) CHECK(sim::testing::same_program(q->quotient.program, q_built->quotient.program));
     if (c.algorithm == "tree") CHECK(q.has_value());
   }
 }

@@ -4,9 +4,11 @@
 #include <vector>
 
 #include "sim/program.hpp"
+#include "same_program.hpp"
 
 using namespace meshsim;
 using namespace meshsim::sim;
+using meshsim::sim::testing::same_program;
 
 namespace {
 
@@ -40,20 +42,6 @@ Program rounds(std::size_t n, std::size_t copy_from = 0) {
   return std::move(b).finish();
 }
 
-bool same(const Program& a, const Program& b) {
-  if (a.num_tasks() != b.num_tasks() || a.num_edges() != b.num_edges() ||
-      a.num_stream_edges() != b.num_stream_edges())
-    return false;
-  for (TaskId i = 0; i < a.num_tasks(); ++i) {
-    const Task &x = a.task(i), &y = b.task(i);
-    if (x.amount != y.amount || x.resource != y.resource || x.op_kind != y.op_kind || a.step(i) != b.step(i))
-      return false;
-    const auto sa = a.successors(i), sb = b.successors(i);
-    if (!std::equal(sa.begin(), sa.end(), sb.begin(), sb.end())) return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 TEST_CASE("ProgramBuilder: rounds copied from the last one built are the rounds built one by one", "[sim]") {
@@ -62,9 +50,9 @@ TEST_CASE("ProgramBuilder: rounds copied from the last one built are the rounds 
     const Program whole = rounds(n);
     CHECK(whole.num_tasks() == 2 + 3 * n);
     // From round 2 on, the first that waits for an earlier round.
-    CHECK(same(rounds(n, 2), whole));
+    CHECK(same_program(rounds(n, 2), whole));
     // Round 1 does not wait: its copies would not.
-    CHECK_FALSE(same(rounds(n, 1), whole));
+    CHECK_FALSE(same_program(rounds(n, 1), whole));
   }
   // The shared joins keep every round's edges, in round order.
   const Program p = rounds(6, 2);
