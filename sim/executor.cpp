@@ -40,6 +40,15 @@ class SpinBarrier {
   std::atomic<std::uint32_t> phase_{0};
 };
 
+// f(begin, end) over [0, n / 2) on this thread and [n / 2, n) on another
+// (f must not throw).
+template <class F>
+void in_halves(TaskId n, F f) {
+  std::thread other([&] { f(n / 2, n); });
+  f(0, n / 2);
+  other.join();
+}
+
 // Disjoint sets of a split's vertices (resources, then joins' chips).
 class Components {
  public:
@@ -575,13 +584,19 @@ bool Executor::split(double min_tasks_per_window) {
     // cost more than the second thread saves. (The estimate: the
     // busiest resource's work over the lookahead.)
     if (static_cast<double>(n) < min_tasks_per_window * busiest / static_cast<double>(lookahead.ps())) continue;
-    Components together(tasks_on.size());
-    for (TaskId i = 0; i < n; ++i) {
-      const Task& t = program_.task(i);
-      const bool short_edges = t.kind() != TaskKind::Transfer || latency(t) < lookahead;
-      if (!short_edges) continue;
-      for (std::uint32_t e : program_.successors(i)) together.unite(vertex(t), vertex(program_.task(e >> 1)));
-    }
+    // (Each half of the tasks on a thread of its own, then one into the
+    // other: a component's root is its least vertex either way.)
+    Components together(tasks_on.size()), second(tasks_on.size());
+    in_halves(static_cast<TaskId>(n), [&](TaskId begin, TaskId end) {
+      Components& c = begin == 0 ? together : second;
+      for (TaskId i = begin; i < end; ++i) {
+        const Task& t = program_.task(i);
+        const bool short_edges = t.kind() != TaskKind::Transfer || latency(t) < lookahead;
+        if (!short_edges) continue;
+        for (std::uint32_t e : program_.successors(i)) c.unite(vertex(t), vertex(program_.task(e >> 1)));
+      }
+    });
+    for (std::uint32_t v = 0; v < tasks_on.size(); ++v) together.unite(v, second.root(v));
     std::vector<std::uint64_t> size(tasks_on.size(), 0);  // per component (its root)
     for (std::uint32_t v = 0; v < size.size(); ++v) size[together.root(v)] += tasks_on[v];
     // Part 0: the components up to the one that brings it nearest half the tasks.
@@ -598,14 +613,23 @@ bool Executor::split(double min_tasks_per_window) {
     std::vector<std::uint8_t> part(size.size(), 0);
     for (std::uint32_t v = 0; v < size.size(); ++v) part[v] = together.root(v) <= last ? 0 : 1;
     flags_.assign(n, 0);
-    for (TaskId i = 0; i < n; ++i) flags_[i] = part[vertex(program_.task(i))];
+    in_halves(static_cast<TaskId>(n), [&](TaskId begin, TaskId end) {
+      for (TaskId i = begin; i < end; ++i) flags_[i] = part[vertex(program_.task(i))];
+    });
     // Bit 1: a task whose last predecessor may be resolved at a window's end,
     // from the other part or through joins completed there (their successors
-    // are in their own part).
+    // are in their own part). (Each half's edges on a thread of its own: a
+    // task's flags may be set from both, atomically.)
+    in_halves(static_cast<TaskId>(n), [&](TaskId begin, TaskId end) {
+      const auto flag = [&](TaskId i) { return std::atomic_ref<std::uint8_t>(flags_[i]); };
+      for (TaskId i = begin; i < end; ++i) {
+        const unsigned own = flag(i).load(std::memory_order_relaxed) & 1u;
+        for (std::uint32_t e : program_.successors(i))
+          if ((flag(e >> 1).load(std::memory_order_relaxed) & 1u) != own)
+            flag(e >> 1).fetch_or(2u, std::memory_order_relaxed);
+      }
+    });
     std::vector<TaskId> joins;
-    for (TaskId i = 0; i < n; ++i)
-      for (std::uint32_t e : program_.successors(i))
-        if ((flags_[e >> 1] & 1u) != (flags_[i] & 1u)) flags_[e >> 1] |= 2u;
     for (TaskId i = 0; i < n; ++i)
       if ((flags_[i] & 2u) && program_.task(i).kind() == TaskKind::Join) joins.push_back(i);
     while (!joins.empty()) {
