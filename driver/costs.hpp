@@ -129,11 +129,14 @@ collectives::ClosedForm communication_closed_form(const workloads::Op& op, const
 collectives::ClosedForm torus_closed_form(const workloads::Op& op, const workloads::Workload& w,
                                           const topology::Torus& torus);
 
+// What an op's GPU choice depends on: its kind, hardware axes, bytes, the
+// algorithm and protocol it names and a send's ends.
+using GpuChoiceKey = std::tuple<int, std::vector<int>, std::uint64_t, std::string, std::string, std::uint32_t, std::uint32_t>;
+
 // gpu_algorithm (and a send's closed form) memoized for one workload: the
 // choice depends only on the op's kind, hardware axes, bytes, the algorithm it
 // names and a send's ends, so ops alike (a training step's thousands of
 // layers) share one. Not for a workload whose hardware changes meanwhile.
-using GpuChoiceKey = std::tuple<int, std::vector<int>, std::uint64_t, std::string, std::string, std::uint32_t, std::uint32_t>;
 class GpuChoices {
  public:
   GpuChoices(const workloads::Workload& w, const topology::Torus& torus);
