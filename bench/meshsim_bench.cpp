@@ -3,7 +3,8 @@
 //   meshsim_bench [--repeat N] [--traces] [CASE.json ...]   (default: bench/cases/allreduce_v4_16x16x16.json)
 //   meshsim_bench --engines [--repeat N] [CASE.json ...]     (default: the 16x16 and 16x16x16 all-reduces)
 //   meshsim_bench --parse [--repeat N]                       (workloads of 10k, 100k and 1M ops)
-//   meshsim_bench --scale [--repeat N] [CASE.json ...]       (the scale cases, end to end, a process per run)
+//   meshsim_bench --scale [--repeat N] [CASE.json ...]       (the scale cases, end to end, a process per run;
+//                                                            the machine, and CPU time per transfer simulated)
 //   meshsim_bench --hlo [--repeat N]                         (a synthetic HLO dump of 100k lines, parsed)
 //   meshsim_bench --help
 //
@@ -34,6 +35,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/error.hpp"
@@ -258,6 +260,7 @@ const std::vector<std::string> kScaleCases = {
 struct ChildRun {
   bool ok = false;
   double wall = 0, user = 0, sys = 0, peak_mb = 0;  // the child's user and system CPU time
+  double simulated = 0;  // the transfers the child simulated (after exact reductions)
   std::string line;  // what the child reported: its result, or its error
 };
 
@@ -273,6 +276,8 @@ ChildRun run_in_child(const std::string& path) {
     try {
       const meshsim::workloads::Workload w = meshsim::workloads::load_workload(path);
       const meshsim::driver::RunResult r = meshsim::driver::simulate(w);
+      // The count the parent divides by, on a line of its own, then the result.
+      std::fprintf(out, "%llu\n", static_cast<unsigned long long>(r.simulated_transfers));
       std::fprintf(out, "%.3f us simulated; %llu transfers, %llu simulated", static_cast<double>(r.makespan.ps()) * 1e-6,
                    static_cast<unsigned long long>(r.transfers), static_cast<unsigned long long>(r.simulated_transfers));
     } catch (const std::exception& e) {
@@ -300,15 +305,44 @@ ChildRun run_in_child(const std::string& path) {
   const std::size_t n = std::fread(buf, 1, sizeof buf - 1, out);
   c.line.assign(buf, n);
   std::fclose(out);
+  if (c.ok) {
+    const std::size_t eol = c.line.find('\n');
+    c.simulated = std::strtod(c.line.c_str(), nullptr);
+    c.line.erase(0, eol == std::string::npos ? c.line.size() : eol + 1);
+  }
   return c;
+}
+
+// The machine the figures are of: its CPU's model and clock as /proc/cpuinfo
+// gives them (a virtual machine's figures differ with the host it lands on).
+std::string machine() {
+  std::FILE* f = std::fopen("/proc/cpuinfo", "r");
+  std::string model = "unknown CPU", mhz;
+  if (f) {
+    char buf[512];
+    while (std::fgets(buf, sizeof buf, f)) {
+      const std::string line(buf);
+      const std::size_t colon = line.find(':');
+      if (colon == std::string::npos) continue;
+      std::string value = line.substr(colon + 1);
+      value.erase(0, value.find_first_not_of(" \t"));
+      while (!value.empty() && (value.back() == '\n' || value.back() == ' ')) value.pop_back();
+      if (line.rfind("model name", 0) == 0 && model == "unknown CPU") model = value;
+      if (line.rfind("cpu MHz", 0) == 0 && mhz.empty()) mhz = value;
+    }
+    std::fclose(f);
+  }
+  return fmt::format("{}, {} cores{}", model, std::thread::hardware_concurrency(),
+                     mhz.empty() ? "" : ", " + mhz + " MHz");
 }
 
 void scale_figures(std::vector<std::string> cases, int repeat) {
   if (cases.empty()) cases = kScaleCases;
-  fmt::print("{:<46} {:>9} {:>9} {:>9} {:>9} {:>9}  {}\n", "case (end to end, a process per run)", "wall s", "min s",
-             "user s", "sys s", "peak MB", "result");
+  fmt::print("machine: {}\n", machine());
+  fmt::print("{:<46} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  {}\n", "case (end to end, a process per run)", "wall s",
+             "min s", "user s", "sys s", "ns/sim", "peak MB", "result");
   for (const std::string& path : cases) {
-    std::vector<double> walls, users, syss, peaks;
+    std::vector<double> walls, users, syss, peaks, per_transfer;
     ChildRun last;
     for (int r = 0; r < repeat; ++r) {
       last = run_in_child(path);
@@ -317,15 +351,20 @@ void scale_figures(std::vector<std::string> cases, int repeat) {
       syss.push_back(last.sys);
       peaks.push_back(last.peak_mb);
       if (!last.ok) break;  // a refusal is quick and always the same
+      if (last.simulated > 0) per_transfer.push_back(1e9 * last.user / last.simulated);
     }
-    fmt::print("{:<46} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.1f}  {}\n", std::filesystem::path(path).filename().string(),
-               median(walls), *std::min_element(walls.begin(), walls.end()), median(users), median(syss), median(peaks),
+    fmt::print("{:<46} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>9} {:>9.1f}  {}\n",
+               std::filesystem::path(path).filename().string(), median(walls),
+               *std::min_element(walls.begin(), walls.end()), median(users), median(syss),
+               per_transfer.empty() ? std::string("-") : fmt::format("{:.0f}", median(per_transfer)), median(peaks),
                last.line);
   }
   fmt::print(
       "(wall: median of {} runs; user, sys: medians of the runs' own user and system CPU time, which time spent "
       "waiting for the machine leaves out (sys is mostly the kernel zeroing fresh pages, which varies from run to run on "
-      "a virtual machine); peak: median of the runs' own max RSS)\n\n",
+      "a virtual machine); ns/sim: the median of the runs' user CPU time per transfer simulated (after exact "
+      "reductions; the whole run's, parse and build included, so small cases pay more), a figure that compares "
+      "cases of one machine; peak: median of the runs' own max RSS)\n\n",
       repeat);
 }
 
@@ -339,7 +378,8 @@ constexpr const char* kUsage =
     "transfers/s, events/s and peak memory (default case bench/cases/allreduce_v4_16x16x16.json);\n"
     "--traces adds the cost of writing its traces; --engines compares the native engine with SimGrid\n"
     "(default: the 16x16 and 16x16x16 all-reduces); --parse times parsing 10k, 100k and 1M ops;\n"
-    "--scale runs the scale cases (4,096 to 107,520 chips; two training steps at 8,960 and 16,384) end to end, a process per run, with exact reductions;\n"
+    "--scale runs the scale cases (4,096 to 107,520 chips; two training steps at 8,960 and 16,384) end to end, a process per run, with exact reductions,\n"
+    "and prints the machine and the CPU time per transfer simulated;\n"
     "--hlo parses a synthetic XLA HLO dump of 100k lines and resolves its replica groups.\n"
     "Run from the project root (the default cases are relative paths).\n";
 

@@ -1,0 +1,75 @@
+# meshsim_bench from the command line: its help, its usage errors, and the
+# figures --scale prints for one small case and one refused case.
+#
+#   cmake -DBENCH=<meshsim_bench> -DSOURCE_DIR=<project root> -P tests/cli/bench.cmake
+#
+# - `--help` exits 0 and names every mode;
+# - an unknown option exits 1 with "meshsim_bench: error: unknown option" on stderr;
+# - `--scale --repeat 1` on the X all-reduce of a 16x16x16 v4 (reduced to one
+#   ring: 512 transfers simulated) prints the machine, the columns' header and a
+#   row whose ns/sim is a whole number; on a missing file, a row that says
+#   "refused" with no ns/sim ("-").
+cmake_minimum_required(VERSION 3.25)
+
+foreach(var BENCH SOURCE_DIR)
+  if(NOT DEFINED ${var} OR "${${var}}" STREQUAL "")
+    message(FATAL_ERROR "bench.cmake: -D${var}=... is required")
+  endif()
+endforeach()
+
+set(failures "")
+function(report what)
+  set(failures "${failures}${what}\n" PARENT_SCOPE)
+endfunction()
+
+macro(run_bench)
+  execute_process(
+    COMMAND "${BENCH}" ${ARGN}
+    WORKING_DIRECTORY "${SOURCE_DIR}"
+    RESULT_VARIABLE rc
+    OUTPUT_VARIABLE out
+    ERROR_VARIABLE err
+    TIMEOUT 120)
+endmacro()
+
+run_bench(--help)
+if(NOT rc EQUAL 0)
+  report("--help: exit ${rc}")
+endif()
+foreach(mode "usage: meshsim_bench" "--engines" "--parse" "--scale" "--hlo" "--traces")
+  string(FIND "${out}" "${mode}" at)
+  if(at EQUAL -1)
+    report("--help does not mention '${mode}'")
+  endif()
+endforeach()
+
+run_bench(--bogus)
+if(NOT rc EQUAL 1)
+  report("--bogus: exit ${rc}, not 1")
+endif()
+if(NOT err MATCHES "^meshsim_bench: error: unknown option '--bogus'\n")
+  report("--bogus: stderr '${err}'")
+endif()
+
+run_bench(--scale --repeat 1 bench/cases/allreduce_x_v4_16x16x16.json nonexistent.json)
+if(NOT rc EQUAL 0)
+  report("--scale: exit ${rc}: ${err}")
+endif()
+if(NOT out MATCHES "^machine: [^\n]+, [0-9]+ cores")
+  report("--scale: no machine line first:\n${out}")
+endif()
+if(NOT out MATCHES "\ncase \\(end to end, a process per run\\) +wall s +min s +user s +sys s +ns/sim +peak MB +result\n")
+  report("--scale: no header:\n${out}")
+endif()
+# wall, min, user, sys, ns/sim (a whole number), peak, then the result.
+set(num "[0-9]+\\.[0-9]+")
+if(NOT out MATCHES "\nallreduce_x_v4_16x16x16.json +${num} +${num} +${num} +${num} +[0-9]+ +${num}  [0-9.]+ us simulated; 131072 transfers, 512 simulated\n")
+  report("--scale: no row for the X all-reduce:\n${out}")
+endif()
+if(NOT out MATCHES "\nnonexistent.json +${num} +${num} +${num} +${num} +- +${num}  refused: nonexistent.json: cannot open file\n")
+  report("--scale: no refused row for a missing file:\n${out}")
+endif()
+
+if(NOT failures STREQUAL "")
+  message(FATAL_ERROR "bench.cmake:\n${failures}")
+endif()
