@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <array>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -592,6 +594,66 @@ TEST_CASE("GPU: NCCL's double binary tree: in-order by lowest set bit, mirrored 
     const auto both = std::count(inside.begin(), inside.end(), 2);
     CHECK(both <= (m % 2 == 1 ? 1 : 0));
     if (both == 1) CHECK(inside[0] == 2);
+  }
+}
+
+namespace {
+
+// Colour refinement of the nodes of NCCL's double binary tree: each round, a
+// node's new colour is its colour and, per tree, its parent's colour and the
+// multiset of its children's, the two trees' views taken as a multiset (so the
+// mirror, which swaps the trees, may join a node and its image). The stable
+// colouring is the coarsest equitable partition: nodes in one class have, for
+// every class, as many parents and children there in some tree.
+std::size_t tree_node_classes(std::uint32_t m) {
+  using collectives::gpu::double_binary_tree;
+  std::array<std::vector<std::uint32_t>, 2> up = {double_binary_tree(m, 0), double_binary_tree(m, 1)};
+  std::array<std::vector<std::vector<std::uint32_t>>, 2> kids;
+  for (std::size_t t = 0; t < 2; ++t) {
+    kids[t].assign(m, {});
+    for (std::uint32_t r = 0; r < m; ++r)
+      if (up[t][r] != r) kids[t][up[t][r]].push_back(r);
+  }
+  std::vector<std::size_t> colour(m, 0);
+  std::size_t classes = 1;
+  for (;;) {
+    using View = std::vector<std::int64_t>;  // the parent's colour (-1: a root), then the children's, sorted
+    std::map<std::pair<std::size_t, std::vector<View>>, std::size_t> ids;
+    std::vector<std::size_t> next(m);
+    for (std::uint32_t r = 0; r < m; ++r) {
+      std::vector<View> views;
+      for (std::size_t t = 0; t < 2; ++t) {
+        View v{up[t][r] == r ? -1 : static_cast<std::int64_t>(colour[up[t][r]])};
+        for (std::uint32_t c : kids[t][r]) v.push_back(static_cast<std::int64_t>(colour[c]));
+        std::sort(v.begin() + 1, v.end());
+        views.push_back(std::move(v));
+      }
+      std::sort(views.begin(), views.end());
+      next[r] = ids.try_emplace({colour[r], std::move(views)}, ids.size()).first->second;
+    }
+    if (ids.size() == classes) return classes;
+    classes = ids.size();
+    colour = std::move(next);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("GPU: NCCL's double binary tree has no equitable partition of its nodes coarser than the mirror's pairs",
+          "[gpu]") {
+  // Why the tree's exact reduction stops at one of each 16 images (the 8
+  // rotations of a node's GPUs and the mirror of the nodes, docs/MODEL.md,
+  // "Exact reductions"): no quotient by structure, automorphism or not, joins
+  // more nodes than the mirror does. For an even count every class is a node
+  // and its mirror image; an odd count (tree 1 shifted, not mirrored) keeps
+  // every node apart.
+  for (std::uint32_t m : {8u, 64u, 1024u, 12500u}) {
+    INFO(m);
+    CHECK(tree_node_classes(m) == m / 2);
+  }
+  for (std::uint32_t m : {5u, 65u, 1025u}) {
+    INFO(m);
+    CHECK(tree_node_classes(m) == m);
   }
 }
 
