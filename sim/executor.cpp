@@ -505,6 +505,7 @@ void Executor::start_task(Lane& l, TaskId id, Tick now) {
   const std::span<const std::uint32_t> successors = program_.successors(id);
   for (std::uint32_t e : successors) {  // their misses at once
     __builtin_prefetch(&tasks_[e >> 1]);
+    if (e & 1u) __builtin_prefetch(&stream_floor_[e >> 1]);  // a stream edge raises its floor
     if (parallel_) __builtin_prefetch(&flags_[e >> 1]);
   }
   for (std::uint32_t e : successors) {
