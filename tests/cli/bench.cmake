@@ -43,32 +43,30 @@ foreach(mode "usage: meshsim_bench" "--engines" "--parse" "--scale" "--hlo" "--t
   endif()
 endforeach()
 
+# expect_match(<text> <regex> <what>): reports <what> unless <text> matches.
+macro(expect_match text regex what)
+  if(NOT "${text}" MATCHES "${regex}")
+    report("${what}")
+  endif()
+endmacro()
+
 run_bench(--bogus)
-if(NOT rc EQUAL 1)
-  report("--bogus: exit ${rc}, not 1")
-endif()
-if(NOT err MATCHES "^meshsim_bench: error: unknown option '--bogus'\n")
-  report("--bogus: stderr '${err}'")
-endif()
+expect_match("${rc}" "^1$" "--bogus: exit ${rc}, not 1")
+expect_match("${err}" "^meshsim_bench: error: unknown option '--bogus'\n" "--bogus: stderr '${err}'")
 
 run_bench(--scale --repeat 1 bench/cases/allreduce_x_v4_16x16x16.json nonexistent.json)
-if(NOT rc EQUAL 0)
-  report("--scale: exit ${rc}: ${err}")
-endif()
-if(NOT out MATCHES "^machine: [^\n]+, [0-9]+ cores")
-  report("--scale: no machine line first:\n${out}")
-endif()
-if(NOT out MATCHES "\ncase \\(end to end, a process per run\\) +wall s +min s +user s +sys s +ns/sim +peak MB +result\n")
-  report("--scale: no header:\n${out}")
-endif()
+expect_match("${rc}" "^0$" "--scale: exit ${rc}: ${err}")
+expect_match("${out}" "^machine: [^\n]+, [0-9]+ cores" "--scale: no machine line first:\n${out}")
+expect_match("${out}" "\ncase [(]end to end, a process per run[)] +wall s +min s +user s +sys s +ns/sim +peak MB +result\n"
+             "--scale: no header:\n${out}")
 # wall, min, user, sys, ns/sim (a whole number), peak, then the result.
 set(num "[0-9]+\\.[0-9]+")
-if(NOT out MATCHES "\nallreduce_x_v4_16x16x16.json +${num} +${num} +${num} +${num} +[0-9]+ +${num}  [0-9.]+ us simulated; 131072 transfers, 512 simulated\n")
-  report("--scale: no row for the X all-reduce:\n${out}")
-endif()
-if(NOT out MATCHES "\nnonexistent.json +${num} +${num} +${num} +${num} +- +${num}  refused: nonexistent.json: cannot open file\n")
-  report("--scale: no refused row for a missing file:\n${out}")
-endif()
+expect_match("${out}"
+             "\nallreduce_x_v4_16x16x16.json +${num} +${num} +${num} +${num} +[0-9]+ +${num}  [0-9.]+ us simulated; 131072 transfers, 512 simulated\n"
+             "--scale: no row for the X all-reduce:\n${out}")
+expect_match("${out}"
+             "\nnonexistent.json +${num} +${num} +${num} +${num} +- +${num}  refused: nonexistent.json: cannot open file\n"
+             "--scale: no refused row for a missing file:\n${out}")
 
 if(NOT failures STREQUAL "")
   message(FATAL_ERROR "bench.cmake:\n${failures}")
