@@ -10,17 +10,8 @@
 #   row whose ns/sim is a whole number; on a missing file, a row that says
 #   "refused" with no ns/sim ("-").
 cmake_minimum_required(VERSION 3.25)
-
-foreach(var BENCH SOURCE_DIR)
-  if(NOT DEFINED ${var} OR "${${var}}" STREQUAL "")
-    message(FATAL_ERROR "bench.cmake: -D${var}=... is required")
-  endif()
-endforeach()
-
-set(failures "")
-function(report what)
-  set(failures "${failures}${what}\n" PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/common.cmake)
+require(bench.cmake BENCH SOURCE_DIR)
 
 macro(run_bench)
   execute_process(
@@ -32,23 +23,21 @@ macro(run_bench)
     TIMEOUT 120)
 endmacro()
 
-run_bench(--help)
-if(NOT rc EQUAL 0)
-  report("--help: exit ${rc}")
-endif()
-foreach(mode "usage: meshsim_bench" "--engines" "--parse" "--scale" "--hlo" "--traces")
-  string(FIND "${out}" "${mode}" at)
-  if(at EQUAL -1)
-    report("--help does not mention '${mode}'")
-  endif()
-endforeach()
-
 # expect_match(<text> <regex> <what>): reports <what> unless <text> matches.
 macro(expect_match text regex what)
   if(NOT "${text}" MATCHES "${regex}")
     report("${what}")
   endif()
 endmacro()
+
+run_bench(--help)
+expect_match("${rc}" "^0$" "--help: exit ${rc}")
+foreach(mode "usage: meshsim_bench" "--engines" "--parse" "--scale" "--hlo" "--traces")
+  string(FIND "${out}" "${mode}" at)
+  if(at EQUAL -1)
+    report("--help does not mention '${mode}'")
+  endif()
+endforeach()
 
 run_bench(--bogus)
 expect_match("${rc}" "^1$" "--bogus: exit ${rc}, not 1")
@@ -68,6 +57,4 @@ expect_match("${out}"
              "\nnonexistent.json +${num} +${num} +${num} +${num} +- +${num}  refused: nonexistent.json: cannot open file\n"
              "--scale: no refused row for a missing file:\n${out}")
 
-if(NOT failures STREQUAL "")
-  message(FATAL_ERROR "bench.cmake:\n${failures}")
-endif()
+finish("bench.cmake: ${BENCH}")
