@@ -11,6 +11,25 @@ InputError::InputError(std::string file, std::string json_pointer, std::string m
       pointer_(std::move(json_pointer)),
       message_(std::move(message)) {}
 
+void SourceRef::fail(const std::string& message) const { throw InputError(file, pointer, message); }
+
+SourceRef SourceRef::child(std::string_view key) const { return {file, pointer + "/" + escape_pointer_token(key)}; }
+
+SourceRef SourceRef::child(std::size_t index) const { return {file, pointer + "/" + std::to_string(index)}; }
+
+std::string escape_pointer_token(std::string_view token) {
+  std::string out;
+  for (char c : token) {
+    if (c == '~')
+      out += "~0";
+    else if (c == '/')
+      out += "~1";
+    else
+      out += c;
+  }
+  return out;
+}
+
 void assertion_failed(const char* condition, const char* message, const char* file, int line) {
   std::fprintf(stderr, "meshsim: internal error: %s (%s) at %s:%d\n", message, condition, file, line);
   std::abort();

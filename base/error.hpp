@@ -5,8 +5,10 @@
 //    "meshsim: error: FILE:/json/pointer: message", exit code 1.
 //  - Error: the environment failed (file unreadable, ...). Printed with its context.
 //  - MESHSIM_ASSERT: a bug. Always on, never reachable from user input.
+#include <cstddef>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace meshsim {
 
@@ -27,6 +29,21 @@ class InputError : public Error {
   std::string pointer_;
   std::string message_;
 };
+
+// Where a value was written: its file and JSON pointer ("w.json", "/training/parallelism").
+// A workload built in memory (the search's plans, an importer's system) carries
+// the pointers its JSON form would have, so an error found after reading names
+// the same place either way.
+struct SourceRef {
+  std::string file;
+  std::string pointer;
+  [[noreturn]] void fail(const std::string& message) const;
+  SourceRef child(std::string_view key) const;    // pointer + "/" + key (escaped)
+  SourceRef child(std::size_t index) const;       // pointer + "/" + index
+};
+
+// A JSON pointer token: '~' as "~0", '/' as "~1" (RFC 6901).
+std::string escape_pointer_token(std::string_view token);
 
 [[noreturn]] void assertion_failed(const char* condition, const char* message, const char* file, int line);
 

@@ -14,6 +14,7 @@
 #include "topology/gpu_preset.hpp"
 #include "topology/preset.hpp"
 #include "workloads/json_cursor.hpp"
+#include "workloads/spec.hpp"
 
 namespace meshsim::calibrate {
 
@@ -85,12 +86,22 @@ std::string MeasuredPoint::where() const {
 }
 
 workloads::Workload point_workload(const MeasuredPoint& p) {
-  Json doc;
-  Json mesh = Json::object();
+  // The system and op as the workload {"hardware", "topology", "mesh", "ops"}
+  // would give them: errors name those pointers.
+  workloads::Workload w;
+  w.file = p.where();
+  const SourceRef root{w.file, ""};
+  workloads::TopologySpec topo;
+  topo.given = true;
+  topo.where = root.child("topology");
+  workloads::MeshSpec mesh;
+  mesh.where = root.child("mesh");
+  const auto add_axis = [&](const std::string& name, int size) {
+    mesh.axes.push_back({name, size, mesh.where.child(name)});
+  };
   std::vector<std::string> axes;
   const auto fail = [&](const std::string& message) { throw InputError(p.file, p.pointer, message); };
   if (topology::find_preset(p.hardware)) {
-    doc["hardware"] = p.hardware;
     std::vector<int> shape;
     for (std::string_view size : split(p.topology, 'x')) {
       int v = 0;
@@ -100,9 +111,10 @@ workloads::Workload point_workload(const MeasuredPoint& p) {
       shape.push_back(v);
     }
     if (shape.size() > 3) fail(fmt::format("topology '{}' has more than 3 axes", p.topology));
-    doc["topology"]["shape"] = shape;
+    topo.shape = shape;
+    topo.shape_at = topo.where.child("shape");
     static constexpr const char* kNames[] = {"x", "y", "z"};
-    for (std::size_t a = 0; a < shape.size(); ++a) mesh[kNames[a]] = shape[a];
+    for (std::size_t a = 0; a < shape.size(); ++a) add_axis(kNames[a], shape[a]);
     for (std::string_view axis : split(p.axes, '+')) {
       const auto it = std::find(std::begin(kNames), std::begin(kNames) + shape.size(), axis);
       if (it == std::begin(kNames) + shape.size())
@@ -111,14 +123,14 @@ workloads::Workload point_workload(const MeasuredPoint& p) {
       axes.emplace_back(axis);
     }
   } else if (const topology::GpuPreset* g = topology::find_gpu_preset(p.hardware)) {
-    doc["hardware"] = p.hardware;
     int nodes = 0;
     const auto [end, ec] = std::from_chars(p.topology.data(), p.topology.data() + p.topology.size(), nodes);
     if (ec != std::errc() || end != p.topology.data() + p.topology.size() || nodes < 1 || nodes > 32768)
       fail(fmt::format("topology '{}' is not a number of whole nodes of {} GPUs", p.topology, g->gpus_per_node));
-    doc["topology"]["nodes"] = nodes;
-    mesh["gpu"] = g->gpus_per_node;
-    if (nodes > 1) mesh["node"] = nodes;
+    topo.nodes = {nodes};
+    topo.nodes_at = topo.where.child("nodes");
+    add_axis("gpu", g->gpus_per_node);
+    if (nodes > 1) add_axis("node", nodes);
     if (p.axes == "all" || p.axes == "gpu") axes.emplace_back("gpu");
     if ((p.axes == "all" && nodes > 1) || p.axes == "node") axes.emplace_back("node");
     if (p.axes != "all" && p.axes != "gpu" && p.axes != "node")
@@ -128,10 +140,10 @@ workloads::Workload point_workload(const MeasuredPoint& p) {
     fail(fmt::format("unknown preset '{}' (known: {}, {})", p.hardware, topology::preset_names(),
                      topology::gpu_preset_names()));
   }
-  doc["mesh"] = mesh;
-  doc["ops"] = Json::array({{{"kind", kind_name(p.kind)}, {"bytes", p.bytes}, {"axes", axes}}});
   try {
-    return workloads::parse_workload(doc.dump(), p.where());
+    workloads::build_system(w, *workloads::preset_hardware(p.hardware), topo, mesh);
+    workloads::add_collective(w, p.kind, p.bytes, axes, root.child("ops").child(std::size_t{0}));
+    return w;
   } catch (const InputError& e) {
     throw InputError(p.file, p.pointer, "the point's system: " + e.message());
   }

@@ -19,7 +19,7 @@
 #include "topology/fabric.hpp"
 #include "topology/gpu_preset.hpp"
 #include "topology/preset.hpp"
-#include "workloads/training_detail.hpp"
+#include "workloads/json_frontend.hpp"
 #include "workloads/workload.hpp"
 
 namespace meshsim::search {
@@ -150,7 +150,7 @@ SearchSpec parse_spec(std::string_view text, const std::string& file) {
   const Cursor training = top.at("training");
   training.expect_object();
   if (auto p = training.find("parallelism")) p->fail("the search chooses the parallelism: remove \"parallelism\"");
-  const workloads::ModelSpec model = workloads::detail::parse_model(training.at("model"));
+  const workloads::ModelSpec model = workloads::parse_model(training.at("model"));
   spec.moe = model.experts > 0;
   spec.ffn = model.ffn;
   spec.seq_len = model.seq_len;
@@ -322,6 +322,18 @@ SearchSpec parse_spec(std::string_view text, const std::string& file) {
   if (spec.switches[kOverlapTensor] == std::vector<bool>{true} && sp == std::vector<bool>{false})
     (key("overlap_tensor") ? *key("overlap_tensor") : *key("sequence_parallel"))
         .fail("collective matmuls need sequence parallelism, which \"sequence_parallel\" turns off");
+
+  // The system and the step, read once (the plans change their layout, mesh and
+  // choices): the base with the first layout, as a plan's workload has it.
+  Json system = spec.base;
+  if (spec.gpu)
+    system["topology"]["nodes"] = spec.layouts.front().size() == 1 ? Json(spec.layouts.front()[0]) : Json(spec.layouts.front());
+  else
+    system["topology"]["shape"] = spec.layouts.front();
+  const Cursor read(system, "", file);
+  spec.hardware = workloads::parse_hardware(read.at("hardware"));
+  spec.topology = workloads::read_topology(read.at("topology"), spec.hardware);
+  spec.training = workloads::read_training(read.at("training"));
   return spec;
 }
 
@@ -339,7 +351,9 @@ Json plan_workload(const SearchSpec& spec, const Plan& plan) {
   Json& t = w["training"];
   t["microbatch"] = plan.microbatch;
   t["recompute"] = plan.recompute;
-  Json par = plan.parallelism;
+  Json par = Json::object();
+  for (const auto& [strategy, axes] : plan.parallelism)
+    par[strategy] = strategy == "pipeline" ? Json(axes.front()) : Json(axes);
   if (plan.pp > 1) {
     par["schedule"] = plan.schedule;
     if (plan.virtual_stages > 1) par["virtual_stages"] = plan.virtual_stages;
@@ -350,6 +364,71 @@ Json plan_workload(const SearchSpec& spec, const Plan& plan) {
   if (plan.tp > 1) t["overlap"]["tensor"] = plan.on[kOverlapTensor];
   if (plan.fsdp > 1) t["overlap"]["fsdp_prefetch"] = plan.on[kFsdpPrefetch];
   if (plan.dp * plan.fsdp * plan.ep * plan.cp > 1) t["overlap"]["gradient_reduction"] = plan.on[kGradientOverlap];
+  return w;
+}
+
+workloads::Workload build_plan(const SearchSpec& spec, const Plan& plan) {
+  using workloads::StrategySpec;
+  workloads::TopologySpec topo = spec.topology;
+  if (spec.gpu) {
+    topo.nodes = plan.layout;
+    topo.node_grid = plan.layout.size() > 1;
+  } else {
+    topo.shape = plan.layout;
+  }
+  const SourceRef root{spec.file, ""};
+  workloads::MeshSpec mesh;
+  mesh.where = root.child("mesh");
+  for (const auto& [name, size] : plan.mesh) mesh.axes.push_back({name, size, mesh.where.child(name)});
+
+  workloads::TrainingSpec t = spec.training;
+  t.allow_oom = true;
+  t.microbatch = plan.microbatch;
+  t.recompute = plan.recompute == "full"        ? workloads::Recompute::Full
+                : plan.recompute == "selective" ? workloads::Recompute::Selective
+                                                : workloads::Recompute::None;
+  workloads::TrainingSpec::Plan& p = t.parallelism;
+  p.given = true;
+  p.where = t.where.child("parallelism");
+  for (const auto& [strategy, axes] : plan.parallelism) {
+    StrategySpec& s = strategy == "data"     ? p.data
+                      : strategy == "fsdp"   ? p.fsdp
+                      : strategy == "tensor" ? p.tensor
+                      : strategy == "expert" ? p.expert
+                      : strategy == "context" ? p.context
+                                              : p.pipeline;
+    s.given = true;
+    s.where = p.where.child(strategy);
+    for (std::size_t i = 0; i < axes.size(); ++i)
+      s.axes.push_back({axes[i], strategy == "pipeline" ? s.where : s.where.child(i)});
+  }
+  if (plan.pp > 1) {
+    p.schedule = plan.schedule == "gpipe"         ? workloads::Schedule::GPipe
+                 : plan.schedule == "interleaved" ? workloads::Schedule::Interleaved
+                                                  : workloads::Schedule::OneFOneB;
+    p.schedule_at = p.where.child("schedule");
+    if (plan.virtual_stages > 1) {
+      p.virtual_stages = plan.virtual_stages;
+      p.virtual_stages_at = p.where.child("virtual_stages");
+    }
+  }
+  if (plan.on[kShardedOptimizer]) {
+    p.sharded_optimizer = true;
+    p.sharded_optimizer_at = p.where.child("sharded_optimizer");
+  }
+  if (plan.tp > 1) {
+    p.sequence_parallel = plan.on[kSequenceParallel];
+    p.sequence_parallel_at = p.where.child("sequence_parallel");
+    t.overlap.tensor = plan.on[kOverlapTensor];
+    t.overlap_tensor_at = t.where.child("overlap").child("tensor");
+  }
+  if (plan.fsdp > 1) t.overlap.fsdp_prefetch = plan.on[kFsdpPrefetch];
+  if (plan.dp * plan.fsdp * plan.ep * plan.cp > 1) t.overlap.gradient_reduction = plan.on[kGradientOverlap];
+
+  workloads::Workload w;
+  w.file = spec.file;
+  workloads::build_system(w, spec.hardware, topo, mesh);
+  workloads::build_training(w, t);
   return w;
 }
 
@@ -431,10 +510,12 @@ void add_variants(const SearchSpec& spec, const Plan& base, std::vector<Plan>& p
         }
 }
 
+}  // namespace
+
 // Every plan: per layout, the hardware axes grouped into consecutive runs, a
 // strategy per run (adjacent runs differ: the same strategy over both is the
 // merged run), at most one pipeline run; then the variants.
-std::vector<Plan> enumerate(const SearchSpec& spec) {
+std::vector<Plan> enumerate_plans(const SearchSpec& spec) {
   std::vector<Plan> plans;
   for (const std::vector<int>& layout : spec.layouts) {
     const Layout hw = layout_axes(spec, layout);
@@ -459,7 +540,6 @@ std::vector<Plan> enumerate(const SearchSpec& spec) {
         Plan base;
         base.layout = layout;
         std::map<std::string, int> used;
-        Json par = Json::object();
         std::vector<std::string> axes_text;
         std::map<std::string, std::uint64_t> degree;
         for (std::size_t i = 0; i < g; ++i) {
@@ -475,12 +555,13 @@ std::vector<Plan> enumerate(const SearchSpec& spec) {
           base.mesh.emplace_back(name, size);
           degree[s] = std::max<std::uint64_t>(degree[s], 1) * static_cast<std::uint64_t>(size);
           axes_text.push_back(fmt::format("{}={}({})", name, size, over));
-          if (s == "pipeline")
-            par["pipeline"] = name;
+          const auto it = std::find_if(base.parallelism.begin(), base.parallelism.end(),
+                                       [&](const auto& p) { return p.first == s; });
+          if (it == base.parallelism.end())
+            base.parallelism.push_back({s, {name}});
           else
-            par[s].push_back(name);
+            it->second.push_back(name);
         }
-        base.parallelism = par;
         const auto deg = [&](const char* s) { return std::max<std::uint64_t>(degree[s], 1); };
         base.dp = deg("data"), base.fsdp = deg("fsdp"), base.tp = deg("tensor"), base.pp = deg("pipeline");
         base.ep = deg("expert"), base.cp = deg("context");
@@ -493,6 +574,8 @@ std::vector<Plan> enumerate(const SearchSpec& spec) {
   }
   return plans;
 }
+
+namespace {
 
 Tick floor_tick(double seconds) {
   // A hair below, so that rounding in the sums never lifts a bound above the step.
@@ -559,12 +642,6 @@ Tick comm_bound(const workloads::Workload& w, const topology::Torus& torus) {
   return floor_tick(most);
 }
 
-workloads::Workload parse_plan(const SearchSpec& spec, const Plan& plan) {
-  Json doc = plan_workload(spec, plan);
-  doc["training"]["allow_oom"] = true;
-  return workloads::parse_workload(doc.dump(), spec.file);
-}
-
 int role_strategy(workloads::Role r) {
   switch (r) {
     case workloads::Role::Tensor: return kTensor;
@@ -580,7 +657,7 @@ int role_strategy(workloads::Role r) {
 // One plan's simulation, as text (what a rank sends back under mpirun).
 std::string simulate_text(const SearchSpec& spec, const Plan& plan) {
   try {
-    const workloads::Workload w = parse_plan(spec, plan);
+    const workloads::Workload w = build_plan(spec, plan);
     const driver::RunResult run = driver::simulate(w);
     const driver::TrainingResult t = driver::training_result(w, run);
     std::array<std::int64_t, kStrategies> exposed{}, in_flight{};
@@ -630,13 +707,13 @@ void read_outcome(const std::string& text, PlanResult& r) {
 SearchResult run_search(const SearchSpec& spec, const SearchOptions& options) {
   SearchResult out;
   std::vector<PlanResult> fits;
-  for (Plan& plan : enumerate(spec)) {
+  for (Plan& plan : enumerate_plans(spec)) {
     ++out.enumerated;
     PlanResult r;
     r.plan = std::move(plan);
     std::optional<workloads::Workload> w;
     try {
-      w = parse_plan(spec, r.plan);
+      w = build_plan(spec, r.plan);
     } catch (const InputError& e) {
       ++out.invalid;
       if (out.invalid_reasons.size() < 5) out.invalid_reasons.push_back(fmt::format("{}: {}", r.plan.label, e.message()));

@@ -18,6 +18,7 @@
 #include "base/tick.hpp"
 #include "driver/expand.hpp"
 #include "workloads/json_cursor.hpp"
+#include "workloads/spec.hpp"
 
 namespace meshsim::search {
 
@@ -29,7 +30,12 @@ const char* switch_key(int s);  // its key in "search": "sharded_optimizer", ...
 
 struct SearchSpec {
   std::string file;
-  workloads::Json base;  // the spec as read, less "search"
+  workloads::Json base;  // the spec as read, less "search" (plan_workload writes a plan's workload from it)
+  // The system and the step as read; each plan sets the slice shape (or the
+  // nodes), the mesh and its choices (build_plan).
+  workloads::Hardware hardware;
+  workloads::TopologySpec topology;
+  workloads::TrainingSpec training;
   bool gpu = false;
   // TPU: the slice shapes to choose among (each a "topology.shape"); GPU: the
   // nodes' layouts ({N}, {N0, N1}, ...).
@@ -61,7 +67,8 @@ struct Plan {
   std::size_t index = 0;          // in enumeration order
   std::vector<int> layout;        // TPU: the slice shape; GPU: the nodes' grid
   std::vector<std::pair<std::string, int>> mesh;  // mesh axes in hardware order
-  workloads::Json parallelism;
+  // Each strategy's mesh axes, strategies in the order of their first axis.
+  std::vector<std::pair<std::string, std::vector<std::string>>> parallelism;
   std::uint64_t microbatch = 1;
   std::string recompute;
   std::string schedule;                // pipelines only
@@ -73,8 +80,15 @@ struct Plan {
   std::string label;    // every choice, for messages
 };
 
+// Every plan of the spec, in enumeration order (Plan::index).
+std::vector<Plan> enumerate_plans(const SearchSpec& spec);
+
 // The plan's workload JSON (what `meshsim run` reproduces it with).
 workloads::Json plan_workload(const SearchSpec& spec, const Plan& plan);
+// The plan's workload, built in memory: the workload plan_workload's JSON gives,
+// with allow_oom (the search prunes by memory itself). InputError when the plan
+// does not fit the model.
+workloads::Workload build_plan(const SearchSpec& spec, const Plan& plan);
 
 struct Comm {
   Tick exposed;    // what no computation hides (the most over pipeline stages)

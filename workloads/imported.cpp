@@ -4,19 +4,17 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <nlohmann/json.hpp>
 
 #include "base/error.hpp"
 #include "topology/gpu_preset.hpp"
 #include "topology/preset.hpp"
+#include "workloads/spec.hpp"
 
 namespace meshsim::workloads {
 
 Workload empty_workload(const ImportSystem& s, bool gpu_ok, const std::string& who) {
   const std::string& hardware = s.hardware;
   const std::span<const int> shape = s.shape;
-  nlohmann::ordered_json doc;
-  doc["hardware"] = hardware;
   const topology::Preset* tpu = topology::find_preset(hardware);
   const topology::GpuPreset* gpu = gpu_ok ? topology::find_gpu_preset(hardware) : nullptr;
   if (!tpu && !gpu)
@@ -26,39 +24,51 @@ Workload empty_workload(const ImportSystem& s, bool gpu_ok, const std::string& w
                                      topology::preset_names(), who));
   for (int size : shape)
     if (size < 1 || size > 65536) throw Error(fmt::format("--topology: sizes from 1 to 65536, got {}", size));
+  // The system as the workload {"hardware", "topology", "mesh"} would give it:
+  // errors name those pointers, in the file "--topology".
+  Workload w;
+  w.file = "--topology";
+  const SourceRef root{w.file, ""};
+  TopologySpec topo;
+  topo.given = true;
+  topo.where = root.child("topology");
+  MeshSpec mesh;
+  mesh.where = root.child("mesh");
+  const auto axis = [&](std::string name, int size) {
+    const SourceRef at = mesh.where.child(name);
+    mesh.axes.push_back({std::move(name), size, at});
+  };
   if (tpu) {
     if (shape.empty() || shape.size() > static_cast<std::size_t>(tpu->max_axes))
       throw Error(fmt::format("--topology: {} has 1 to {} axes", hardware, tpu->max_axes));
     static constexpr const char* kNames[] = {"X", "Y", "Z"};
-    doc["topology"]["shape"] = std::vector<int>(shape.begin(), shape.end());
+    topo.shape.assign(shape.begin(), shape.end());
+    topo.shape_at = topo.where.child("shape");
     if (!s.wraparound.empty()) {
       if (s.wraparound.size() != shape.size() ||
-          std::any_of(s.wraparound.begin(), s.wraparound.end(), [](int w) { return w != 0 && w != 1; }))
+          std::any_of(s.wraparound.begin(), s.wraparound.end(), [](int v) { return v != 0 && v != 1; }))
         throw Error(fmt::format("--wraparound: one 0 or 1 per axis of the {}-axis topology, got {}",
                                 shape.size(), fmt::join(s.wraparound, ",")));
-      std::vector<bool> wrap;
-      for (int w : s.wraparound) wrap.push_back(w == 1);
-      doc["topology"]["wraparound"] = wrap;
+      topo.wraparound.emplace();
+      for (int v : s.wraparound) topo.wraparound->push_back(v == 1);
+      topo.wraparound_at = topo.where.child("wraparound");
     }
-    for (std::size_t i = 0; i < shape.size(); ++i) doc["mesh"][kNames[i]] = shape[i];
+    for (std::size_t i = 0; i < shape.size(); ++i) axis(kNames[i], shape[i]);
   } else {
     if (!s.wraparound.empty()) throw Error("--wraparound: only for a TPU slice (a GPU cluster is a fat tree)");
     if (shape.empty() || shape.size() > 3)
       throw Error(fmt::format("--topology: a GPU cluster is its number of nodes (e.g. 4) or a grid of nodes (8x8), "
                               "got {} numbers", shape.size()));
-    doc["mesh"]["G"] = gpu->gpus_per_node;
-    if (shape.size() == 1) {
-      doc["topology"]["nodes"] = shape[0];
-      doc["mesh"]["N"] = shape[0];
-    } else {
-      doc["topology"]["nodes"] = std::vector<int>(shape.begin(), shape.end());
-      for (std::size_t i = 0; i < shape.size(); ++i) doc["mesh"][fmt::format("N{}", i)] = shape[i];
-    }
+    axis("G", gpu->gpus_per_node);
+    topo.nodes.assign(shape.begin(), shape.end());
+    topo.node_grid = shape.size() > 1;
+    topo.nodes_at = topo.where.child("nodes");
+    if (shape.size() == 1)
+      axis("N", shape[0]);
+    else
+      for (std::size_t i = 0; i < shape.size(); ++i) axis(fmt::format("N{}", i), shape[i]);
   }
-  // One placeholder op (a workload has at least one); the importer replaces the ops.
-  doc["ops"] = nlohmann::ordered_json::array({{{"kind", "all_reduce"}, {"bytes", 1}, {"axes", {tpu ? "X" : "G"}}}});
-  Workload w = parse_workload(doc.dump(), "--topology");
-  w.ops.clear();
+  build_system(w, *preset_hardware(hardware), topo, mesh);
   return w;
 }
 

@@ -9,19 +9,6 @@
 
 namespace meshsim::workloads {
 
-std::string escape_pointer_token(std::string_view token) {
-  std::string out;
-  for (char c : token) {
-    if (c == '~')
-      out += "~0";
-    else if (c == '/')
-      out += "~1";
-    else
-      out += c;
-  }
-  return out;
-}
-
 namespace {
 
 struct Frame {

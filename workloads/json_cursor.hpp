@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/error.hpp"
+
 namespace meshsim::workloads {
 
 using Json = nlohmann::ordered_json;
@@ -28,6 +30,7 @@ class Cursor {
   [[noreturn]] void fail(const std::string& message) const;
   const std::string& pointer() const { return pointer_; }
   const std::string& file() const { return *file_; }
+  SourceRef ref() const { return {*file_, pointer_}; }
   const Json& raw() const { return *value_; }
 
   // Objects.
@@ -59,7 +62,5 @@ class Cursor {
   std::string pointer_;
   const std::string* file_;
 };
-
-std::string escape_pointer_token(std::string_view token);
 
 }  // namespace meshsim::workloads

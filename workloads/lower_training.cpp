@@ -59,8 +59,8 @@ std::vector<Pass> stage_schedule(Schedule schedule, std::uint64_t p, std::uint64
 
 class StepLowerer {
  public:
-  StepLowerer(Workload& w, Training& t, const Cursor& where)
-      : w_(w), t_(t), m_(t.model), pointer_(where.pointer()), torus_(w.make_torus()) {}
+  StepLowerer(Workload& w, Training& t, const SourceRef& where)
+      : w_(w), t_(t), m_(t.model), pointer_(where.pointer), torus_(w.make_torus()) {}
 
   void run() {
     const std::uint64_t p = t_.pp, v = t_.plan.virtual_stages;
@@ -850,7 +850,7 @@ std::string gigabytes(std::uint64_t b) { return fmt::format("{:.2f} GB", static_
 
 }  // namespace
 
-void lower_training(Workload& w, Training& t, const Cursor& where) {
+void lower_training(Workload& w, Training& t, const SourceRef& where) {
   t.formulas = step_formulas(t, w.hardware);
   const StepFormulas& f = t.formulas;
   if (f.peak_bytes > f.hbm_bytes && !t.allow_oom)

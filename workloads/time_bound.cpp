@@ -49,15 +49,17 @@ double time_lower_bound_s(const Workload& w, const Op& op) {
   return bytes / chip_bandwidth;
 }
 
+void check_time_range(const Workload& w, const Op& op) {
+  const double t = time_lower_bound_s(w, op);
+  if (t >= kMaxTick.seconds())
+    throw InputError(w.file, op.pointer,
+                     fmt::format("this op needs at least {:.3g} s of simulated time, past the simulator's limit of "
+                                 "{:.3g} s (2^62 ps); reduce the bytes",
+                                 t, kMaxTick.seconds()));
+}
+
 void check_time_range(const Workload& w) {
-  for (const Op& op : w.ops) {
-    const double t = time_lower_bound_s(w, op);
-    if (t >= kMaxTick.seconds())
-      throw InputError(w.file, op.pointer,
-                       fmt::format("this op needs at least {:.3g} s of simulated time, past the simulator's limit of "
-                                   "{:.3g} s (2^62 ps); reduce the bytes",
-                                   t, kMaxTick.seconds()));
-  }
+  for (const Op& op : w.ops) check_time_range(w, op);
 }
 
 }  // namespace meshsim::workloads

@@ -15,5 +15,6 @@ double time_lower_bound_s(const Workload& w, const Op& op);
 
 // Throws InputError at the first op whose lower bound passes kMaxTick.
 void check_time_range(const Workload& w);
+void check_time_range(const Workload& w, const Op& op);
 
 }  // namespace meshsim::workloads

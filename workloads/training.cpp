@@ -9,6 +9,7 @@
 
 #include "base/error.hpp"
 #include "workloads/lowering.hpp"
+#include "workloads/json_frontend.hpp"
 #include "workloads/training_detail.hpp"
 
 namespace meshsim::workloads {
@@ -111,18 +112,20 @@ std::string model_preset_names() {
 
 }  // namespace
 
+}  // namespace detail
+
 ModelSpec parse_model(const Cursor& c) {
   ModelSpec m;
   m.name = "custom";
   if (c.raw().is_string()) {
     const std::string name = c.as_string();
-    for (const ModelPreset& p : model_presets())
+    for (const detail::ModelPreset& p : detail::model_presets())
       if (name == p.name) {
         m = p.spec;
         m.name = name;
         return m;
       }
-    c.fail(fmt::format("unknown model preset '{}' (known: {})", name, model_preset_names()));
+    c.fail(fmt::format("unknown model preset '{}' (known: {})", name, detail::model_preset_names()));
   }
   c.expect_object();
   c.only_keys({"preset", "layers", "d_model", "heads", "kv_heads", "head_dim", "ffn", "gated", "vocab", "seq_len",
@@ -130,7 +133,7 @@ ModelSpec parse_model(const Cursor& c) {
                "capacity_factor", "moe_every", "parallel_block"});
   bool preset = false;
   if (auto p = c.find("preset")) {
-    if (!p->raw().is_string()) p->fail(fmt::format("expected a model preset name ({})", model_preset_names()));
+    if (!p->raw().is_string()) p->fail(fmt::format("expected a model preset name ({})", detail::model_preset_names()));
     m = parse_model(*p);
     preset = true;
   }
@@ -139,7 +142,7 @@ ModelSpec parse_model(const Cursor& c) {
     if (auto v = c.find(key))
       field = v->as_positive_u64(max);
     else if (!preset && field == 0)
-      c.fail(fmt::format("missing \"{}\" (or give a \"preset\": {})", key, model_preset_names()));
+      c.fail(fmt::format("missing \"{}\" (or give a \"preset\": {})", key, detail::model_preset_names()));
   };
   const std::uint64_t heads_before = m.heads, d_before = m.d_model;
   dim("layers", m.layers, 4096);
@@ -190,48 +193,43 @@ ModelSpec parse_model(const Cursor& c) {
 
 namespace {
 
-std::vector<int> parse_strategy_axes(const Workload& w, const Cursor& c) {
-  std::vector<Cursor> items;
-  if (c.raw().is_string())
-    items.push_back(c);
-  else
-    items = c.elements();
-  std::vector<int> out;
-  for (const Cursor& e : items) {
-    const std::string name = e.as_string();
-    const int a = mesh_axis_index(w, name);
-    if (a < 0) e.fail(fmt::format("unknown mesh axis '{}' (mesh axes: {})", name, known_axes(w)));
-    if (std::find(out.begin(), out.end(), a) != out.end()) e.fail(fmt::format("mesh axis {} is listed twice", name));
-    out.push_back(a);
+// A strategy's axes: one mesh axis name, or a list of them.
+StrategySpec read_strategy(const Cursor& c) {
+  StrategySpec s;
+  s.given = true;
+  s.where = c.ref();
+  if (c.raw().is_string()) {
+    s.axes.push_back({c.as_string(), c.ref()});
+    return s;
   }
-  return out;
+  for (const Cursor& e : c.elements()) s.axes.push_back({e.as_string(), e.ref()});
+  return s;
 }
 
 }  // namespace
 
-Training parse_training(const Workload& w, const Cursor& c) {
+TrainingSpec read_training(const Cursor& c) {
   c.expect_object();
   c.only_keys({"model", "global_batch", "global_batch_tokens", "microbatch", "dtype", "gradient_dtype", "causal",
                "parallelism", "recompute", "overlap", "allow_oom"});
-  Training t;
-  t.model = parse_model(c.at("model"));
+  TrainingSpec t;
+  t.where = c.ref();
+  const Cursor model = c.at("model");
+  t.model = parse_model(model);
+  t.model_at = model.ref();
   // The batch in sequences, or in tokens (a whole number of sequences).
   const std::optional<Cursor> sequences = c.find("global_batch"), tokens = c.find("global_batch_tokens");
   if (sequences && tokens) tokens->fail("give one of \"global_batch\" (sequences) and \"global_batch_tokens\"");
   if (tokens) {
-    const std::uint64_t n = tokens->as_positive_u64(std::uint64_t{1} << 50);
-    if (n % t.model.seq_len != 0)
-      tokens->fail(fmt::format("{} tokens are not a whole number of sequences of {}", n, t.model.seq_len));
-    t.global_batch = n / t.model.seq_len;
-    if (t.global_batch > (std::uint64_t{1} << 30)) tokens->fail("more than 2^30 sequences");
+    t.global_batch_tokens = tokens->as_positive_u64(std::uint64_t{1} << 50);
+    t.batch_at = tokens->ref();
   } else {
-    t.global_batch = c.at("global_batch").as_positive_u64(std::uint64_t{1} << 30);
+    const Cursor batch = c.at("global_batch");
+    t.global_batch = batch.as_positive_u64(std::uint64_t{1} << 30);
+    t.batch_at = batch.ref();
   }
   if (auto v = c.find("microbatch")) t.microbatch = v->as_positive_u64(std::uint64_t{1} << 20);
-  if (auto v = c.find("dtype")) {
-    t.dtype = v->as_string();
-    if (t.dtype != "bf16" && t.dtype != "fp16") v->fail(fmt::format("training dtype '{}': expected bf16 or fp16", t.dtype));
-  }
+  if (auto v = c.find("dtype")) t.dtype = v->as_string();
   if (auto v = c.find("gradient_dtype")) {
     const std::string g = v->as_string();
     if (g == "fp32") t.gradient_bytes = 4;
@@ -251,164 +249,52 @@ Training parse_training(const Workload& w, const Cursor& c) {
     o->only_keys({"gradient_reduction", "fsdp_prefetch", "tensor"});
     if (auto v = o->find("gradient_reduction")) t.overlap.gradient_reduction = v->as_bool();
     if (auto v = o->find("fsdp_prefetch")) t.overlap.fsdp_prefetch = v->as_bool();
-    if (auto v = o->find("tensor")) t.overlap.tensor = v->as_bool();
-  }
-
-  // The plan: each mesh axis belongs to one strategy; the rest are data parallel.
-  Parallelism& p = t.plan;
-  std::vector<std::string> owner(w.mesh.size());
-  const auto claim = [&](const std::vector<int>& axes, const char* strategy, const Cursor& where) {
-    for (int a : axes) {
-      auto& o = owner[static_cast<std::size_t>(a)];
-      if (!o.empty())
-        where.fail(fmt::format("mesh axis {} is given to both {} and {}: each axis takes one strategy",
-                               w.mesh[static_cast<std::size_t>(a)].name, o, strategy));
-      o = strategy;
+    if (auto v = o->find("tensor")) {
+      t.overlap.tensor = v->as_bool();
+      t.overlap_tensor_at = v->ref();
     }
-  };
-  std::optional<Cursor> data_cursor;
+  }
   if (auto pc = c.find("parallelism")) {
+    TrainingSpec::Plan& p = t.parallelism;
     pc->expect_object();
     pc->only_keys({"data", "fsdp", "tensor", "sequence_parallel", "pipeline", "schedule", "virtual_stages",
                    "sharded_optimizer", "expert", "context"});
-    if (auto v = pc->find("tensor")) claim(p.tensor = parse_strategy_axes(w, *v), "tensor", *v);
-    if (auto v = pc->find("fsdp")) claim(p.fsdp = parse_strategy_axes(w, *v), "fsdp", *v);
-    if (auto v = pc->find("expert")) {
-      claim(p.expert = parse_strategy_axes(w, *v), "expert", *v);
-      if (t.model.experts == 0) v->fail("expert parallelism needs a mixture-of-experts model (\"experts\" in the model)");
-    }
-    if (auto v = pc->find("context")) claim(p.context = parse_strategy_axes(w, *v), "context", *v);
+    p.given = true;
+    p.where = pc->ref();
+    if (auto v = pc->find("tensor")) p.tensor = read_strategy(*v);
+    if (auto v = pc->find("fsdp")) p.fsdp = read_strategy(*v);
+    if (auto v = pc->find("expert")) p.expert = read_strategy(*v);
+    if (auto v = pc->find("context")) p.context = read_strategy(*v);
     if (auto v = pc->find("pipeline")) {
       if (!v->raw().is_string()) v->fail("expected one mesh axis name (a string)");
-      const std::vector<int> axes = parse_strategy_axes(w, *v);
-      claim(axes, "pipeline", *v);
-      p.pipeline = axes.front();
+      p.pipeline = read_strategy(*v);
     }
-    if (auto v = pc->find("data")) {
-      claim(p.data = parse_strategy_axes(w, *v), "data", *v);
-      data_cursor = *v;
+    if (auto v = pc->find("data")) p.data = read_strategy(*v);
+    if (auto v = pc->find("sequence_parallel")) {
+      p.sequence_parallel = v->as_bool();
+      p.sequence_parallel_at = v->ref();
     }
-    if (auto v = pc->find("sequence_parallel")) p.sequence_parallel = v->as_bool();
-    if (auto v = pc->find("sharded_optimizer")) p.sharded_optimizer = v->as_bool();
+    if (auto v = pc->find("sharded_optimizer")) {
+      p.sharded_optimizer = v->as_bool();
+      p.sharded_optimizer_at = v->ref();
+    }
     if (auto v = pc->find("schedule")) {
       const std::string s = v->as_string();
       if (s == "gpipe") p.schedule = Schedule::GPipe;
       else if (s == "1f1b") p.schedule = Schedule::OneFOneB;
       else if (s == "interleaved") p.schedule = Schedule::Interleaved;
       else v->fail(fmt::format("schedule '{}': expected gpipe, 1f1b or interleaved", s));
-      if (p.pipeline < 0) v->fail("a schedule needs a \"pipeline\" axis");
+      p.schedule_at = v->ref();
     }
     if (auto v = pc->find("virtual_stages")) {
       p.virtual_stages = v->as_positive_u64(1024);
-      if (p.virtual_stages > 1 && p.schedule != Schedule::Interleaved)
-        v->fail("virtual_stages > 1 needs \"schedule\": \"interleaved\"");
+      p.virtual_stages_at = v->ref();
     }
-    if (p.sequence_parallel && p.tensor.empty())
-      pc->at("sequence_parallel").fail("sequence parallelism needs \"tensor\" axes");
   }
-  // Unclaimed axes of size > 1 are data parallel when "data" is not given; when
-  // it is, every axis must be covered.
-  for (std::size_t a = 0; a < w.mesh.size(); ++a) {
-    if (!owner[a].empty() || w.mesh[a].size == 1) continue;
-    if (data_cursor)
-      data_cursor->fail(fmt::format("mesh axis {} takes no strategy: list it under one of data, fsdp, tensor, "
-                                    "pipeline, expert or context (the strategies must cover the mesh)",
-                                    w.mesh[a].name));
-    p.data.push_back(static_cast<int>(a));
-  }
-  if (p.schedule == Schedule::Interleaved && p.virtual_stages < 2 && c.find("parallelism"))
-    c.at("parallelism").fail("the interleaved schedule needs \"virtual_stages\" of 2 or more");
-
-  t.dp = axes_product(w, p.data);
-  t.fsdp = axes_product(w, p.fsdp);
-  t.tp = axes_product(w, p.tensor);
-  t.pp = p.pipeline < 0 ? 1 : static_cast<std::uint64_t>(w.mesh[static_cast<std::size_t>(p.pipeline)].size);
-  t.ep = axes_product(w, p.expert);
-  t.cp = axes_product(w, p.context);
-
-  // Divisibility: every shard and stage must be whole.
-  const Cursor where = c.find("parallelism") ? c.at("parallelism") : c;
-  const ModelSpec& m = t.model;
-  if (m.heads % t.tp != 0)
-    where.fail(fmt::format("heads {} are not divisible by the tensor-parallel degree {}", m.heads, t.tp));
-  if (m.kv_heads % t.tp != 0)
-    where.fail(fmt::format("kv_heads {} are not divisible by the tensor-parallel degree {} (meshsim does not "
-                           "replicate KV heads)",
-                           m.kv_heads, t.tp));
-  if (m.ffn % t.tp != 0) where.fail(fmt::format("ffn {} is not divisible by the tensor-parallel degree {}", m.ffn, t.tp));
-  if (m.vocab % t.tp != 0)
-    where.fail(fmt::format("vocab {} is not divisible by the tensor-parallel degree {} (pad it)", m.vocab, t.tp));
-  const std::uint64_t halves = t.causal && t.cp > 1 ? 2 : 1;
-  if (m.seq_len % (t.cp * halves) != 0)
-    where.fail(fmt::format("seq_len {} is not divisible by {} x the context-parallel degree {} (each chip holds an "
-                           "equal part of every sequence{})",
-                           m.seq_len, halves, t.cp, halves == 2 ? ", and causal attention halves each part's keys" : ""));
-  if (p.sequence_parallel && (m.seq_len / t.cp * t.microbatch) % t.tp != 0)
-    where.fail(fmt::format("the microbatch's tokens on a chip ({} x {}) are not divisible by the tensor-parallel "
-                           "degree {} (sequence parallelism splits them)",
-                           t.microbatch, m.seq_len / t.cp, t.tp));
-  if (m.experts > 0) {
-    if (m.experts % t.ep != 0)
-      where.fail(fmt::format("experts {} are not divisible by the expert-parallel degree {}", m.experts, t.ep));
-    if (t.tp > 1 && !p.sequence_parallel)
-      where.fail("a mixture-of-experts model with tensor parallelism needs \"sequence_parallel\": true (each "
-                 "chip routes its own part of the tokens)");
-    if (m.layers < m.moe_every)
-      c.at("model").fail(fmt::format("moe_every {} is more than the {} layers: no layer would be an MoE layer",
-                                     m.moe_every, m.layers));
-  }
-  if (t.overlap.tensor && (t.tp == 1 || !p.sequence_parallel))
-    c.at("overlap").at("tensor").fail("collective matmuls (\"tensor\": true) need tensor axes with "
-                                      "\"sequence_parallel\": true");
-  if (p.virtual_stages > 1 && t.pp == 1)
-    where.fail("virtual stages need a pipeline of 2 or more stages (the pipeline axis has 1)");
-  if (m.layers % (t.pp * p.virtual_stages) != 0)
-    where.fail(fmt::format("layers {} are not divisible by pipeline stages x virtual stages = {} x {}", m.layers, t.pp,
-                           p.virtual_stages));
-  // Expert axes split the batch too (they are data parallel outside the experts).
-  const std::uint64_t replicas = t.dp * t.fsdp * t.ep;
-  // The byte counts are exact integers: refuse a model whose counts would pass
-  // 2^62 (long double estimates of the largest: all weights with their
-  // optimizer states, one layer's attention scores for all microbatches).
-  {
-    using LD = long double;
-    const LD h = static_cast<LD>(m.d_model), q = static_cast<LD>(m.heads * m.head_dim);
-    const LD kv = static_cast<LD>(m.kv_heads * m.head_dim), s = static_cast<LD>(m.seq_len);
-    const LD layer = h * (q + 2 * kv) + q * h + 3 * h * static_cast<LD>(m.ffn) +
-                     static_cast<LD>(m.experts) * 3 * h * static_cast<LD>(m.expert_ffn);
-    const LD params = static_cast<LD>(m.layers) * layer + 2 * static_cast<LD>(m.vocab) * h + s * h;
-    const LD scores = 5 * static_cast<LD>(m.heads) * s * s * static_cast<LD>(t.global_batch) * static_cast<LD>(m.layers);
-    const LD widest = std::max({h, static_cast<LD>(m.ffn), static_cast<LD>(m.vocab),
-                                static_cast<LD>(m.expert_ffn) * static_cast<LD>(m.top_k) * m.capacity_factor});
-    const LD activation = 8 * s * static_cast<LD>(t.microbatch) * widest;  // one microbatch's widest tensor
-    constexpr LD kLimit = static_cast<LD>(std::uint64_t{1} << 62);
-    if (16 * params > kLimit || scores > kLimit || activation > kLimit)
-      c.at("model").fail(fmt::format("the model is too large for meshsim's byte counts (about {:.3g} parameters, "
-                                     "{:.3g} bytes of attention scores): they must stay below 2^62",
-                                     static_cast<double>(params), static_cast<double>(scores)));
-  }
-  const Cursor batch_at = c.find("global_batch") ? c.at("global_batch") : c.at("global_batch_tokens");
-  if (t.global_batch % (replicas * t.microbatch) != 0)
-    batch_at
-        .fail(fmt::format("global_batch {} is not divisible by data-parallel replicas x microbatch = {} x {} "
-                          "(data {} x fsdp {}{})",
-                          t.global_batch, replicas, t.microbatch, t.dp, t.fsdp,
-                          t.ep > 1 ? fmt::format(" x expert {}", t.ep) : ""));
-  t.microbatches = t.global_batch / (replicas * t.microbatch);
-  if (t.pp > 1 && p.schedule != Schedule::GPipe && t.microbatches < t.pp)
-    batch_at
-        .fail(fmt::format("{} microbatches per replica are fewer than the {} pipeline stages: 1F1B and interleaved "
-                          "1F1B need at least as many (a larger global_batch or a smaller microbatch)",
-                          t.microbatches, t.pp));
-  if (p.schedule == Schedule::Interleaved && t.microbatches % t.pp != 0)
-    batch_at
-        .fail(fmt::format("{} microbatches per replica are not a multiple of the {} pipeline stages (the "
-                          "interleaved schedule needs that)",
-                          t.microbatches, t.pp));
-  if (p.sharded_optimizer && t.dp == 1)
-    where.at("sharded_optimizer").fail("a sharded optimizer needs data-parallel axes (FSDP already shards it)");
   return t;
 }
+
+namespace detail {
 
 // ---------------------------------------------------------------- formulas
 

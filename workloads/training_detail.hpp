@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "workloads/json_cursor.hpp"
+#include "base/error.hpp"
 #include "workloads/training.hpp"
 #include "workloads/workload.hpp"
 
@@ -62,11 +62,8 @@ StepFormulas step_formulas(const Training& t, const Hardware& hw);
 // microbatches per replica is about 100,000).
 constexpr std::uint64_t kMaxTrainingOps = std::uint64_t{1} << 21;
 
-// The "model" value: a preset name, or an object (with an optional "preset").
-ModelSpec parse_model(const Cursor& c);
-Training parse_training(const Workload& w, const Cursor& c);
 // Appends the step's ops to w.ops and fills t's per-op roles and stages; throws
 // InputError at `where` when the model does not fit and allow_oom is off.
-void lower_training(Workload& w, Training& t, const Cursor& where);
+void lower_training(Workload& w, Training& t, const SourceRef& where);
 
 }  // namespace meshsim::workloads::detail

@@ -13,6 +13,7 @@
 #include "workloads/lowering.hpp"
 #include "workloads/training_detail.hpp"
 #include "workloads/sharding.hpp"
+#include "workloads/json_frontend.hpp"
 #include "workloads/time_bound.hpp"
 
 namespace meshsim::workloads {
@@ -149,6 +150,44 @@ void apply_link_efficiency(Hardware& hw) {
   hw.spine.bandwidth_bytes_per_s = scaled(hw.peak.spine, e[static_cast<std::size_t>(FabricLevel::Nic)]);
 }
 
+namespace {
+
+void set_peaks(Hardware& hw) {
+  hw.peak = {hw.ici.bandwidth_bytes_per_s, hw.dcn.bandwidth_bytes_per_s, hw.nvlink.bandwidth_bytes_per_s,
+             hw.nic.bandwidth_bytes_per_s, hw.spine.bandwidth_bytes_per_s};
+}
+
+}  // namespace
+
+std::optional<Hardware> preset_hardware(std::string_view name) {
+  Hardware hw;
+  if (const topology::Preset* p = topology::find_preset(name)) {
+    hw.preset = p->name;
+    hw.chip = p->chip;
+    hw.ici = p->ici;
+    hw.dcn = p->dcn;
+    hw.forward_chunk_bytes = p->forward_chunk_bytes;
+    set_peaks(hw);
+    return hw;
+  }
+  if (const topology::GpuPreset* g = topology::find_gpu_preset(name)) {
+    hw.preset = g->name;
+    hw.gpu = true;
+    hw.chip = g->chip;
+    hw.forward_chunk_bytes = g->forward_chunk_bytes;
+    hw.gpus_per_node = g->gpus_per_node;
+    hw.nvlink = g->nvlink;
+    hw.nic = g->nic;
+    hw.spine = g->spine;
+    hw.nvls_efficiency = g->nvls_efficiency;
+    hw.compute_capability = g->compute_capability;
+    hw.amd_cpu = g->amd_cpu;
+    set_peaks(hw);
+    return hw;
+  }
+  return std::nullopt;
+}
+
 std::string gpu_axis_name(const Workload& w, int axis) {
   if (axis == 0) return "gpu";
   return w.node_grid ? fmt::format("node{}", axis - 1) : std::string("node");
@@ -170,11 +209,6 @@ void set_link(topology::LinkSpec& link, const Cursor& c, const char* bandwidth_k
     else
       link.latency = tick_from_seconds(v->as_positive_double(1.0));
   }
-}
-
-void set_peaks(Hardware& hw) {
-  hw.peak = {hw.ici.bandwidth_bytes_per_s, hw.dcn.bandwidth_bytes_per_s, hw.nvlink.bandwidth_bytes_per_s,
-             hw.nic.bandwidth_bytes_per_s, hw.spine.bandwidth_bytes_per_s};
 }
 
 // The levels a hardware has: a TPU's ICI and DCN, a GPU's NVLink and NIC.
@@ -221,41 +255,19 @@ void parse_calibration_terms(Hardware& hw, const Cursor& c) {
   apply_link_efficiency(hw);
 }
 
-Hardware preset_hardware(const std::string& name, const Cursor& where) {
-  Hardware hw;
-  if (const topology::Preset* p = topology::find_preset(name)) {
-    hw.preset = p->name;
-    hw.chip = p->chip;
-    hw.ici = p->ici;
-    hw.dcn = p->dcn;
-    hw.forward_chunk_bytes = p->forward_chunk_bytes;
-    set_peaks(hw);
-    return hw;
-  }
-  if (const topology::GpuPreset* g = topology::find_gpu_preset(name)) {
-    hw.preset = g->name;
-    hw.gpu = true;
-    hw.chip = g->chip;
-    hw.forward_chunk_bytes = g->forward_chunk_bytes;
-    hw.gpus_per_node = g->gpus_per_node;
-    hw.nvlink = g->nvlink;
-    hw.nic = g->nic;
-    hw.spine = g->spine;
-    hw.nvls_efficiency = g->nvls_efficiency;
-    hw.compute_capability = g->compute_capability;
-    hw.amd_cpu = g->amd_cpu;
-    set_peaks(hw);
-    return hw;
-  }
+Hardware hardware_of(const std::string& name, const Cursor& where) {
+  if (std::optional<Hardware> hw = preset_hardware(name)) return *std::move(hw);
   where.fail(fmt::format("unknown preset '{}' (known: {}, {})", name, topology::preset_names(),
                          topology::gpu_preset_names()));
 }
 
+}  // namespace
+
 Hardware parse_hardware(const Cursor& c) {
-  if (c.raw().is_string()) return preset_hardware(c.as_string(), c);
+  if (c.raw().is_string()) return hardware_of(c.as_string(), c);
   if (!c.raw().is_object()) c.fail("expected a preset name like \"tpu-v5e\" or an object, got " + c.type_name());
   const Cursor preset = c.at("preset");
-  Hardware hw = preset_hardware(preset.as_string(), preset);
+  Hardware hw = hardware_of(preset.as_string(), preset);
   if (hw.gpu)
     c.only_keys({"preset", "nvlink_bandwidth_one_way_bytes_per_s", "nvlink_hop_latency_s",
                  "nic_bandwidth_one_way_bytes_per_s", "nic_hop_latency_s", "spine_bandwidth_one_way_bytes_per_s",
@@ -320,183 +332,57 @@ Hardware parse_hardware(const Cursor& c) {
 
 // ---------------------------------------------------------------- topology and mesh
 
-struct MeshInput {
-  std::string name;
-  int size;
-  Cursor where;
-};
-
-// Maps mesh axes onto consecutive hardware axes (w.topology), each a whole
-// number of them.
-void map_mesh(Workload& w, const std::vector<MeshInput>& axes, const Cursor& mesh) {
-  std::vector<int> shape;
-  for (const topology::AxisSpec& a : w.topology) shape.push_back(a.size);
-  std::uint64_t chips = 1;
-  for (int sz : shape) chips *= static_cast<std::uint64_t>(sz);
-  // How the errors name the topology: "4x4x4", "4 nodes x 8 GPUs", or on a node
-  // grid "4x2 nodes x 8 GPUs".
-  const std::vector<int> nodes = shape.size() > 1 ? std::vector<int>(shape.begin() + 1, shape.end()) : std::vector<int>{1};
-  const std::string topo = w.hardware.gpu ? fmt::format("{} nodes x {} GPUs", fmt::join(nodes, "x"), shape[0])
-                                          : w.make_torus().shape_string();
-  // Map mesh axes onto consecutive hardware axes.
-  std::size_t hw = 0;
-  for (const MeshInput& m : axes) {
-    MeshAxis axis{m.name, m.size, {}};
-    std::uint64_t product = 1;
-    while (product < static_cast<std::uint64_t>(m.size) && hw < shape.size()) {
-      product *= static_cast<std::uint64_t>(shape[hw]);
-      axis.hw_axes.push_back(static_cast<int>(hw++));
-    }
-    if (product < static_cast<std::uint64_t>(m.size) && hw == shape.size())
-      m.where.fail(
-          fmt::format("the mesh has more chips than the topology {} ({} chips); no hardware axes are left for mesh "
-                      "axis {} of size {}",
-                      topo, chips, m.name, m.size));
-    if (product != static_cast<std::uint64_t>(m.size)) {
-      if (w.hardware.gpu && w.node_grid && axis.hw_axes.back() > 0)
-        m.where.fail(fmt::format("mesh axis {} of size {} cuts node axis {} ({} nodes) unevenly: a mesh axis spans the "
-                                 "GPUs of a node, whole node axes, or both ({})",
-                                 m.name, m.size, gpu_axis_name(w, axis.hw_axes.back()),
-                                 shape[static_cast<std::size_t>(axis.hw_axes.back())], topo));
-      if (w.hardware.gpu)
-        m.where.fail(fmt::format("mesh axis {} of size {} cuts the {}-GPU nodes unevenly: a mesh axis spans the GPUs "
-                                 "of a node, whole nodes, or both ({})",
-                                 m.name, m.size, shape[0], topo));
-      m.where.fail(fmt::format("mesh axis {} of size {} does not cover whole hardware axes of the {} topology", m.name,
-                               m.size, topo));
-    }
-    w.mesh.push_back(std::move(axis));
-  }
-  std::uint64_t mesh_chips = 1;  // here at most `chips`: every mesh axis covers whole hardware axes
-  for (const MeshInput& m : axes) mesh_chips *= static_cast<std::uint64_t>(m.size);
-  for (; hw < shape.size(); ++hw)
-    if (shape[hw] != 1)
-      mesh.fail(fmt::format(
-          "the mesh has {} chips but the topology {} has {}; no mesh axis is left for hardware "
-          "axis {} of size {}",
-          mesh_chips, topo, chips, w.hardware.gpu ? gpu_axis_name(w, static_cast<int>(hw)) : w.make_torus().axis_name(static_cast<int>(hw)),
-          shape[hw]));
-}
-
-void parse_topology_and_mesh(const Cursor& root, Workload& w) {
-  const std::optional<Cursor> topo = root.find("topology");
-  const Cursor mesh = root.at("mesh");
+// "mesh": axes in file order, their names checked by the builder.
+MeshSpec read_mesh(const Cursor& mesh) {
   mesh.expect_object();
-  std::vector<MeshInput> axes;
-  for (const auto& [name, value] : mesh.members()) {
-    bool ok = !name.empty() && std::isalpha(static_cast<unsigned char>(name[0]));
-    for (char ch : name) ok = ok && std::isalnum(static_cast<unsigned char>(ch));
-    if (!ok) value.fail(fmt::format("mesh axis name '{}' must be a letter followed by letters or digits", name));
-    axes.push_back({name, static_cast<int>(value.as_int_in(1, kMaxChips)), value});
-  }
-  if (axes.empty()) mesh.fail("expected at least one mesh axis, e.g. {\"X\": 16}");
-
-  std::vector<int> shape;
-  std::uint64_t mesh_chips = 1;
-  for (const MeshInput& m : axes) mesh_chips *= static_cast<std::uint64_t>(m.size);
-  if (w.hardware.gpu) {
-    // Hardware axes (GPU within its node, node), or (GPU, node0, node1, ...) on a
-    // node grid: mesh axes map onto them in order.
-    const auto per_node = static_cast<std::uint64_t>(w.hardware.gpus_per_node);
-    std::uint64_t nodes = 0;
-    std::vector<int> grid;  // {"nodes": [N0, N1, ...]}
-    if (topo) {
-      topo->only_keys({"nodes"});
-      const Cursor n = topo->at("nodes");
-      if (n.raw().is_array()) {
-        for (const Cursor& e : n.elements()) grid.push_back(static_cast<int>(e.as_int_in(1, kMaxAxisSize)));
-        if (grid.empty() || grid.size() > 3)
-          n.fail(fmt::format("expected 1 to 3 node axes (the nodes as a grid, first axis fastest), got {}", grid.size()));
-        nodes = 1;
-        for (int g : grid) nodes *= static_cast<std::uint64_t>(g);
-        if (per_node * nodes > kMaxChips)
-          n.fail(fmt::format("{} GPUs is more than meshsim supports ({})", per_node * nodes, kMaxChips));
-      } else {
-        nodes = static_cast<std::uint64_t>(n.as_int_in(1, kMaxChips));
-        if (per_node * nodes > kMaxChips)
-          n.fail(fmt::format("{} GPUs is more than meshsim supports ({})", per_node * nodes, kMaxChips));
-      }
-    } else {
-      if (mesh_chips % per_node != 0)
-        mesh.fail(fmt::format("the mesh has {} GPUs, not a whole number of {} nodes of {} GPUs", mesh_chips,
-                              w.hardware.preset, per_node));
-      nodes = mesh_chips / per_node;
-    }
-    if (per_node * nodes > kMaxChips)
-      mesh.fail(fmt::format("{} GPUs is more than meshsim supports ({})", per_node * nodes, kMaxChips));
-    w.topology = {topology::AxisSpec{static_cast<int>(per_node), false}};
-    if (grid.empty())
-      grid.push_back(static_cast<int>(nodes));
-    else
-      w.node_grid = true;
-    for (int g : grid) w.topology.push_back(topology::AxisSpec{g, false});
-    map_mesh(w, axes, mesh);
-    return;
-  }
-  const topology::Preset& preset = *topology::find_preset(w.hardware.preset);
-  if (topo) {
-    topo->only_keys({"shape", "wraparound", "twisted", "slices"});
-    const Cursor sh = topo->at("shape");
-    for (const Cursor& e : sh.elements()) shape.push_back(static_cast<int>(e.as_int_in(1, kMaxAxisSize)));
-    if (shape.empty()) sh.fail("expected at least one axis");
-    if (static_cast<int>(shape.size()) > preset.max_axes)
-      sh.fail(fmt::format("{} has a {}D interconnect; got {} axes", preset.name, preset.max_axes, shape.size()));
-  } else {
-    for (const MeshInput& m : axes) {
-      if (m.size > kMaxAxisSize)
-        m.where.fail(fmt::format("a torus axis has at most {} chips, got {}", kMaxAxisSize, m.size));
-      shape.push_back(m.size);
-    }
-    if (static_cast<int>(shape.size()) > preset.max_axes)
-      mesh.fail(fmt::format("{} has a {}D interconnect; got {} mesh axes (give \"topology\" to map them)", preset.name,
-                            preset.max_axes, shape.size()));
-  }
-  // Multislice: that many slices of this shape over the data-center network.
-  int slices = 1;
-  if (topo)
-    if (auto sc = topo->find("slices")) slices = static_cast<int>(sc->as_int_in(1, kMaxAxisSize));
-  std::uint64_t chips = static_cast<std::uint64_t>(slices);
-  for (int s : shape) chips *= static_cast<std::uint64_t>(s);
-  if (chips > kMaxChips)
-    (topo ? topo->at(slices > 1 ? "slices" : "shape") : mesh)
-        .fail(fmt::format("{} chips is more than meshsim supports ({})", chips, kMaxChips));
-
-  std::vector<bool> wrap = topology::default_wraparound(preset.wrap_rule, shape);
-  if (topo) {
-    if (auto wc = topo->find("wraparound")) {
-      if (wc->raw().is_boolean()) {
-        std::fill(wrap.begin(), wrap.end(), wc->as_bool());
-      } else {
-        const auto els = wc->elements();
-        if (els.size() != shape.size())
-          wc->fail(fmt::format("expected {} values (one per axis of the shape), got {}", shape.size(), els.size()));
-        for (std::size_t i = 0; i < els.size(); ++i) wrap[i] = els[i].as_bool();
-      }
-    }
-  }
-  for (std::size_t a = 0; a < shape.size(); ++a) w.topology.push_back(AxisSpec{shape[a], wrap[a] && shape[a] > 1});
-  if (topo) {
-    if (auto tc = topo->find("twisted")) {
-      w.twisted = tc->as_bool();
-      if (w.twisted) {
-        const std::string why = topology::Torus::twist_error(w.topology);
-        std::string got;
-        bool open = false;
-        for (const AxisSpec& a : w.topology) {
-          got += fmt::format("{}{}", got.empty() ? "" : "x", a.size);
-          open = open || !a.wraparound;
-        }
-        if (open && why.find("wraps") != std::string::npos) got += " with an axis without wraparound";
-        if (!why.empty()) tc->fail(fmt::format("{} (got {})", why, got));
-      }
-    }
-  }
-  if (slices > 1) w.topology.push_back(AxisSpec{slices, true, /*switched=*/true});
-
-  map_mesh(w, axes, mesh);
+  MeshSpec spec;
+  spec.where = mesh.ref();
+  for (const auto& [name, value] : mesh.members())
+    spec.axes.push_back({name, static_cast<int>(value.as_int_in(1, kMaxChips)), value.ref()});
+  return spec;
 }
 
-}  // namespace
+// "topology": a TPU slice's shape, wraparound, twist and slices, or a GPU
+// cluster's nodes.
+TopologySpec read_topology(const std::optional<Cursor>& topo, const Hardware& hw) {
+  TopologySpec spec;
+  if (!topo) return spec;
+  spec.given = true;
+  spec.where = topo->ref();
+  if (hw.gpu) {
+    topo->only_keys({"nodes"});
+    const Cursor n = topo->at("nodes");
+    spec.nodes_at = n.ref();
+    spec.node_grid = n.raw().is_array();
+    if (spec.node_grid)
+      for (const Cursor& e : n.elements()) spec.nodes.push_back(static_cast<int>(e.as_int_in(1, kMaxAxisSize)));
+    else
+      spec.nodes.push_back(static_cast<int>(n.as_int_in(1, kMaxChips)));
+    return spec;
+  }
+  topo->only_keys({"shape", "wraparound", "twisted", "slices"});
+  const Cursor sh = topo->at("shape");
+  spec.shape_at = sh.ref();
+  for (const Cursor& e : sh.elements()) spec.shape.push_back(static_cast<int>(e.as_int_in(1, kMaxAxisSize)));
+  if (auto sc = topo->find("slices")) {
+    spec.slices = static_cast<int>(sc->as_int_in(1, kMaxAxisSize));
+    spec.slices_at = sc->ref();
+  }
+  if (auto wc = topo->find("wraparound")) {
+    spec.wraparound_at = wc->ref();
+    if (wc->raw().is_boolean()) {
+      spec.wraparound = std::vector<bool>(spec.shape.size(), wc->as_bool());
+    } else {
+      spec.wraparound.emplace();
+      for (const Cursor& e : wc->elements()) spec.wraparound->push_back(e.as_bool());
+    }
+  }
+  if (auto tc = topo->find("twisted")) {
+    spec.twisted = tc->as_bool();
+    spec.twisted_at = tc->ref();
+  }
+  return spec;
+}
 
 namespace detail {
 
@@ -654,19 +540,18 @@ Workload parse_workload(std::string_view text, const std::string& file) {
   root.only_keys({"hardware", "topology", "mesh", "arrays", "ops", "training"});
   Workload w;
   w.file = file;
-  const Cursor hw = root.at("hardware");
-  w.hardware = parse_hardware(hw);
-  parse_topology_and_mesh(root, w);
+  Hardware hardware = parse_hardware(root.at("hardware"));
+  const std::optional<Cursor> topo = root.find("topology");
+  const MeshSpec mesh = read_mesh(root.at("mesh"));
+  const TopologySpec topology = read_topology(topo, hardware);
+  build_system(w, std::move(hardware), topology, mesh);
 
   if (auto training = root.find("training")) {
     // A training step is lowered from the model and the plan, not written as ops.
     for (const char* key : {"arrays", "ops"})
       if (auto other = root.find(key))
         other->fail(fmt::format("\"{}\" cannot be given with \"training\" (a training step lowers its own ops)", key));
-    auto t = std::make_shared<Training>(detail::parse_training(w, *training));
-    detail::lower_training(w, *t, *training);
-    w.training = std::move(t);
-    check_time_range(w);
+    build_training(w, read_training(*training));
     return w;
   }
   detail::Lowerer ops(w);

@@ -12,6 +12,7 @@
 
 #include "base/error.hpp"
 #include "search/search.hpp"
+#include "unit/workloads/digest.hpp"
 
 using namespace meshsim;
 using namespace meshsim::search;
@@ -313,4 +314,41 @@ TEST_CASE("search: contradictory constraints are one error line each", "[search]
   CHECK(error_of(R"({"hardware": "h100-dgx", "training": {"model": "llama3-8b", "global_batch": 32},
                      "search": {"shapes": [[2, 2]]}})") ==
         "s.json:/search/shapes: a GPU cluster is sized by its nodes: give \"chips\" or topology.nodes");
+}
+
+TEST_CASE("search: every plan built in memory is the workload its JSON gives", "[search]") {
+  // The plan's workload as `meshsim run` would read it (plan_workload, with
+  // allow_oom as the search builds it), against the builder's: the same
+  // fields, or the same refusal.
+  const auto same = [](const SearchSpec& spec) {
+    std::size_t valid = 0;
+    const std::vector<Plan> plans = enumerate_plans(spec);
+    for (const Plan& plan : plans) {
+      workloads::Json doc = plan_workload(spec, plan);
+      doc["training"]["allow_oom"] = true;
+      std::string parsed, built;
+      try {
+        parsed = test::workload_digest(workloads::parse_workload(doc.dump(), spec.file));
+      } catch (const InputError& e) {
+        parsed = e.message();
+      }
+      try {
+        built = test::workload_digest(build_plan(spec, plan));
+        ++valid;
+      } catch (const InputError& e) {
+        built = e.message();
+      }
+      INFO(plan.label);
+      CHECK(built == parsed);
+    }
+    return std::pair{plans.size(), valid};
+  };
+  const auto [tpu_plans, tpu_valid] = same(parse_spec(spec_text(R"(, "recompute": "selective")"), "s.json"));
+  CHECK(tpu_valid > 0);
+  CHECK(tpu_valid < tpu_plans);
+  const auto [gpu_plans, gpu_valid] = same(parse_spec(R"({"hardware": "h100-dgx", "topology": {"nodes": 4},
+    "training": {"model": {"layers": 4, "d_model": 512, "heads": 8, "ffn": 2048, "vocab": 2048, "seq_len": 512},
+                 "global_batch": 32}, "search": {"schedule": ["1f1b", "interleaved", "gpipe"]}})", "s.json"));
+  CHECK(gpu_valid > 0);
+  CHECK(gpu_valid < gpu_plans);
 }

@@ -1,0 +1,437 @@
+// The builder (spec.hpp): a typed spec checked and lowered into a Workload. The
+// JSON frontend (workload.cpp, training.cpp) reads text into the spec and calls
+// these; so do the search, the importers and calibration, without JSON.
+#include "workloads/spec.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cctype>
+
+#include "topology/preset.hpp"
+#include "workloads/lowering.hpp"
+#include "workloads/time_bound.hpp"
+#include "workloads/training_detail.hpp"
+
+namespace meshsim::workloads {
+
+using topology::AxisSpec;
+
+namespace {
+
+// An integer the JSON frontend has read within [lo, hi]; a spec built in memory
+// is held to the same range, with the same message.
+void check_in(std::int64_t v, std::int64_t lo, std::int64_t hi, const SourceRef& where) {
+  if (v < lo || v > hi) where.fail(fmt::format("expected an integer in [{}, {}], got {}", lo, hi, v));
+}
+
+bool is_name(const std::string& name) {
+  bool ok = !name.empty() && std::isalpha(static_cast<unsigned char>(name[0]));
+  for (char ch : name) ok = ok && std::isalnum(static_cast<unsigned char>(ch));
+  return ok;
+}
+
+// Maps mesh axes onto consecutive hardware axes (w.topology), each a whole
+// number of them.
+void map_mesh(Workload& w, const MeshSpec& mesh) {
+  std::vector<int> shape;
+  for (const topology::AxisSpec& a : w.topology) shape.push_back(a.size);
+  std::uint64_t chips = 1;
+  for (int sz : shape) chips *= static_cast<std::uint64_t>(sz);
+  // How the errors name the topology: "4x4x4", "4 nodes x 8 GPUs", or on a node
+  // grid "4x2 nodes x 8 GPUs".
+  const std::vector<int> nodes = shape.size() > 1 ? std::vector<int>(shape.begin() + 1, shape.end()) : std::vector<int>{1};
+  const std::string topo = w.hardware.gpu ? fmt::format("{} nodes x {} GPUs", fmt::join(nodes, "x"), shape[0])
+                                          : w.make_torus().shape_string();
+  std::size_t hw = 0;
+  for (const MeshAxisSpec& m : mesh.axes) {
+    MeshAxis axis{m.name, m.size, {}};
+    std::uint64_t product = 1;
+    while (product < static_cast<std::uint64_t>(m.size) && hw < shape.size()) {
+      product *= static_cast<std::uint64_t>(shape[hw]);
+      axis.hw_axes.push_back(static_cast<int>(hw++));
+    }
+    if (product < static_cast<std::uint64_t>(m.size) && hw == shape.size())
+      m.where.fail(
+          fmt::format("the mesh has more chips than the topology {} ({} chips); no hardware axes are left for mesh "
+                      "axis {} of size {}",
+                      topo, chips, m.name, m.size));
+    if (product != static_cast<std::uint64_t>(m.size)) {
+      if (w.hardware.gpu && w.node_grid && axis.hw_axes.back() > 0)
+        m.where.fail(fmt::format("mesh axis {} of size {} cuts node axis {} ({} nodes) unevenly: a mesh axis spans the "
+                                 "GPUs of a node, whole node axes, or both ({})",
+                                 m.name, m.size, gpu_axis_name(w, axis.hw_axes.back()),
+                                 shape[static_cast<std::size_t>(axis.hw_axes.back())], topo));
+      if (w.hardware.gpu)
+        m.where.fail(fmt::format("mesh axis {} of size {} cuts the {}-GPU nodes unevenly: a mesh axis spans the GPUs "
+                                 "of a node, whole nodes, or both ({})",
+                                 m.name, m.size, shape[0], topo));
+      m.where.fail(fmt::format("mesh axis {} of size {} does not cover whole hardware axes of the {} topology", m.name,
+                               m.size, topo));
+    }
+    w.mesh.push_back(std::move(axis));
+  }
+  std::uint64_t mesh_chips = 1;  // here at most `chips`: every mesh axis covers whole hardware axes
+  for (const MeshAxisSpec& m : mesh.axes) mesh_chips *= static_cast<std::uint64_t>(m.size);
+  for (; hw < shape.size(); ++hw)
+    if (shape[hw] != 1)
+      mesh.where.fail(fmt::format(
+          "the mesh has {} chips but the topology {} has {}; no mesh axis is left for hardware "
+          "axis {} of size {}",
+          mesh_chips, topo, chips,
+          w.hardware.gpu ? gpu_axis_name(w, static_cast<int>(hw)) : w.make_torus().axis_name(static_cast<int>(hw)),
+          shape[hw]));
+}
+
+// A GPU cluster: hardware axes (GPU within its node, node), or (GPU, node0,
+// node1, ...) on a node grid.
+void gpu_topology(Workload& w, const TopologySpec& topo, const MeshSpec& mesh, std::uint64_t mesh_chips) {
+  const auto per_node = static_cast<std::uint64_t>(w.hardware.gpus_per_node);
+  std::uint64_t nodes = 0;
+  std::vector<int> grid;
+  if (topo.given) {
+    if (topo.node_grid) {
+      for (std::size_t i = 0; i < topo.nodes.size(); ++i) check_in(topo.nodes[i], 1, kMaxAxisSize, topo.nodes_at.child(i));
+      grid = topo.nodes;
+      if (grid.empty() || grid.size() > 3)
+        topo.nodes_at.fail(
+            fmt::format("expected 1 to 3 node axes (the nodes as a grid, first axis fastest), got {}", grid.size()));
+      nodes = 1;
+      for (int g : grid) nodes *= static_cast<std::uint64_t>(g);
+    } else {
+      if (topo.nodes.size() != 1)
+        topo.nodes_at.fail(fmt::format("expected one number of nodes (or a list: a grid of nodes), got {} numbers",
+                                       topo.nodes.size()));
+      check_in(topo.nodes[0], 1, kMaxChips, topo.nodes_at);
+      nodes = static_cast<std::uint64_t>(topo.nodes[0]);
+    }
+    if (per_node * nodes > kMaxChips)
+      topo.nodes_at.fail(fmt::format("{} GPUs is more than meshsim supports ({})", per_node * nodes, kMaxChips));
+  } else {
+    if (mesh_chips % per_node != 0)
+      mesh.where.fail(fmt::format("the mesh has {} GPUs, not a whole number of {} nodes of {} GPUs", mesh_chips,
+                                  w.hardware.preset, per_node));
+    nodes = mesh_chips / per_node;
+  }
+  if (per_node * nodes > kMaxChips)
+    mesh.where.fail(fmt::format("{} GPUs is more than meshsim supports ({})", per_node * nodes, kMaxChips));
+  w.topology = {AxisSpec{static_cast<int>(per_node), false}};
+  if (grid.empty())
+    grid.push_back(static_cast<int>(nodes));
+  else
+    w.node_grid = true;
+  for (int g : grid) w.topology.push_back(AxisSpec{g, false});
+}
+
+// A TPU slice (or several, over the data-center network).
+void tpu_topology(Workload& w, const TopologySpec& topo, const MeshSpec& mesh) {
+  const topology::Preset* preset = topology::find_preset(w.hardware.preset);
+  MESHSIM_ASSERT(preset != nullptr, "a TPU's hardware is a preset's");
+  std::vector<int> shape;
+  if (topo.given) {
+    for (std::size_t i = 0; i < topo.shape.size(); ++i) check_in(topo.shape[i], 1, kMaxAxisSize, topo.shape_at.child(i));
+    shape = topo.shape;
+    if (shape.empty()) topo.shape_at.fail("expected at least one axis");
+    if (static_cast<int>(shape.size()) > preset->max_axes)
+      topo.shape_at.fail(fmt::format("{} has a {}D interconnect; got {} axes", preset->name, preset->max_axes,
+                                     shape.size()));
+  } else {
+    for (const MeshAxisSpec& m : mesh.axes) {
+      if (m.size > kMaxAxisSize)
+        m.where.fail(fmt::format("a torus axis has at most {} chips, got {}", kMaxAxisSize, m.size));
+      shape.push_back(m.size);
+    }
+    if (static_cast<int>(shape.size()) > preset->max_axes)
+      mesh.where.fail(fmt::format("{} has a {}D interconnect; got {} mesh axes (give \"topology\" to map them)",
+                                  preset->name, preset->max_axes, shape.size()));
+  }
+  // Multislice: that many slices of this shape over the data-center network.
+  const int slices = topo.given ? topo.slices : 1;
+  if (topo.slices_at) check_in(slices, 1, kMaxAxisSize, *topo.slices_at);
+  std::uint64_t chips = static_cast<std::uint64_t>(slices);
+  for (int s : shape) chips *= static_cast<std::uint64_t>(s);
+  if (chips > kMaxChips)
+    (topo.given ? (slices > 1 ? *topo.slices_at : topo.shape_at) : mesh.where)
+        .fail(fmt::format("{} chips is more than meshsim supports ({})", chips, kMaxChips));
+
+  std::vector<bool> wrap = topology::default_wraparound(preset->wrap_rule, shape);
+  if (topo.given && topo.wraparound) {
+    if (topo.wraparound->size() != shape.size())
+      topo.wraparound_at.fail(fmt::format("expected {} values (one per axis of the shape), got {}", shape.size(),
+                                          topo.wraparound->size()));
+    wrap = *topo.wraparound;
+  }
+  for (std::size_t a = 0; a < shape.size(); ++a) w.topology.push_back(AxisSpec{shape[a], wrap[a] && shape[a] > 1});
+  if (topo.given && topo.twisted_at) {
+    w.twisted = topo.twisted;
+    if (w.twisted) {
+      const std::string why = topology::Torus::twist_error(w.topology);
+      std::string got;
+      bool open = false;
+      for (const AxisSpec& a : w.topology) {
+        got += fmt::format("{}{}", got.empty() ? "" : "x", a.size);
+        open = open || !a.wraparound;
+      }
+      if (open && why.find("wraps") != std::string::npos) got += " with an axis without wraparound";
+      if (!why.empty()) topo.twisted_at->fail(fmt::format("{} (got {})", why, got));
+    }
+  }
+  if (slices > 1) w.topology.push_back(AxisSpec{slices, true, /*switched=*/true});
+}
+
+}  // namespace
+
+void build_system(Workload& w, Hardware hardware, const TopologySpec& topology, const MeshSpec& mesh) {
+  w.hardware = std::move(hardware);
+  w.topology.clear();
+  w.mesh.clear();
+  w.twisted = false;
+  w.node_grid = false;
+  for (std::size_t i = 0; i < mesh.axes.size(); ++i) {
+    const MeshAxisSpec& m = mesh.axes[i];
+    if (!is_name(m.name))
+      m.where.fail(fmt::format("mesh axis name '{}' must be a letter followed by letters or digits", m.name));
+    check_in(m.size, 1, kMaxChips, m.where);
+    for (std::size_t j = 0; j < i; ++j)
+      if (mesh.axes[j].name == m.name) m.where.fail(fmt::format("mesh axis {} is given twice", m.name));
+  }
+  if (mesh.axes.empty()) mesh.where.fail("expected at least one mesh axis, e.g. {\"X\": 16}");
+  std::uint64_t mesh_chips = 1;
+  for (const MeshAxisSpec& m : mesh.axes) mesh_chips *= static_cast<std::uint64_t>(m.size);
+  if (w.hardware.gpu)
+    gpu_topology(w, topology, mesh, mesh_chips);
+  else
+    tpu_topology(w, topology, mesh);
+  map_mesh(w, mesh);
+}
+
+// ---------------------------------------------------------------- training
+
+namespace {
+
+std::vector<int> strategy_axes(const Workload& w, const StrategySpec& s) {
+  std::vector<int> out;
+  for (const AxisRef& e : s.axes) {
+    const int a = detail::mesh_axis_index(w, e.name);
+    if (a < 0) e.where.fail(fmt::format("unknown mesh axis '{}' (mesh axes: {})", e.name, detail::known_axes(w)));
+    if (std::find(out.begin(), out.end(), a) != out.end())
+      e.where.fail(fmt::format("mesh axis {} is listed twice", e.name));
+    out.push_back(a);
+  }
+  return out;
+}
+
+void check_model(const ModelSpec& m, const SourceRef& where) {
+  for (std::uint64_t v : {m.layers, m.d_model, m.heads, m.kv_heads, m.head_dim, m.ffn, m.vocab, m.seq_len, m.top_k,
+                          m.moe_every})
+    if (v == 0) where.fail("every dimension of the model is a positive integer");
+  if (m.kv_heads > m.heads || m.heads % m.kv_heads != 0)
+    where.fail(fmt::format("kv_heads {} must divide heads {} (MHA: equal, GQA: a divisor, MQA: 1)", m.kv_heads,
+                           m.heads));
+}
+
+// The plan resolved on w's mesh and checked against the model: every shard and
+// stage whole, the batch a whole number of microbatches per replica.
+Training resolve_training(const Workload& w, const TrainingSpec& s) {
+  Training t;
+  t.model = s.model;
+  check_model(t.model, s.model_at);
+  if (s.global_batch_tokens > 0) {
+    const std::uint64_t n = s.global_batch_tokens;
+    if (n % t.model.seq_len != 0)
+      s.batch_at.fail(fmt::format("{} tokens are not a whole number of sequences of {}", n, t.model.seq_len));
+    t.global_batch = n / t.model.seq_len;
+    if (t.global_batch > (std::uint64_t{1} << 30)) s.batch_at.fail("more than 2^30 sequences");
+  } else {
+    if (s.global_batch == 0) s.batch_at.fail("expected a positive integer, got 0");
+    t.global_batch = s.global_batch;
+  }
+  if (s.microbatch == 0) s.where.child("microbatch").fail("expected a positive integer, got 0");
+  t.microbatch = s.microbatch;
+  if (s.dtype != "bf16" && s.dtype != "fp16")
+    s.where.child("dtype").fail(fmt::format("training dtype '{}': expected bf16 or fp16", s.dtype));
+  t.dtype = s.dtype;
+  if (s.gradient_bytes != 2 && s.gradient_bytes != 4)
+    s.where.child("gradient_dtype").fail("gradients are 16-bit (bf16, fp16) or fp32");
+  t.gradient_bytes = s.gradient_bytes;
+  t.causal = s.causal;
+  t.allow_oom = s.allow_oom;
+  t.recompute = s.recompute;
+  t.overlap = s.overlap;
+
+  // The plan: each mesh axis belongs to one strategy; the rest are data parallel.
+  const TrainingSpec::Plan& sp = s.parallelism;
+  Parallelism& p = t.plan;
+  std::vector<std::string> owner(w.mesh.size());
+  const auto claim = [&](const std::vector<int>& axes, const char* strategy, const SourceRef& where) {
+    for (int a : axes) {
+      auto& o = owner[static_cast<std::size_t>(a)];
+      if (!o.empty())
+        where.fail(fmt::format("mesh axis {} is given to both {} and {}: each axis takes one strategy",
+                               w.mesh[static_cast<std::size_t>(a)].name, o, strategy));
+      o = strategy;
+    }
+  };
+  if (sp.tensor.given) claim(p.tensor = strategy_axes(w, sp.tensor), "tensor", sp.tensor.where);
+  if (sp.fsdp.given) claim(p.fsdp = strategy_axes(w, sp.fsdp), "fsdp", sp.fsdp.where);
+  if (sp.expert.given) {
+    claim(p.expert = strategy_axes(w, sp.expert), "expert", sp.expert.where);
+    if (t.model.experts == 0)
+      sp.expert.where.fail("expert parallelism needs a mixture-of-experts model (\"experts\" in the model)");
+  }
+  if (sp.context.given) claim(p.context = strategy_axes(w, sp.context), "context", sp.context.where);
+  if (sp.pipeline.given) {
+    const std::vector<int> axes = strategy_axes(w, sp.pipeline);
+    if (axes.size() != 1) sp.pipeline.where.fail("expected one mesh axis name (a string)");
+    claim(axes, "pipeline", sp.pipeline.where);
+    p.pipeline = axes.front();
+  }
+  if (sp.data.given) claim(p.data = strategy_axes(w, sp.data), "data", sp.data.where);
+  p.sequence_parallel = sp.sequence_parallel;
+  p.sharded_optimizer = sp.sharded_optimizer;
+  p.schedule = sp.schedule;
+  if (sp.schedule_at && p.pipeline < 0) sp.schedule_at->fail("a schedule needs a \"pipeline\" axis");
+  if (sp.virtual_stages == 0) sp.where.child("virtual_stages").fail("expected a positive integer, got 0");
+  p.virtual_stages = sp.virtual_stages;
+  if (p.virtual_stages > 1 && p.schedule != Schedule::Interleaved)
+    sp.virtual_stages_at.value_or(sp.where.child("virtual_stages"))
+        .fail("virtual_stages > 1 needs \"schedule\": \"interleaved\"");
+  if (p.sequence_parallel && p.tensor.empty())
+    sp.sequence_parallel_at.value_or(sp.where.child("sequence_parallel"))
+        .fail("sequence parallelism needs \"tensor\" axes");
+  // Unclaimed axes of size > 1 are data parallel when "data" is not given; when
+  // it is, every axis must be covered.
+  for (std::size_t a = 0; a < w.mesh.size(); ++a) {
+    if (!owner[a].empty() || w.mesh[a].size == 1) continue;
+    if (sp.data.given)
+      sp.data.where.fail(fmt::format("mesh axis {} takes no strategy: list it under one of data, fsdp, tensor, "
+                                     "pipeline, expert or context (the strategies must cover the mesh)",
+                                     w.mesh[a].name));
+    p.data.push_back(static_cast<int>(a));
+  }
+  if (p.schedule == Schedule::Interleaved && p.virtual_stages < 2 && sp.given)
+    sp.where.fail("the interleaved schedule needs \"virtual_stages\" of 2 or more");
+
+  t.dp = detail::axes_product(w, p.data);
+  t.fsdp = detail::axes_product(w, p.fsdp);
+  t.tp = detail::axes_product(w, p.tensor);
+  t.pp = p.pipeline < 0 ? 1 : static_cast<std::uint64_t>(w.mesh[static_cast<std::size_t>(p.pipeline)].size);
+  t.ep = detail::axes_product(w, p.expert);
+  t.cp = detail::axes_product(w, p.context);
+
+  // Divisibility: every shard and stage must be whole.
+  const SourceRef& where = sp.given ? sp.where : s.where;
+  const ModelSpec& m = t.model;
+  if (m.heads % t.tp != 0)
+    where.fail(fmt::format("heads {} are not divisible by the tensor-parallel degree {}", m.heads, t.tp));
+  if (m.kv_heads % t.tp != 0)
+    where.fail(fmt::format("kv_heads {} are not divisible by the tensor-parallel degree {} (meshsim does not "
+                           "replicate KV heads)",
+                           m.kv_heads, t.tp));
+  if (m.ffn % t.tp != 0) where.fail(fmt::format("ffn {} is not divisible by the tensor-parallel degree {}", m.ffn, t.tp));
+  if (m.vocab % t.tp != 0)
+    where.fail(fmt::format("vocab {} is not divisible by the tensor-parallel degree {} (pad it)", m.vocab, t.tp));
+  const std::uint64_t halves = t.causal && t.cp > 1 ? 2 : 1;
+  if (m.seq_len % (t.cp * halves) != 0)
+    where.fail(fmt::format("seq_len {} is not divisible by {} x the context-parallel degree {} (each chip holds an "
+                           "equal part of every sequence{})",
+                           m.seq_len, halves, t.cp, halves == 2 ? ", and causal attention halves each part's keys" : ""));
+  if (p.sequence_parallel && (m.seq_len / t.cp * t.microbatch) % t.tp != 0)
+    where.fail(fmt::format("the microbatch's tokens on a chip ({} x {}) are not divisible by the tensor-parallel "
+                           "degree {} (sequence parallelism splits them)",
+                           t.microbatch, m.seq_len / t.cp, t.tp));
+  if (m.experts > 0) {
+    if (m.experts % t.ep != 0)
+      where.fail(fmt::format("experts {} are not divisible by the expert-parallel degree {}", m.experts, t.ep));
+    if (t.tp > 1 && !p.sequence_parallel)
+      where.fail("a mixture-of-experts model with tensor parallelism needs \"sequence_parallel\": true (each "
+                 "chip routes its own part of the tokens)");
+    if (m.layers < m.moe_every)
+      s.model_at.fail(fmt::format("moe_every {} is more than the {} layers: no layer would be an MoE layer",
+                                  m.moe_every, m.layers));
+  }
+  if (t.overlap.tensor && (t.tp == 1 || !p.sequence_parallel))
+    s.overlap_tensor_at.value_or(s.where.child("overlap").child("tensor"))
+        .fail("collective matmuls (\"tensor\": true) need tensor axes with \"sequence_parallel\": true");
+  if (p.virtual_stages > 1 && t.pp == 1)
+    where.fail("virtual stages need a pipeline of 2 or more stages (the pipeline axis has 1)");
+  if (m.layers % (t.pp * p.virtual_stages) != 0)
+    where.fail(fmt::format("layers {} are not divisible by pipeline stages x virtual stages = {} x {}", m.layers, t.pp,
+                           p.virtual_stages));
+  // Expert axes split the batch too (they are data parallel outside the experts).
+  const std::uint64_t replicas = t.dp * t.fsdp * t.ep;
+  // The byte counts are exact integers: refuse a model whose counts would pass
+  // 2^62 (long double estimates of the largest: all weights with their
+  // optimizer states, one layer's attention scores for all microbatches).
+  {
+    using LD = long double;
+    const LD h = static_cast<LD>(m.d_model), q = static_cast<LD>(m.heads * m.head_dim);
+    const LD kv = static_cast<LD>(m.kv_heads * m.head_dim), sl = static_cast<LD>(m.seq_len);
+    const LD layer = h * (q + 2 * kv) + q * h + 3 * h * static_cast<LD>(m.ffn) +
+                     static_cast<LD>(m.experts) * 3 * h * static_cast<LD>(m.expert_ffn);
+    const LD params = static_cast<LD>(m.layers) * layer + 2 * static_cast<LD>(m.vocab) * h + sl * h;
+    const LD scores = 5 * static_cast<LD>(m.heads) * sl * sl * static_cast<LD>(t.global_batch) * static_cast<LD>(m.layers);
+    const LD widest = std::max({h, static_cast<LD>(m.ffn), static_cast<LD>(m.vocab),
+                                static_cast<LD>(m.expert_ffn) * static_cast<LD>(m.top_k) * m.capacity_factor});
+    const LD activation = 8 * sl * static_cast<LD>(t.microbatch) * widest;  // one microbatch's widest tensor
+    constexpr LD kLimit = static_cast<LD>(std::uint64_t{1} << 62);
+    if (16 * params > kLimit || scores > kLimit || activation > kLimit)
+      s.model_at.fail(fmt::format("the model is too large for meshsim's byte counts (about {:.3g} parameters, "
+                                  "{:.3g} bytes of attention scores): they must stay below 2^62",
+                                  static_cast<double>(params), static_cast<double>(scores)));
+  }
+  if (t.global_batch % (replicas * t.microbatch) != 0)
+    s.batch_at.fail(fmt::format("global_batch {} is not divisible by data-parallel replicas x microbatch = {} x {} "
+                                "(data {} x fsdp {}{})",
+                                t.global_batch, replicas, t.microbatch, t.dp, t.fsdp,
+                                t.ep > 1 ? fmt::format(" x expert {}", t.ep) : ""));
+  t.microbatches = t.global_batch / (replicas * t.microbatch);
+  if (t.pp > 1 && p.schedule != Schedule::GPipe && t.microbatches < t.pp)
+    s.batch_at.fail(fmt::format("{} microbatches per replica are fewer than the {} pipeline stages: 1F1B and "
+                                "interleaved 1F1B need at least as many (a larger global_batch or a smaller microbatch)",
+                                t.microbatches, t.pp));
+  if (p.schedule == Schedule::Interleaved && t.microbatches % t.pp != 0)
+    s.batch_at.fail(fmt::format("{} microbatches per replica are not a multiple of the {} pipeline stages (the "
+                                "interleaved schedule needs that)",
+                                t.microbatches, t.pp));
+  if (p.sharded_optimizer && t.dp == 1)
+    sp.sharded_optimizer_at.value_or(where.child("sharded_optimizer"))
+        .fail("a sharded optimizer needs data-parallel axes (FSDP already shards it)");
+  return t;
+}
+
+}  // namespace
+
+void build_training(Workload& w, const TrainingSpec& spec) {
+  auto t = std::make_shared<Training>(resolve_training(w, spec));
+  detail::lower_training(w, *t, spec.where);
+  w.training = std::move(t);
+  check_time_range(w);
+}
+
+void add_collective(Workload& w, OpKind kind, std::uint64_t bytes, const std::vector<std::string>& axes,
+                    const SourceRef& where) {
+  MESHSIM_ASSERT(!is_local(kind) && kind != OpKind::Send, "a collective");
+  if (bytes == 0) where.child("bytes").fail("expected a positive integer, got 0");
+  Op op;
+  op.kind = kind;
+  op.name = fmt::format("{}#{}", kind_name(kind), w.ops.size());
+  op.group = op.name;
+  op.pointer = where.pointer;
+  for (std::size_t i = 0; i < axes.size(); ++i) {
+    const int idx = detail::mesh_axis_index(w, axes[i]);
+    const SourceRef at = where.child("axes").child(i);
+    if (idx < 0) at.fail(fmt::format("unknown mesh axis '{}' (mesh axes: {})", axes[i], detail::known_axes(w)));
+    if (std::find(op.mesh_axes.begin(), op.mesh_axes.end(), idx) != op.mesh_axes.end())
+      at.fail(fmt::format("mesh axis {} listed twice", axes[i]));
+    op.mesh_axes.push_back(idx);
+  }
+  if (op.mesh_axes.empty()) where.child("axes").fail("expected at least one mesh axis");
+  op.hw_axes = detail::hardware_axes(w, op.mesh_axes);
+  op.bytes = bytes;
+  check_time_range(w, op);
+  w.ops.push_back(std::move(op));
+}
+
+}  // namespace meshsim::workloads
