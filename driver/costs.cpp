@@ -417,35 +417,10 @@ GpuChoiceKey choice_key(const workloads::Op& op) {
           op.kind == OpKind::Send ? op.src : 0, op.kind == OpKind::Send ? op.dst : 0};
 }
 
-thread_local GpuChoiceScope* scope = nullptr;  // the innermost GpuChoiceScope of this thread
-
-GpuChoice choose_algorithm(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus,
-                           const topology::Fabric& fabric);
-
 }  // namespace
-
-GpuChoiceScope::GpuChoiceScope(const workloads::Workload& w, const topology::Torus& torus)
-    : w_(w), torus_(torus), outer_(scope) {
-  scope = this;
-}
-
-GpuChoiceScope::~GpuChoiceScope() { scope = outer_; }
 
 GpuChoice gpu_algorithm(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus,
                         const topology::Fabric& fabric) {
-  if (!scope || &scope->w_ != &w || &scope->torus_ != &torus) return choose_algorithm(op, w, torus, fabric);
-  GpuChoiceKey key = choice_key(op);
-  const auto it = scope->memo_.find(key);
-  if (it != scope->memo_.end()) return it->second;
-  const GpuChoice c = choose_algorithm(op, w, torus, fabric);  // (an InputError: nothing kept)
-  scope->memo_.emplace(std::move(key), c);
-  return c;
-}
-
-namespace {
-
-GpuChoice choose_algorithm(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus,
-                           const topology::Fabric& fabric) {
   using collectives::gpu::Algorithm;
   using collectives::gpu::Protocol;
   const std::vector<Algorithm> options = collectives::gpu::candidates(op.kind, torus, op.hw_axes, fabric);
@@ -539,8 +514,6 @@ GpuChoice choose_algorithm(const workloads::Op& op, const workloads::Workload& w
   return asked ? *best : choose(best->algorithm);
 }
 
-}  // namespace
-
 collectives::Schedule torus_schedule(const workloads::Op& op) {
   if (op.algorithm.empty()) return collectives::Schedule::Balanced;
   const std::optional<collectives::Schedule> s = collectives::parse_schedule(op.algorithm);
@@ -610,9 +583,10 @@ collectives::ClosedForm torus_closed_form(const workloads::Op& op, const workloa
   return collectives::cheat_sheet(in);
 }
 
-std::vector<std::uint8_t> op_classes(const workloads::Workload& w, const topology::Torus& torus) {
+std::vector<std::uint8_t> op_classes(const workloads::Workload& w, const topology::Torus& torus, GpuChoices* gpu) {
   if (!w.hardware.gpu) return {};
-  GpuChoices choices(w, torus);
+  std::optional<GpuChoices> own;
+  GpuChoices& choices = *choices_for(gpu, own, w, torus);
   std::vector<std::uint8_t> out(w.ops.size(), 0);
   bool any = false;
   for (std::size_t i = 0; i < w.ops.size(); ++i) {
@@ -627,6 +601,12 @@ std::vector<std::uint8_t> op_classes(const workloads::Workload& w, const topolog
 
 GpuChoices::GpuChoices(const workloads::Workload& w, const topology::Torus& torus)
     : w_(w), torus_(torus), fabric_(w.make_fabric()) {}
+
+GpuChoices* choices_for(GpuChoices* given, std::optional<GpuChoices>& own, const workloads::Workload& w,
+                        const topology::Torus& torus) {
+  if (given || !w.hardware.gpu) return given;
+  return &own.emplace(w, torus);
+}
 
 const GpuChoice& GpuChoices::operator()(const workloads::Op& op) {
   Key key = choice_key(op);

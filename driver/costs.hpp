@@ -3,6 +3,7 @@
 // matmul (its local shard shapes at the chip's peak rate for its dtype, scaled by
 // the matmul efficiency) and the cheat sheet's closed form of a communication op.
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <tuple>
@@ -79,9 +80,9 @@ double nccl_model_s(collectives::gpu::Algorithm algorithm, collectives::gpu::Pro
 // Per op of `w`, the class its tasks run as (sim::Executor::classify_ops): a GPU
 // collective's protocol (collectives::gpu::Protocol), else 0; empty when every
 // op is of class 0.
-std::vector<std::uint8_t> op_classes(const workloads::Workload& w, const topology::Torus& torus);
-
 class GpuChoices;
+std::vector<std::uint8_t> op_classes(const workloads::Workload& w, const topology::Torus& torus,
+                                     GpuChoices* gpu = nullptr);
 
 // The fabric level a communication op reaches, its outermost: on a TPU, dcn for a
 // collective over the slice axis or a send between slices, else ici; on a GPU
@@ -133,10 +134,12 @@ collectives::ClosedForm torus_closed_form(const workloads::Op& op, const workloa
 // algorithm and protocol it names and a send's ends.
 using GpuChoiceKey = std::tuple<int, std::vector<int>, std::uint64_t, std::string, std::string, std::uint32_t, std::uint32_t>;
 
-// gpu_algorithm (and a send's closed form) memoized for one workload: the
-// choice depends only on the op's kind, hardware axes, bytes, the algorithm it
-// names and a send's ends, so ops alike (a training step's thousands of
-// layers) share one. Not for a workload whose hardware changes meanwhile.
+// gpu_algorithm (and a send's closed form) memoized for one system: the
+// choice depends only on the system and the op's kind, hardware axes, bytes,
+// the algorithm it names and a send's ends, so ops alike (a training step's
+// thousands of layers) share one, and so do workloads on the system (a
+// workload's group 0, its ops expanded one by one). Not for a workload whose
+// hardware changes meanwhile.
 class GpuChoices {
  public:
   GpuChoices(const workloads::Workload& w, const topology::Torus& torus);
@@ -151,25 +154,12 @@ class GpuChoices {
   std::map<Key, GpuChoice> memo_;
 };
 
-// While one lives (on this thread), gpu_algorithm of an op of `w` on `torus`
-// (those objects) is computed once: a simulation asks for it from the size
-// estimate, the quotient's checks, the build and the report, ten times for one
-// op, and at scale each walks every GPU of every channel (0.1 s of a 1 GiB
-// all-reduce over 8,192 GPUs). `w` and `torus` must not change meanwhile.
-class GpuChoiceScope {
- public:
-  GpuChoiceScope(const workloads::Workload& w, const topology::Torus& torus);
-  ~GpuChoiceScope();
-  GpuChoiceScope(const GpuChoiceScope&) = delete;
-  GpuChoiceScope& operator=(const GpuChoiceScope&) = delete;
-
- private:
-  friend GpuChoice gpu_algorithm(const workloads::Op&, const workloads::Workload&, const topology::Torus&,
-                                 const topology::Fabric&);
-  const workloads::Workload& w_;
-  const topology::Torus& torus_;
-  std::map<GpuChoiceKey, GpuChoice> memo_;
-  GpuChoiceScope* outer_;
-};
+// The choices a function uses: `given` (one run's, passed down by simulate()
+// so that each op's algorithm is chosen once: the size estimate, the quotient's
+// checks, the build and the report each ask, and at scale a choice walks every
+// GPU of every channel), else `own`, made here for `w` on a GPU fabric; null on
+// a TPU.
+GpuChoices* choices_for(GpuChoices* given, std::optional<GpuChoices>& own, const workloads::Workload& w,
+                        const topology::Torus& torus);
 
 }  // namespace meshsim::driver

@@ -103,11 +103,12 @@ std::uint64_t chips_share(const workloads::Op& op, const topology::Torus& t, std
 // choices and the collectives' transfer bounds memoized (ops alike share them).
 class Estimator {
  public:
-  Estimator(const workloads::Workload& w, const topology::Torus& t) : w_(w), t_(t) {
-    if (w.hardware.gpu) choices_.emplace(w, t);
-  }
+  Estimator(const workloads::Workload& w, const topology::Torus& t, GpuChoices* gpu)
+      : w_(w), t_(t), choices_(choices_for(gpu, own_, w, t)) {}
+  Estimator(const Estimator&) = delete;  // choices_ may point into own_
+  Estimator& operator=(const Estimator&) = delete;
   const topology::Fabric* fabric() const { return choices_ ? &choices_->fabric() : nullptr; }
-  GpuChoices* choices() { return choices_ ? &*choices_ : nullptr; }
+  GpuChoices* choices() { return choices_; }
   std::uint64_t operator()(const workloads::Op& op) {
     if (!choices_ || !is_collective(op.kind)) return estimate_transfers(op, w_, t_, fabric());
     const GpuChoice& c = (*choices_)(op);
@@ -126,7 +127,8 @@ class Estimator {
   using Key = std::tuple<int, std::vector<int>, std::uint64_t, int, int>;
   const workloads::Workload& w_;
   const topology::Torus& t_;
-  std::optional<GpuChoices> choices_;
+  std::optional<GpuChoices> own_;
+  GpuChoices* choices_;  // own_'s, or the caller's
   std::map<Key, std::uint64_t> bounds_;
 };
 
@@ -153,9 +155,9 @@ std::uint64_t estimate_transfers(const workloads::Op& op, const workloads::Workl
   }
 }
 
-RunSize estimate_run(const workloads::Workload& w, const topology::Torus& torus) {
+RunSize estimate_run(const workloads::Workload& w, const topology::Torus& torus, GpuChoices* gpu) {
   RunSize size;
-  Estimator estimate(w, torus);
+  Estimator estimate(w, torus, gpu);
   const auto saturating_add = [](std::uint64_t a, std::uint64_t b) { return a > ~b ? ~std::uint64_t{0} : a + b; };
   const auto saturating_mul = [](std::uint64_t a, std::uint64_t b) {
     return b != 0 && a > ~std::uint64_t{0} / b ? ~std::uint64_t{0} : a * b;
@@ -257,14 +259,14 @@ void check_limits(const workloads::Workload& w, const RunSize& size, const Limit
 }
 
 struct Expander::System {
-  System(const workloads::Workload& w, const topology::Torus& t) : torus(t), estimator(w, t) {}
+  System(const workloads::Workload& w, const topology::Torus& t, GpuChoices* gpu) : torus(t), estimator(w, t, gpu) {}
   const topology::Torus& torus;
   Estimator estimator;
   Expanded layout;  // the resources and the network, no ops
 };
 
-Expander::Expander(const workloads::Workload& w, const topology::Torus& torus)
-    : system_(std::make_unique<System>(w, torus)) {
+Expander::Expander(const workloads::Workload& w, const topology::Torus& torus, GpuChoices* gpu)
+    : system_(std::make_unique<System>(w, torus, gpu)) {
   Expanded& out = system_->layout;
   const std::uint32_t chips = torus.num_chips();
   out.chips = chips;
@@ -443,6 +445,8 @@ std::vector<std::uint32_t> send_chips(const workloads::Op& op) {
   return out;
 }
 
-Expanded expand(const workloads::Workload& w, const topology::Torus& torus) { return Expander(w, torus)(w); }
+Expanded expand(const workloads::Workload& w, const topology::Torus& torus, GpuChoices* gpu) {
+  return Expander(w, torus, gpu)(w);
+}
 
 }  // namespace meshsim::driver

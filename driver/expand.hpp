@@ -44,17 +44,20 @@ struct Expanded {
 // Expanded::send_chips of `op`: a send's chips, ascending; empty for other kinds.
 std::vector<std::uint32_t> send_chips(const workloads::Op& op);
 
+class GpuChoices;
+
 // Refuses (InputError at the op, before building it) a program whose tasks would
-// exceed kMaxTasks.
-Expanded expand(const workloads::Workload& w, const topology::Torus& torus);
+// exceed kMaxTasks. `gpu`: the system's GPU choices (costs.hpp), null to make them.
+Expanded expand(const workloads::Workload& w, const topology::Torus& torus, GpuChoices* gpu = nullptr);
 
 // expand() in two parts, for expanding many workloads on one system (the ops of
 // one workload one by one): the system's resources and network, and on a GPU
 // fabric the fabric and the algorithm choices, are laid out once.
 class Expander {
  public:
-  // `w`: the system (hardware, topology); it must outlive the expander.
-  Expander(const workloads::Workload& w, const topology::Torus& torus);
+  // `w`: the system (hardware, topology); it must outlive the expander, and so
+  // must `gpu` (the system's GPU choices; null: the expander makes its own).
+  Expander(const workloads::Workload& w, const topology::Torus& torus, GpuChoices* gpu = nullptr);
   ~Expander();
   Expander(const Expander&) = delete;
   Expander& operator=(const Expander&) = delete;
@@ -106,8 +109,8 @@ struct RunSize {
 // (driver::turns_unbuilt).
 RunSize translated_size(const RunSize& full, std::uint64_t translations, bool biggest_built = true);
 // Saturates instead of overflowing. Throws InputError when a named GPU algorithm
-// does not apply (as expand() would).
-RunSize estimate_run(const workloads::Workload& w, const topology::Torus& torus);
+// does not apply (as expand() would). `gpu` as expand()'s.
+RunSize estimate_run(const workloads::Workload& w, const topology::Torus& torus, GpuChoices* gpu = nullptr);
 
 // Bounds on a run, checked before anything is built (meshsim run --max-transfers,
 // --max-memory). The defaults let the 4096-chip benchmark run and refuse what

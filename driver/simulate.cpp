@@ -73,10 +73,10 @@ struct Names {
   std::vector<int> resource_track;
 };
 
-Names names_of(const workloads::Workload& w, const topology::Torus& torus, const Expanded& ex) {
+Names names_of(const topology::Torus& torus, const Expanded& ex, GpuChoices* gpu) {
   Names n;
-  if (w.hardware.gpu) {
-    const topology::Fabric f = w.make_fabric();
+  if (gpu) {
+    const topology::Fabric& f = gpu->fabric();
     for (topology::ChipId c = 0; c < torus.num_chips(); ++c) n.chips.push_back(f.gpu_name(c));
     n.tracks = {"compute", "nvlink up", "nvlink down", "nic up", "nic down"};
     for (topology::LinkId l = 0; l < f.num_links(); ++l) {
@@ -123,7 +123,7 @@ Names names_of(const workloads::Workload& w, const topology::Torus& torus, const
 }
 
 traces::TraceLayout trace_layout(const workloads::Workload& w, const topology::Torus& torus, const Expanded& ex,
-                                 const Names& n) {
+                                 const Names& n, GpuChoices* gpu) {
   traces::TraceLayout l;
   l.chips = torus.num_chips();
   l.chip_names = n.chips;
@@ -135,12 +135,10 @@ traces::TraceLayout trace_layout(const workloads::Workload& w, const topology::T
   l.resource_src = n.resource_src;
   l.resource_dst = n.resource_dst;
   l.resource_track = n.resource_track;
-  std::optional<GpuChoices> gpu;
-  if (w.hardware.gpu) gpu.emplace(w, torus);
   for (const workloads::Op& op : w.ops) {
     l.op_names.push_back(op.name);
     l.op_kinds.emplace_back(kind_name(op.kind));
-    l.op_algorithms.push_back(algorithm_name(op, torus, gpu ? &*gpu : nullptr));
+    l.op_algorithms.push_back(algorithm_name(op, torus, gpu));
   }
   l.forward_chunk_bytes = w.hardware.forward_chunk_bytes;
   l.op_ports = ex.op_ports;
@@ -292,11 +290,10 @@ class PortWatch {
 // The results of every op from its timing on an engine: when all its chips could
 // start it (`all_ready`), its first start and last arrival (`timings`).
 std::vector<OpResult> op_results(const workloads::Workload& w, const topology::Torus& torus, const Expanded& ex,
-                                 const std::vector<sim::OpTiming>& timings, const std::vector<Tick>& all_ready) {
+                                 const std::vector<sim::OpTiming>& timings, const std::vector<Tick>& all_ready,
+                                 GpuChoices* gpu) {
   std::vector<OpResult> out;
   out.reserve(w.ops.size());
-  std::optional<GpuChoices> gpu;
-  if (w.hardware.gpu) gpu.emplace(w, torus);
   // per (kind, axes, bytes, protocol)
   std::map<std::tuple<int, std::vector<int>, std::uint64_t, int>, LowerBound> bounds;
   for (std::size_t i = 0; i < w.ops.size(); ++i) {
@@ -373,9 +370,9 @@ std::vector<OpResult> op_results(const workloads::Workload& w, const topology::T
 
 // The same program as flows on SimGrid (sim/simgrid/).
 RunResult simulate_simgrid(const workloads::Workload& w, const topology::Torus& torus, const Expanded& ex,
-                           const std::vector<std::string>& config) {
+                           const std::vector<std::string>& config, GpuChoices* gpu) {
   // A SimGrid link has one latency, whichever flow crosses it: Simple's.
-  const std::vector<std::uint8_t> classes = op_classes(w, torus);
+  const std::vector<std::uint8_t> classes = op_classes(w, torus, gpu);
   for (std::size_t i = 0; i < classes.size(); ++i)
     if (classes[i] != 0) {
       const workloads::Op& op = w.ops[i];
@@ -432,7 +429,7 @@ RunResult simulate_simgrid(const workloads::Workload& w, const topology::Torus& 
   r.routes = run.routes;
   r.workers = run.workers;
   r.engine_seconds = run.engine_seconds;
-  r.ops = op_results(w, torus, ex, timings, all_ready);
+  r.ops = op_results(w, torus, ex, timings, all_ready, gpu);
   return r;
 }
 
@@ -462,8 +459,8 @@ bool may_repeat(const workloads::Workload& w, const topology::Torus& torus) {
 }
 
 std::optional<RunResult> run_native(const workloads::Workload& w, const topology::Torus& torus, const Expanded& ex,
-                                    const SimulateOptions& options, const sim::Reduced::Class* translated,
-                                    const TranslationQuotient* quotient = nullptr);
+                                    const SimulateOptions& options, GpuChoices* gpu,
+                                    const sim::Reduced::Class* translated, const TranslationQuotient* quotient = nullptr);
 
 }  // namespace
 
@@ -477,27 +474,41 @@ bool may_reduce_run(const SimulateOptions& options) {
 
 }  // namespace
 
+namespace {
+
+// One chip's share of the quotient by the torus' translations (beside its
+// largest op, built whole), when translations leave the workload's ops in place.
+std::optional<RunSize> translation_size(const workloads::Workload& w, const topology::Torus& torus, GpuChoices* gpu) {
+  const std::vector<Shift> axes = translated_axes(w, torus, gpu);
+  const std::uint64_t n = translation_count(axes, torus);
+  if (n <= 1) return std::nullopt;
+  const RunSize full = estimate_run(w, torus, gpu);
+  bool built = true;  // the largest op, built whole to check its quotient
+  bool mirrored = false;
+  if (gpu && !w.ops.empty()) {
+    built = !turns_unbuilt(w.ops[full.biggest_op], *gpu, axes);
+    mirrored = mirrors_unbuilt(w, torus, *gpu, axes);
+  }
+  RunSize out = translated_size(full, mirrored ? 2 * n : n, built);
+  out.mirrored = mirrored;
+  return out;
+}
+
+RunSize group_size(const workloads::Workload& first, const topology::Torus& torus, const TranslatedGroups& groups,
+                   GpuChoices* gpu = nullptr) {
+  RunSize size = estimate_run(first, torus, gpu);
+  size.groups = groups.copies();
+  return size;
+}
+
+}  // namespace
+
 RunSize run_size(const workloads::Workload& w, const topology::Torus& torus, const SimulateOptions& options) {
   if (may_reduce_run(options)) {
-    if (const std::optional<TranslatedGroups> groups = translated_groups(w, torus)) {
-      RunSize size = estimate_run(first_group(w, *groups), torus);
-      size.groups = groups->copies();
-      return size;
-    }
-    const std::vector<Shift> axes = translated_axes(w, torus);
-    if (const std::uint64_t n = translation_count(axes, torus); n > 1) {
-      const RunSize full = estimate_run(w, torus);
-      bool built = true;  // the largest op, built whole to check its quotient
-      bool mirrored = false;
-      if (w.hardware.gpu && !w.ops.empty()) {
-        const topology::Fabric fabric = w.make_fabric();
-        built = !turns_unbuilt(w.ops[full.biggest_op], w, torus, fabric, axes);
-        mirrored = mirrors_unbuilt(w, torus, fabric, axes);
-      }
-      RunSize out = translated_size(full, mirrored ? 2 * n : n, built);
-      out.mirrored = mirrored;
-      return out;
-    }
+    if (const std::optional<TranslatedGroups> groups = translated_groups(w, torus))
+      return group_size(first_group(w, *groups), torus, *groups);
+    std::optional<GpuChoices> own;
+    if (std::optional<RunSize> size = translation_size(w, torus, choices_for(nullptr, own, w, torus))) return *size;
   }
   return estimate_run(w, torus);
 }
@@ -522,44 +533,73 @@ std::string reduction_hint(const workloads::Workload& w, const topology::Torus& 
 
 }  // namespace
 
-RunResult simulate(const workloads::Workload& w, const SimulateOptions& options) {
-  const topology::Torus torus = w.make_torus();
-  const GpuChoiceScope choices(w, torus);  // each op's algorithm chosen once
-  std::optional<RunSize> whole;  // the whole workload's size, once estimated
+RunPlan plan_run(const workloads::Workload& w, const topology::Torus& torus, const SimulateOptions& options,
+                 GpuChoices* given) {
+  std::optional<GpuChoices> own;
+  GpuChoices* gpu = choices_for(given, own, w, torus);
+  RunPlan plan;
   if (may_reduce_run(options)) {
     // Identical independent groups known from the workload (driver/groups.hpp):
-    // group 0 alone is built, checked against the limits and run.
-    if (const std::optional<TranslatedGroups> groups = translated_groups(w, torus)) {
-      const workloads::Workload first = first_group(w, *groups);
-      RunSize size = estimate_run(first, torus);
-      size.groups = groups->copies();
-      check_limits(first, size, options.limits);
-      const Expanded ex = expand(first, torus);
-      const sim::Reduced::Class translated = translated_class(*groups, w, torus, ex);
-      return *run_native(w, torus, ex, options, &translated);
+    // group 0 alone is built and run.
+    if (std::optional<TranslatedGroups> groups = translated_groups(w, torus)) {
+      plan.kind = RunPlan::Kind::Group;
+      plan.first = first_group(w, *groups);
+      plan.size = group_size(*plan.first, torus, *groups, gpu);
+      plan.groups = std::move(groups);
+      check_limits(*plan.first, plan.size, options.limits);
+      return plan;
     }
     // A program that the torus' translations may leave unchanged: its quotient,
     // built op by op without the whole program (driver/translations.hpp).
-    const RunSize size = run_size(w, torus, options);
-    if (size.translations == 1) {
-      whole = size;  // run_size's is then the whole workload's
-    } else {
-      check_limits(w, size, options.limits);
-      if (const std::optional<OpQuotient> q = quotient_by_ops(w, torus))
-        if (std::optional<RunResult> r = run_native(w, torus, q->ex, options, &q->quotient.translated, &q->quotient))
-          return std::move(*r);
-      // Not invariant, or a tie the quotient cannot stand for: the whole program.
+    if (const std::optional<RunSize> size = translation_size(w, torus, gpu)) {
+      check_limits(w, *size, options.limits);
+      if ((plan.quotient = quotient_by_ops(w, torus, gpu))) {
+        plan.kind = RunPlan::Kind::Quotient;
+        plan.size = *size;
+        return plan;
+      }
+      // Not invariant: the whole program.
+      plan.size = estimate_run(w, torus, gpu);
+      check_limits(w, plan.size, options.limits);
+      return plan;
     }
   }
-  const RunSize size = whole ? *whole : estimate_run(w, torus);
-  if (!within_limits(size, options.limits)) check_limits(w, size, options.limits, reduction_hint(w, torus, options));
-  const Expanded ex = expand(w, torus);
-  return simulate_expanded(w, torus, ex, options);
+  plan.size = estimate_run(w, torus, gpu);
+  if (!within_limits(plan.size, options.limits))
+    check_limits(w, plan.size, options.limits, reduction_hint(w, torus, options));
+  return plan;
+}
+
+RunResult simulate(const workloads::Workload& w, const SimulateOptions& options) {
+  const topology::Torus torus = w.make_torus();
+  // The system's GPU choices, made once for the run: every step asks for them.
+  std::optional<GpuChoices> own;
+  GpuChoices* gpu = choices_for(nullptr, own, w, torus);
+  const RunPlan plan = plan_run(w, torus, options, gpu);
+  switch (plan.kind) {
+    case RunPlan::Kind::Group: {
+      const Expanded ex = expand(*plan.first, torus, gpu);
+      const sim::Reduced::Class translated = translated_class(*plan.groups, w, torus, ex);
+      return *run_native(w, torus, ex, options, gpu, &translated);
+    }
+    case RunPlan::Kind::Quotient:
+      if (std::optional<RunResult> r = run_native(w, torus, plan.quotient->ex, options, gpu,
+                                                  &plan.quotient->quotient.translated, &plan.quotient->quotient))
+        return std::move(*r);
+      // A tie the quotient cannot stand for: the whole program.
+      check_limits(w, estimate_run(w, torus, gpu), options.limits);
+      break;
+    case RunPlan::Kind::Whole:
+      break;
+  }
+  const Expanded ex = expand(w, torus, gpu);
+  return *run_native(w, torus, ex, options, gpu, nullptr);
 }
 
 RunResult simulate_expanded(const workloads::Workload& w, const topology::Torus& torus, const Expanded& ex,
                             const SimulateOptions& options) {
-  return *run_native(w, torus, ex, options, nullptr);
+  std::optional<GpuChoices> own;
+  return *run_native(w, torus, ex, options, choices_for(nullptr, own, w, torus), nullptr);
 }
 
 namespace {
@@ -569,14 +609,14 @@ namespace {
 // the quotient by the torus' translations (`ex` its layout, `translated` its
 // class): nothing then when its run cannot stand for the full one.
 std::optional<RunResult> run_native(const workloads::Workload& w, const topology::Torus& torus, const Expanded& ex,
-                                    const SimulateOptions& options, const sim::Reduced::Class* translated,
-                                    const TranslationQuotient* quotient) {
+                                    const SimulateOptions& options, GpuChoices* gpu,
+                                    const sim::Reduced::Class* translated, const TranslationQuotient* quotient) {
   if (!options.trace_path.empty())
     for (std::uint32_t chip : options.trace.chips)
       if (chip >= torus.num_chips())
         throw Error(fmt::format("--trace-chips: chip {} is out of range: {} has chips 0..{}", chip, w.file,
                                 torus.num_chips() - 1));
-  if (options.engine == EngineKind::SimGrid) return simulate_simgrid(w, torus, ex, options.simgrid_config);
+  if (options.engine == EngineKind::SimGrid) return simulate_simgrid(w, torus, ex, options.simgrid_config, gpu);
   // Exact reductions (sim/reduce.hpp): not with a trace or critical paths, which
   // want every task's own timing.
   const bool may_reduce = !translated && options.reduce && options.trace_path.empty() && !options.critical_path;
@@ -588,12 +628,9 @@ std::optional<RunResult> run_native(const workloads::Workload& w, const topology
   // Else identical independent components.
   std::optional<Translations> translations;
   if (!translated) {
-    const std::vector<Shift> axes = translated_axes(w, torus);  // once: on a GPU fabric it lays out the fabric
-    if (!axes.empty() && !translated_groups(w, torus)) {
-      std::optional<topology::Fabric> fabric;
-      if (w.hardware.gpu) fabric.emplace(w.make_fabric());
-      translations = Translations::find(torus, ex, axes, fabric ? &*fabric : nullptr);
-    }
+    const std::vector<Shift> axes = translated_axes(w, torus, gpu);
+    if (!axes.empty() && !translated_groups(w, torus))
+      translations = Translations::find(torus, ex, axes, gpu ? &gpu->fabric() : nullptr);
   }
   BigVector<std::uint32_t> keys;
   if (translations && translations->verify()) keys = translations->keys();
@@ -652,7 +689,7 @@ std::optional<RunResult> run_native(const workloads::Workload& w, const topology
   } entries(ex, subset);
 
   sim::Engine engine;
-  const std::vector<std::uint8_t> op_class = op_classes(w, torus);  // NCCL's protocols
+  const std::vector<std::uint8_t> op_class = op_classes(w, torus, gpu);  // NCCL's protocols
   sim::Executor executor(engine, program, resources);
   if (!op_class.empty()) executor.classify_ops(op_class);
   traces::LinkStats observed(resources);
@@ -663,7 +700,7 @@ std::optional<RunResult> run_native(const workloads::Workload& w, const topology
   // direction is a cost at scale.
   std::optional<Names> named;
   const auto names = [&]() -> const Names& {
-    if (!named) named = names_of(w, torus, ex);
+    if (!named) named = names_of(torus, ex, gpu);
     return *named;
   };
   std::unique_ptr<TimingRecorder> timings;
@@ -674,7 +711,7 @@ std::optional<RunResult> run_native(const workloads::Workload& w, const topology
   std::unique_ptr<traces::TraceLayout> layout;
   std::unique_ptr<traces::TraceRecorder> recorder;
   if (!options.trace_path.empty()) {
-    layout = std::make_unique<traces::TraceLayout>(trace_layout(w, torus, ex, names()));
+    layout = std::make_unique<traces::TraceLayout>(trace_layout(w, torus, ex, names(), gpu));
     recorder = std::make_unique<traces::TraceRecorder>(ex.program, *layout, options.trace);
     executor.add_observer(*recorder);
   }
@@ -712,14 +749,14 @@ std::optional<RunResult> run_native(const workloads::Workload& w, const topology
   if (executor.threads_used() > 1 && (broken || (!quotient && executor.first_zero_lag()))) {
     SimulateOptions one = options;
     one.threads = 1;
-    return run_native(w, torus, ex, one, translated, quotient);
+    return run_native(w, torus, ex, one, gpu, translated, quotient);
   }
   if (quotient && (executor.first_zero_lag() || (broken && !executor.overflowed_task()))) return std::nullopt;
   if (reduced && broken) {
     // Errors are reported from the full program, task by task.
     SimulateOptions full = options;
     full.reduce = false;
-    return run_native(w, torus, ex, full, nullptr);
+    return run_native(w, torus, ex, full, gpu, nullptr);
   }
   if (const auto overflow = executor.overflowed_task()) {
     const auto& op = w.ops[program.task(*overflow).op()];
@@ -773,7 +810,7 @@ std::optional<RunResult> run_native(const workloads::Workload& w, const topology
   r.transfers = stats.total_transfers();
   r.link_bytes = stats.total_bytes();
   r.capacity_respected = stats.capacity_respected();
-  r.ops = op_results(w, torus, ex, entries.sends.timings(executor.op_timings()), entries.all_ready);
+  r.ops = op_results(w, torus, ex, entries.sends.timings(executor.op_timings()), entries.all_ready, gpu);
   if (translated && !quotient)  // every group ran each op's transfers (a quotient's ex counts the whole program's)
     for (OpResult& o : r.ops) o.transfers *= translated->copies, o.link_bytes *= translated->copies;
   if (recorder) {

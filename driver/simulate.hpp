@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,8 @@
 #include "base/tick.hpp"
 #include "driver/critical_path.hpp"
 #include "driver/expand.hpp"
+#include "driver/groups.hpp"
+#include "driver/translations.hpp"
 #include "traces/trace.hpp"
 #include "workloads/workload.hpp"
 
@@ -130,6 +133,23 @@ RunResult simulate(const workloads::Workload& w, const SimulateOptions& options 
 // (RunSize::translations), or the whole workload. Should the quotient not
 // apply after all (an op not invariant), simulate() checks the whole workload.
 RunSize run_size(const workloads::Workload& w, const topology::Torus& torus, const SimulateOptions& options = {});
+
+// How simulate() runs a workload with `options` (docs/MODEL.md, "Exact
+// reductions"): group 0 of identical independent groups (the others copy its
+// results), the quotient by the torus' translations (built op by op), or the
+// whole program. Sized and checked against options.limits (InputError) before
+// the program is built; `meshsim validate` counts the tasks of the same plan.
+struct RunPlan {
+  enum class Kind : std::uint8_t { Whole, Group, Quotient };
+  Kind kind = Kind::Whole;
+  RunSize size;                               // the run's estimate, as checked
+  std::optional<TranslatedGroups> groups;     // Group: the groups
+  std::optional<workloads::Workload> first;   // Group: the workload on group 0
+  std::optional<OpQuotient> quotient;         // Quotient: the quotient, built
+};
+// `gpu`: the system's GPU choices (costs.hpp), null to make them.
+RunPlan plan_run(const workloads::Workload& w, const topology::Torus& torus, const SimulateOptions& options = {},
+                 GpuChoices* gpu = nullptr);
 
 // simulate() on a program already expanded from `w` (expand(w, torus), or in
 // tests a deliberately broken one with the same layout); options.limits unused.

@@ -37,7 +37,7 @@ bool moves_cables(const topology::Torus& t, int a, int step, int period) {
 
 }  // namespace
 
-std::vector<Shift> translated_axes(const workloads::Workload& w, const topology::Torus& t) {
+std::vector<Shift> translated_axes(const workloads::Workload& w, const topology::Torus& t, GpuChoices* given) {
   std::vector<Shift> out;
   if (t.twisted() || w.ops.empty()) return out;
   for (const workloads::Op& op : w.ops)
@@ -61,7 +61,8 @@ std::vector<Shift> translated_axes(const workloads::Workload& w, const topology:
   // over node axes alone runs one group per rail: rotated too).
   bool tree = false, rotates = true;
   if (gpu) {
-    GpuChoices choices(w, t);
+    std::optional<GpuChoices> own;
+    GpuChoices& choices = *choices_for(given, own, w, t);
     const topology::Fabric& fabric = choices.fabric();
     if (fabric.units() > 1) cable_period = fabric.cable_period();
     for (const workloads::Op& op : w.ops) {
@@ -584,17 +585,16 @@ OpPart every_rail(const OpPart& zero, std::uint32_t rails, const topology::Fabri
 
 }  // namespace
 
-bool turns_unbuilt(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& t,
-                   const topology::Fabric& fabric, const std::vector<Shift>& axes) {
+bool turns_unbuilt(const workloads::Op& op, GpuChoices& gpu, const std::vector<Shift>& axes) {
   if (axes != std::vector<Shift>{{0, 1}} || op.kind != OpKind::AllReduce || op.chips || op.groups) return false;
-  if (std::find(op.hw_axes.begin(), op.hw_axes.end(), 0) == op.hw_axes.end() || fabric.units() != 1) return false;
-  return gpu_algorithm(op, w, t, fabric).algorithm == collectives::gpu::Algorithm::Tree;
+  if (std::find(op.hw_axes.begin(), op.hw_axes.end(), 0) == op.hw_axes.end() || gpu.fabric().units() != 1) return false;
+  return gpu(op).algorithm == collectives::gpu::Algorithm::Tree;
 }
 
-bool mirrors_unbuilt(const workloads::Workload& w, const topology::Torus& t, const topology::Fabric& fabric,
+bool mirrors_unbuilt(const workloads::Workload& w, const topology::Torus& t, GpuChoices& gpu,
                      const std::vector<Shift>& axes) {
-  if (w.ops.size() != 1 || !turns_unbuilt(w.ops.front(), w, t, fabric, axes)) return false;
-  return !collectives::gpu::tree_mirror(fabric, t, w.ops.front().hw_axes).empty();
+  if (w.ops.size() != 1 || !turns_unbuilt(w.ops.front(), gpu, axes)) return false;
+  return !collectives::gpu::tree_mirror(gpu.fabric(), t, w.ops.front().hw_axes).empty();
 }
 
 namespace {
@@ -611,7 +611,8 @@ namespace {
 // the joins of the node of lower id of each mirrored pair, rail 0's tree 0
 // with every link on the same link of that node's GPU 0, the tasks of 2G each.
 std::optional<OpPart> turned_tree(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& t,
-                                  const topology::Fabric& fabric, std::span<const topology::ChipId> mirrors) {
+                                  GpuChoices& gpu, std::span<const topology::ChipId> mirrors) {
+  const topology::Fabric& fabric = gpu.fabric();
   const std::uint32_t chips = t.num_chips();
   const auto g = static_cast<std::uint32_t>(fabric.gpus_per_node());
   const bool mirror = !mirrors.empty();
@@ -628,7 +629,7 @@ std::optional<OpPart> turned_tree(const workloads::Op& op, const workloads::Work
   const auto n = static_cast<sim::TaskId>(representatives.size());
   sim::ProgramBuilder b;
   const sim::OpId id = b.add_op();
-  const GpuChoice choice = gpu_algorithm(op, w, t, fabric);
+  const GpuChoice& choice = gpu(op);
   const Tick fixed = op_fixed_cost(op, w, t, choice);
   for (sim::TaskId k = 0; k < n; ++k) out.entry.push_back(b.join(id, fixed, representatives[k]));
   for (sim::TaskId k = 0; k < n; ++k) out.exit.push_back(b.join(id, kZeroTick, representatives[k]));
@@ -688,11 +689,12 @@ void mirror_class(sim::Reduced::Class& c, const topology::Fabric& fabric,
 
 }  // namespace
 
-std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const topology::Torus& t) {
-  const std::vector<Shift> axes = translated_axes(w, t);
+std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const topology::Torus& t, GpuChoices* given) {
+  std::optional<GpuChoices> own_choices;
+  GpuChoices* gpu = choices_for(given, own_choices, w, t);
+  const std::vector<Shift> axes = translated_axes(w, t, gpu);
   if (axes.empty()) return std::nullopt;
-  std::optional<topology::Fabric> fabric;
-  if (w.hardware.gpu) fabric.emplace(w.make_fabric());
+  const topology::Fabric* fabric = gpu ? &gpu->fabric() : nullptr;
   // A workload without ops: the system alone, every op expanded into it by itself.
   workloads::Workload one = w;
   one.ops.clear();
@@ -701,7 +703,7 @@ std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const to
   one.explanations.clear();
   one.training.reset();
   OpQuotient out;
-  const Expander expand_ops(one, t);  // the system laid out once, every op expanded into it
+  const Expander expand_ops(one, t, gpu);  // the system laid out once, every op expanded into it
   out.ex = expand_ops(one);
 
   // What expand() reads of an op on a torus (translated_axes: no groups): ops
@@ -714,7 +716,7 @@ std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const to
   std::vector<std::size_t> part_of(w.ops.size());
   std::optional<Translations> layout;  // any op's: the translations depend on the torus and the axes alone
   std::vector<topology::ChipId> mirrors;  // the mirror of the nodes, when the quotient is by it too
-  if (fabric && mirrors_unbuilt(w, t, *fabric, axes))
+  if (gpu && mirrors_unbuilt(w, t, *gpu, axes))
     mirrors = collectives::gpu::tree_mirror(*fabric, t, w.ops.front().hw_axes);
   const bool mirror = !mirrors.empty();
   for (std::size_t i = 0; i < w.ops.size(); ++i) {
@@ -734,8 +736,8 @@ std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const to
       continue;
     }
     // NCCL's tree turned by the rotation of the GPUs (and mirrored): its quotient alone.
-    if (fabric && turns_unbuilt(op, w, t, *fabric, axes)) {
-      std::optional<OpPart> part = turned_tree(op, w, t, *fabric, mirrors);
+    if (gpu && turns_unbuilt(op, *gpu, axes)) {
+      std::optional<OpPart> part = turned_tree(op, w, t, *gpu, mirrors);
       if (!part) return std::nullopt;
       out.built_tasks += part->program.num_tasks();
       part_of[i] = parts.size();

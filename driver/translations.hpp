@@ -32,6 +32,7 @@
 #include <optional>
 #include <vector>
 
+#include "driver/costs.hpp"
 #include "driver/expand.hpp"
 #include "sim/executor.hpp"
 #include "sim/program.hpp"
@@ -76,7 +77,8 @@ struct Shift {
 // leaves the step is the least multiple of that which moves whole blocks of
 // the cable period, so that the cables move too; an axis where none divides
 // its size is left out. A pipeline's stages along one axis leave the others.
-std::vector<Shift> translated_axes(const workloads::Workload& w, const topology::Torus& t);
+// `gpu`: the system's GPU choices (costs.hpp), null to make them.
+std::vector<Shift> translated_axes(const workloads::Workload& w, const topology::Torus& t, GpuChoices* gpu = nullptr);
 
 // How many translations the quotient of `w` uses: the product over
 // translated_axes(w, t) of size / step; 1 when none.
@@ -179,7 +181,8 @@ struct OpQuotient {
   std::uint64_t built_tasks = 0;    // their tasks
   std::uint64_t full_tasks = 0;     // the tasks of the whole program
 };
-std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const topology::Torus& t);
+std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const topology::Torus& t,
+                                          GpuChoices* gpu = nullptr);
 
 // Whether quotient_by_ops builds `op`'s quotient without the op itself: NCCL's
 // tree across nodes over the GPUs of every node, on a fabric of one unit of
@@ -188,8 +191,7 @@ std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const to
 // (collectives::gpu::tree_rail_quotient), checked by its channels and routes
 // turning (collectives::gpu::tree_rail_quotient), not task by task: at thousands of
 // GPUs the whole op is past the program's task limit.
-bool turns_unbuilt(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& t,
-                   const topology::Fabric& fabric, const std::vector<Shift>& axes);
+bool turns_unbuilt(const workloads::Op& op, GpuChoices& gpu, const std::vector<Shift>& axes);
 
 // Whether quotient_by_ops also takes the quotient by the mirror of the nodes
 // (node of rank r to m - 1 - r, collectives::gpu::tree_mirror): `w` is one such
@@ -197,7 +199,7 @@ bool turns_unbuilt(const workloads::Op& op, const workloads::Workload& w, const 
 // double binary tree is then tree 0 mirrored, and the quotient is rail 0's tree
 // 0 alone (the tasks of 2G each), checked by its chains, trees and routes
 // mirroring, as the rotation is by turning.
-bool mirrors_unbuilt(const workloads::Workload& w, const topology::Torus& t, const topology::Fabric& fabric,
+bool mirrors_unbuilt(const workloads::Workload& w, const topology::Torus& t, GpuChoices& gpu,
                      const std::vector<Shift>& axes);
 
 }  // namespace meshsim::driver

@@ -6,9 +6,7 @@
 
 #include "base/error.hpp"
 #include "driver/expand.hpp"
-#include "driver/groups.hpp"
 #include "driver/simulate.hpp"
-#include "driver/translations.hpp"
 #include "tools/meshsim/commands.hpp"
 #include "workloads/workload.hpp"
 
@@ -26,24 +24,22 @@ Subcommand add_validate_command(CLI::App& app) {
             return guarded([&] {
               const workloads::Workload w = workloads::load_workload(*path);
               const topology::Torus torus = w.make_torus();
-              // run's default size limits, checked from the estimate before anything is built
-              const driver::SimulateOptions defaults;
-              const driver::RunSize size = driver::run_size(w, torus, defaults);
-              driver::check_limits(w, size, defaults.limits);
-              // What run builds: group 0 of identical independent groups, the
-              // quotient by the translations (each distinct op's program in
-              // full), else the whole program. The count is the whole program's.
+              // What run builds, its size checked against run's default limits:
+              // group 0 of identical independent groups, the quotient by the
+              // translations (each distinct op's program in full), else the
+              // whole program. The count is the whole program's.
+              const driver::RunPlan plan = driver::plan_run(w, torus);
               std::uint64_t tasks = 0;
-              if (size.groups > 1)
-                if (const std::optional<driver::TranslatedGroups> groups = driver::translated_groups(w, torus))
-                  tasks = driver::expand(driver::first_group(w, *groups), torus).program.num_tasks() * groups->copies();
-              if (size.translations > 1)
-                if (const std::optional<driver::OpQuotient> q = driver::quotient_by_ops(w, torus))
-                  tasks = q->full_tasks;
-              if (tasks == 0) {
-                if (size.translations > 1 || size.groups > 1)
-                  driver::check_limits(w, driver::estimate_run(w, torus), defaults.limits);
-                tasks = driver::expand(w, torus).program.num_tasks();
+              switch (plan.kind) {
+                case driver::RunPlan::Kind::Group:
+                  tasks = driver::expand(*plan.first, torus).program.num_tasks() * plan.groups->copies();
+                  break;
+                case driver::RunPlan::Kind::Quotient:
+                  tasks = plan.quotient->full_tasks;
+                  break;
+                case driver::RunPlan::Kind::Whole:
+                  tasks = driver::expand(w, torus).program.num_tasks();
+                  break;
               }
               if (!*quiet)
                 std::printf("%s: valid: %zu ops, %u chips, %llu tasks\n", path->c_str(), w.ops.size(),

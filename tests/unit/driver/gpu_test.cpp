@@ -1379,7 +1379,7 @@ TEST_CASE("GPU: the tree's chunks and the NVLS tree's loops copied from one give
   }
 }
 
-TEST_CASE("GPU: a simulation's scope chooses each op's algorithm once, as without it", "[gpu]") {
+TEST_CASE("GPU: a run's choices (GpuChoices) choose each op's algorithm once, as without them", "[gpu]") {
   const workloads::Workload w = workloads::parse_workload(
       R"({"hardware": "h100-dgx", "topology": {"nodes": 4}, "mesh": {"G": 8, "N": 4}, "ops": [)" +
           ops("all_reduce", R"(["G", "N"])", 1 << 20) + ", " + ops("all_reduce", R"(["G", "N"])", 1 << 30) + ", " +
@@ -1389,11 +1389,11 @@ TEST_CASE("GPU: a simulation's scope chooses each op's algorithm once, as withou
   const topology::Fabric f = w.make_fabric();
   std::vector<driver::GpuChoice> alone;
   for (const workloads::Op& op : w.ops) alone.push_back(driver::gpu_algorithm(op, w, t, f));
-  const driver::GpuChoiceScope scope(w, t);
+  driver::GpuChoices choices(w, t);
   for (int pass = 0; pass < 2; ++pass)
     for (std::size_t i = 0; i < w.ops.size(); ++i) {
       CAPTURE(pass, i);
-      const driver::GpuChoice c = driver::gpu_algorithm(w.ops[i], w, t, f);
+      const driver::GpuChoice& c = choices(w.ops[i]);
       CHECK(c.algorithm == alone[i].algorithm);
       CHECK(c.protocol == alone[i].protocol);
       CHECK(c.closed.time_s() == alone[i].closed.time_s());

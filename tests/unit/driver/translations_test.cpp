@@ -474,9 +474,10 @@ TEST_CASE("translations: NCCL's tree turns every node's GPUs, not a spine's cabl
   CHECK(x->verify());
   // quotient_by_ops builds its quotient without the op (rail 0's channels on
   // GPU 0's links; the test above compares it with this one, slot by slot).
-  CHECK(driver::turns_unbuilt(one.ops[0], one, t, one.make_fabric(), {{0, 1}}));
+  driver::GpuChoices choices(one, t);
+  CHECK(driver::turns_unbuilt(one.ops[0], choices, {{0, 1}}));
   // Over 4 nodes, the mirror of the nodes too: rail 0's tree 0 alone.
-  CHECK(driver::mirrors_unbuilt(one, t, one.make_fabric(), {{0, 1}}));
+  CHECK(driver::mirrors_unbuilt(one, t, choices, {{0, 1}}));
   const std::optional<driver::OpQuotient> q = driver::quotient_by_ops(one, t);
   REQUIRE(q);
   CHECK(q->quotient.mirrored);
