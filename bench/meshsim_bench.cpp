@@ -6,6 +6,8 @@
 //   meshsim_bench --scale [--repeat N] [CASE.json ...]       (the scale cases, end to end, a process per run;
 //                                                            the machine, and CPU time per transfer simulated)
 //   meshsim_bench --hlo [--repeat N]                         (a synthetic HLO dump of 100k lines, parsed)
+//   meshsim_bench --plans [--repeat N] [SPEC.json]           (a search spec's plans made into workloads, in
+//                                                            memory and through JSON)
 //   meshsim_bench --help
 //
 // For each case: parse, expand into the hop-by-hop program, execute on the event
@@ -45,6 +47,7 @@
 #include "sim/engine.hpp"
 #include "sim/executor.hpp"
 #include "hlo/hlo.hpp"
+#include "search/search_json.hpp"
 #include "workloads/json_cursor.hpp"
 #include "workloads/workload.hpp"
 
@@ -167,6 +170,45 @@ void parse_figures(int repeat) {
                json, 1e6 * json / ops, workload, 1e6 * workload / ops);
   }
   fmt::print("(medians of {}; peak memory {:.1f} MB)\n\n", repeat, peak_rss_mb());
+}
+
+// A search's plans made into workloads, every one of them: built in memory
+// (search::build_plan, as the search builds them) against written as JSON and
+// parsed again (plan_workload, then parse_workload: how the search made them
+// before the builder). Both give the same workload (tests/unit/search); this
+// times them. A plan the builder refuses costs what its checks cost.
+void plan_figures(const std::string& path, int repeat) {
+  const meshsim::search::SearchSpec spec = meshsim::search::load_spec(path);
+  const std::vector<meshsim::search::Plan> plans = meshsim::search::enumerate_plans(spec);
+  std::vector<double> t_built, t_json;
+  std::size_t valid = 0, ops = 0;
+  for (int r = 0; r < repeat; ++r) {
+    valid = ops = 0;
+    auto t0 = Clock::now();
+    for (const meshsim::search::Plan& plan : plans) try {
+        ops += meshsim::search::build_plan(spec, plan).ops.size();
+        ++valid;
+      } catch (const meshsim::InputError&) {
+      }
+    t_built.push_back(seconds_since(t0));
+    std::size_t json_ops = 0;
+    t0 = Clock::now();
+    for (const meshsim::search::Plan& plan : plans) try {
+        meshsim::workloads::Json doc = meshsim::search::plan_workload(spec, plan);
+        doc["training"]["allow_oom"] = true;
+        json_ops += meshsim::workloads::parse_workload(doc.dump(), spec.file).ops.size();
+      } catch (const meshsim::InputError&) {
+      }
+    t_json.push_back(seconds_since(t0));
+    if (json_ops != ops) throw meshsim::Error("--plans: the two ways gave different workloads");
+  }
+  const double built = median(t_built), json = median(t_json), n = static_cast<double>(plans.size());
+  fmt::print("{}: {} plans, {} valid, {} ops lowered in all\n", path, plans.size(), valid, ops);
+  fmt::print("{:>28} {:>12} {:>14}\n", "", "all plans (s)", "us per plan");
+  fmt::print("{:>28} {:>12.3f} {:>14.1f}\n", "built in memory", built, 1e6 * built / n);
+  fmt::print("{:>28} {:>12.3f} {:>14.1f}\n", "written as JSON and parsed", json, 1e6 * json / n);
+  fmt::print("(medians of {}; JSON / memory {:.3f}; the search makes each valid plan twice: to bound it, to simulate it)\n\n",
+             repeat, json / built);
 }
 
 // A synthetic XLA HLO dump of about `lines` lines in the syntax of a real TPU
@@ -374,20 +416,23 @@ constexpr const char* kUsage =
     "       meshsim_bench --parse [--repeat N]\n"
     "       meshsim_bench --scale [--repeat N] [CASE.json ...]\n"
     "       meshsim_bench --hlo [--repeat N]\n"
+    "       meshsim_bench --plans [--repeat N] [SPEC.json]\n"
     "Prints figures (medians over N repetitions, default 5): a case's parse, expand and execute times,\n"
     "transfers/s, events/s and peak memory (default case bench/cases/allreduce_v4_16x16x16.json);\n"
     "--traces adds the cost of writing its traces; --engines compares the native engine with SimGrid\n"
     "(default: the 16x16 and 16x16x16 all-reduces); --parse times parsing 10k, 100k and 1M ops;\n"
     "--scale runs the scale cases (4,096 to 107,520 chips; two training steps at 8,960 and 16,384) end to end, a process per run, with exact reductions,\n"
     "and prints the machine and the CPU time per transfer simulated;\n"
-    "--hlo parses a synthetic XLA HLO dump of 100k lines and resolves its replica groups.\n"
+    "--hlo parses a synthetic XLA HLO dump of 100k lines and resolves its replica groups;\n"
+    "--plans makes every plan of a search spec into its workload, in memory and through JSON\n"
+    "(default examples/search/llama3_70b_v5p_16x16x4.json).\n"
     "Run from the project root (the default cases are relative paths).\n";
 
 }  // namespace
 
 int main(int argc, char** argv) {
   int repeat = 5;
-  bool traces = false, engines = false, parse = false, scale = false, hlo = false, repeat_given = false;
+  bool traces = false, engines = false, parse = false, scale = false, hlo = false, plans = false, repeat_given = false;
   std::vector<std::string> cases;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
@@ -400,7 +445,7 @@ int main(int argc, char** argv) {
     }
     if (argv[i][0] == '-' && std::strcmp(argv[i], "--traces") != 0 && std::strcmp(argv[i], "--engines") != 0 &&
         std::strcmp(argv[i], "--parse") != 0 && std::strcmp(argv[i], "--scale") != 0 && std::strcmp(argv[i], "--hlo") != 0 &&
-        std::strcmp(argv[i], "--repeat") != 0) {
+        std::strcmp(argv[i], "--plans") != 0 && std::strcmp(argv[i], "--repeat") != 0) {
       fmt::print(stderr, "meshsim_bench: error: unknown option '{}'\n{}", argv[i], kUsage);
       return 1;
     }
@@ -408,6 +453,8 @@ int main(int argc, char** argv) {
       parse = true;
     else if (std::strcmp(argv[i], "--hlo") == 0)
       hlo = true;
+    else if (std::strcmp(argv[i], "--plans") == 0)
+      plans = true;
     else if (std::strcmp(argv[i], "--scale") == 0)
       scale = true;
     else if (std::strcmp(argv[i], "--traces") == 0)
@@ -418,6 +465,17 @@ int main(int argc, char** argv) {
       repeat = std::max(1, std::atoi(argv[++i])), repeat_given = true;
     else
       cases.emplace_back(argv[i]);
+  }
+  if (plans) {
+    try {
+      for (const std::string& path :
+           cases.empty() ? std::vector<std::string>{"examples/search/llama3_70b_v5p_16x16x4.json"} : cases)
+        plan_figures(path, repeat_given ? repeat : 3);
+    } catch (const meshsim::Error& e) {
+      fmt::print(stderr, "meshsim_bench: error: {}\n", e.what());
+      return 1;
+    }
+    return 0;
   }
   if (hlo) {
     try {

@@ -5,7 +5,7 @@
 #include <optional>
 
 #include "driver/costs.hpp"
-#include "workloads/training_detail.hpp"
+#include "workloads/training_formulas.hpp"
 
 namespace meshsim::driver {
 
@@ -132,7 +132,6 @@ std::string training_line(const workloads::Op& op, const workloads::Workload& w,
 }
 
 std::string training_explain(const workloads::Workload& w) {
-  namespace wd = workloads::detail;
   const workloads::Training& t = *w.training;
   const workloads::ModelSpec& m = t.model;
   const workloads::StepFormulas& f = t.formulas;
@@ -181,7 +180,7 @@ std::string training_explain(const workloads::Workload& w) {
                              workloads::schedule_name(t.plan.schedule), p, mb, (p - 1) / mb, (mb + p - 1) / mb);
   }
   // Memory.
-  const wd::ActivationBytes a = wd::activation_bytes(t, false);
+  const workloads::ActivationBytes a = workloads::activation_bytes(t, false);
   const std::uint64_t sbh = m.seq_len / t.cp * t.microbatch * m.d_model;  // a chip's part of each sequence
   out += fmt::format("\nmemory per chip (the most loaded stage; 1e9-byte GB):\n");
   const std::uint64_t opt_shards = t.fsdp * (t.plan.sharded_optimizer ? t.dp : 1);

@@ -16,6 +16,7 @@
 #include "driver/costs.hpp"
 #include "driver/simulate.hpp"
 #include "driver/training_report.hpp"
+#include "search/search_json.hpp"
 #include "topology/fabric.hpp"
 #include "topology/gpu_preset.hpp"
 #include "topology/preset.hpp"
@@ -154,8 +155,8 @@ SearchSpec parse_spec(std::string_view text, const std::string& file) {
   spec.moe = model.experts > 0;
   spec.ffn = model.ffn;
   spec.seq_len = model.seq_len;
-  spec.base = root;
-  spec.base.erase("search");
+  Json base = root;
+  base.erase("search");
   const std::optional<Cursor> s = top.find("search");
   if (s)
     s->only_keys({"strategies", "microbatch", "recompute", "schedule", "virtual_stages", "sharded_optimizer",
@@ -272,7 +273,7 @@ SearchSpec parse_spec(std::string_view text, const std::string& file) {
         e.fail(fmt::format("unknown recompute policy '{}' (known: none, selective, full)", name));
       return name;
     });
-  const Json& t = spec.base.at("training");
+  const Json& t = base.at("training");
   if (spec.microbatches.empty())
     spec.microbatches = {t.contains("microbatch") && t.at("microbatch").is_number_unsigned()
                              ? t.at("microbatch").get<std::uint64_t>()
@@ -316,7 +317,7 @@ SearchSpec parse_spec(std::string_view text, const std::string& file) {
         v->fail(fmt::format("it applies to plans with {} parallelism, and \"{}\" is not among the strategies",
                             w.strategies.front(), w.strategies.front()));
     }
-    if (given) spec.base["training"]["overlap"].erase(w.overlap_key);
+    if (given) base["training"]["overlap"].erase(w.overlap_key);
   }
   const auto& sp = spec.switches[kSequenceParallel];
   if (spec.switches[kOverlapTensor] == std::vector<bool>{true} && sp == std::vector<bool>{false})
@@ -325,7 +326,7 @@ SearchSpec parse_spec(std::string_view text, const std::string& file) {
 
   // The system and the step, read once (the plans change their layout, mesh and
   // choices): the base with the first layout, as a plan's workload has it.
-  Json system = spec.base;
+  Json system = base;
   if (spec.gpu)
     system["topology"]["nodes"] = spec.layouts.front().size() == 1 ? Json(spec.layouts.front()[0]) : Json(spec.layouts.front());
   else
@@ -334,13 +335,14 @@ SearchSpec parse_spec(std::string_view text, const std::string& file) {
   spec.hardware = workloads::parse_hardware(read.at("hardware"));
   spec.topology = workloads::read_topology(read.at("topology"), spec.hardware);
   spec.training = workloads::read_training(read.at("training"));
+  spec.base = base.dump();
   return spec;
 }
 
 SearchSpec load_spec(const std::string& path) { return parse_spec(read_text_file(path, "search spec"), path); }
 
 Json plan_workload(const SearchSpec& spec, const Plan& plan) {
-  Json w = spec.base;
+  Json w = workloads::parse_json(spec.base, spec.file);
   if (spec.gpu)
     w["topology"]["nodes"] = plan.layout.size() == 1 ? Json(plan.layout[0]) : Json(plan.layout);
   else
@@ -367,7 +369,11 @@ Json plan_workload(const SearchSpec& spec, const Plan& plan) {
   return w;
 }
 
-workloads::Workload build_plan(const SearchSpec& spec, const Plan& plan) {
+namespace {
+
+// The plan's system built into `w`, and its step as written (with allow_oom:
+// the search prunes by memory itself).
+workloads::TrainingSpec plan_system(const SearchSpec& spec, const Plan& plan, workloads::Workload& w) {
   using workloads::StrategySpec;
   workloads::TopologySpec topo = spec.topology;
   if (spec.gpu) {
@@ -425,10 +431,16 @@ workloads::Workload build_plan(const SearchSpec& spec, const Plan& plan) {
   if (plan.fsdp > 1) t.overlap.fsdp_prefetch = plan.on[kFsdpPrefetch];
   if (plan.dp * plan.fsdp * plan.ep * plan.cp > 1) t.overlap.gradient_reduction = plan.on[kGradientOverlap];
 
-  workloads::Workload w;
   w.file = spec.file;
   workloads::build_system(w, spec.hardware, topo, mesh);
-  workloads::build_training(w, t);
+  return t;
+}
+
+}  // namespace
+
+workloads::Workload build_plan(const SearchSpec& spec, const Plan& plan) {
+  workloads::Workload w;
+  workloads::build_training(w, plan_system(spec, plan, w));
   return w;
 }
 
@@ -711,41 +723,55 @@ SearchResult run_search(const SearchSpec& spec, const SearchOptions& options) {
     ++out.enumerated;
     PlanResult r;
     r.plan = std::move(plan);
-    std::optional<workloads::Workload> w;
-    try {
-      w = build_plan(spec, r.plan);
-    } catch (const InputError& e) {
+    // The plan checked and its closed forms made first: a plan pruned by
+    // memory is never lowered.
+    workloads::Workload w;
+    const auto invalid = [&](const InputError& e) {
       ++out.invalid;
       if (out.invalid_reasons.size() < 5) out.invalid_reasons.push_back(fmt::format("{}: {}", r.plan.label, e.message()));
+    };
+    workloads::Training t;
+    SourceRef where;
+    try {
+      const workloads::TrainingSpec ts = plan_system(spec, r.plan, w);
+      t = workloads::plan_training(w, ts);
+      where = ts.where;
+    } catch (const InputError& e) {
+      invalid(e);
       continue;
     }
-    const workloads::Training& t = *w->training;
-    const workloads::StepFormulas& f = t.formulas;
+    const workloads::StepFormulas f = t.formulas;
     r.peak_bytes = f.peak_bytes;
     out.hbm_bytes = f.hbm_bytes;
     out.peak_flops_per_s = f.peak_flops_per_s;
     out.global_batch = t.global_batch;
-    const std::uint64_t link = w->hardware.peak.ici > 0 ? w->hardware.peak.ici : w->hardware.ici.bandwidth_bytes_per_s;
-    out.link_bytes_per_s = w->hardware.gpu ? 0 : 2.0 * static_cast<double>(link);
+    const std::uint64_t link = w.hardware.peak.ici > 0 ? w.hardware.peak.ici : w.hardware.ici.bandwidth_bytes_per_s;
+    out.link_bytes_per_s = w.hardware.gpu ? 0 : 2.0 * static_cast<double>(link);
     if (f.peak_bytes > f.hbm_bytes) {
       ++out.pruned_memory;
       if (out.smallest_peak_bytes == 0 || f.peak_bytes < out.smallest_peak_bytes) out.smallest_peak_bytes = f.peak_bytes;
       continue;
     }
-    const topology::Torus torus = w->make_torus();
+    try {
+      workloads::add_training(w, std::move(t), where);
+    } catch (const InputError& e) {
+      invalid(e);
+      continue;
+    }
+    const topology::Torus torus = w.make_torus();
     out.chips = torus.num_chips();
     try {
       driver::SimulateOptions sized;
       sized.limits = options.limits;
-      driver::check_limits(*w, driver::run_size(*w, torus, sized), options.limits);
+      driver::check_limits(w, driver::run_size(w, torus, sized), options.limits);
     } catch (const InputError& e) {
       ++out.too_large;
       if (out.too_large_reasons.size() < 3)
         out.too_large_reasons.push_back(fmt::format("{}: {}", r.plan.label, e.message()));
       continue;
     }
-    r.compute_bound = compute_bound(*w, torus.num_chips());
-    r.comm_bound = comm_bound(*w, torus);
+    r.compute_bound = compute_bound(w, torus.num_chips());
+    r.comm_bound = comm_bound(w, torus);
     r.bound = max(r.compute_bound, r.comm_bound);
     fits.push_back(std::move(r));
   }

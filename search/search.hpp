@@ -17,7 +17,6 @@
 
 #include "base/tick.hpp"
 #include "driver/expand.hpp"
-#include "workloads/json_cursor.hpp"
 #include "workloads/spec.hpp"
 
 namespace meshsim::search {
@@ -30,7 +29,9 @@ const char* switch_key(int s);  // its key in "search": "sharded_optimizer", ...
 
 struct SearchSpec {
   std::string file;
-  workloads::Json base;  // the spec as read, less "search" (plan_workload writes a plan's workload from it)
+  // The spec as read, less "search", as JSON text: plan_workload
+  // (search_json.hpp) writes a plan's workload from it.
+  std::string base;
   // The system and the step as read; each plan sets the slice shape (or the
   // nodes), the mesh and its choices (build_plan).
   workloads::Hardware hardware;
@@ -83,8 +84,6 @@ struct Plan {
 // Every plan of the spec, in enumeration order (Plan::index).
 std::vector<Plan> enumerate_plans(const SearchSpec& spec);
 
-// The plan's workload JSON (what `meshsim run` reproduces it with).
-workloads::Json plan_workload(const SearchSpec& spec, const Plan& plan);
 // The plan's workload, built in memory: the workload plan_workload's JSON gives,
 // with allow_oom (the search prunes by memory itself). InputError when the plan
 // does not fit the model.
@@ -147,6 +146,5 @@ std::vector<const PlanResult*> pareto_front(const SearchResult& r);
 std::string format_search(const SearchSpec& spec, const SearchResult& r, std::size_t top);
 // Why the winner beats the runner-up, and the scaling book's rules of thumb.
 std::string format_explanation(const SearchSpec& spec, const SearchResult& r);
-workloads::Json search_json(const SearchSpec& spec, const SearchResult& r, std::size_t top);
 
 }  // namespace meshsim::search

@@ -403,12 +403,20 @@ Training resolve_training(const Workload& w, const TrainingSpec& s) {
 
 }  // namespace
 
-void build_training(Workload& w, const TrainingSpec& spec) {
-  auto t = std::make_shared<Training>(resolve_training(w, spec));
-  detail::lower_training(w, *t, spec.where);
-  w.training = std::move(t);
+Training plan_training(const Workload& w, const TrainingSpec& spec) {
+  Training t = resolve_training(w, spec);
+  detail::check_training(w, t, spec.where);
+  return t;
+}
+
+void add_training(Workload& w, Training t, const SourceRef& where) {
+  auto step = std::make_shared<Training>(std::move(t));
+  detail::lower_training(w, *step, where);
+  w.training = std::move(step);
   check_time_range(w);
 }
+
+void build_training(Workload& w, const TrainingSpec& spec) { add_training(w, plan_training(w, spec), spec.where); }
 
 void add_collective(Workload& w, OpKind kind, std::uint64_t bytes, const std::vector<std::string>& axes,
                     const SourceRef& where) {

@@ -850,7 +850,7 @@ std::string gigabytes(std::uint64_t b) { return fmt::format("{:.2f} GB", static_
 
 }  // namespace
 
-void lower_training(Workload& w, Training& t, const SourceRef& where) {
+void check_training(const Workload& w, Training& t, const SourceRef& where) {
   t.formulas = step_formulas(t, w.hardware);
   const StepFormulas& f = t.formulas;
   if (f.peak_bytes > f.hbm_bytes && !t.allow_oom)
@@ -871,7 +871,8 @@ void lower_training(Workload& w, Training& t, const SourceRef& where) {
                            "more than meshsim's limit of {}: use fewer, larger microbatches or fewer layers",
                            static_cast<std::uint64_t>(std::min<unsigned __int128>(ops, ~std::uint64_t{0})),
                            t.microbatches, t.model.layers, kMaxTrainingOps));
-  StepLowerer(w, t, where).run();
 }
+
+void lower_training(Workload& w, Training& t, const SourceRef& where) { StepLowerer(w, t, where).run(); }
 
 }  // namespace meshsim::workloads::detail

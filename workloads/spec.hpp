@@ -108,6 +108,12 @@ struct TrainingSpec {
 // and w.ops. InputError when the plan does not fit the model or the mesh, or the
 // step does not fit in HBM and allow_oom is off.
 void build_training(Workload& w, const TrainingSpec& spec);
+// build_training in two steps, for a caller that decides on the closed forms
+// before the ops are lowered (the search prunes by memory): the step checked on
+// w's system, with its closed forms (Training::formulas), and its limits
+// checked (HBM unless allow_oom, the op count); then its ops appended to w.
+Training plan_training(const Workload& w, const TrainingSpec& spec);
+void add_training(Workload& w, Training t, const SourceRef& where);
 
 // A collective of `bytes` (V, docs/WORKLOAD.md) over mesh axes by name, on
 // every chip, independent of the ops so far (as a bytes-only op of a JSON

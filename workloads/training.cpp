@@ -294,8 +294,6 @@ TrainingSpec read_training(const Cursor& c) {
   return t;
 }
 
-namespace detail {
-
 // ---------------------------------------------------------------- formulas
 
 LayerParams layer_params(const ModelSpec& m, bool moe) {
@@ -501,5 +499,4 @@ StepFormulas step_formulas(const Training& t, const Hardware& hw) {
   return f;
 }
 
-}  // namespace detail
 }  // namespace meshsim::workloads

@@ -32,7 +32,7 @@ endmacro()
 
 run_bench(--help)
 expect_match("${rc}" "^0$" "--help: exit ${rc}")
-foreach(mode "usage: meshsim_bench" "--engines" "--parse" "--scale" "--hlo" "--traces")
+foreach(mode "usage: meshsim_bench" "--engines" "--parse" "--scale" "--hlo" "--plans" "--traces")
   string(FIND "${out}" "${mode}" at)
   if(at EQUAL -1)
     report("--help does not mention '${mode}'")

@@ -7,7 +7,7 @@
 #include <new>
 
 #include "base/error.hpp"
-#include "search/search.hpp"
+#include "search/search_json.hpp"
 #include "tools/meshsim/commands.hpp"
 #include "tools/meshsim/limit_options.hpp"
 #include "tools/meshsim/parallel.hpp"

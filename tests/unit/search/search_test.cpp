@@ -11,7 +11,7 @@
 #include <string>
 
 #include "base/error.hpp"
-#include "search/search.hpp"
+#include "search/search_json.hpp"
 #include "unit/workloads/digest.hpp"
 
 using namespace meshsim;

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "base/error.hpp"
-#include "workloads/training_detail.hpp"
+#include "workloads/training_formulas.hpp"
 #include "workloads/workload.hpp"
 
 using namespace meshsim;
@@ -57,13 +57,13 @@ TEST_CASE("Training FLOPs: the lowered matmuls equal Narayanan's closed form exa
     const Training& t = training(w);
     CHECK(t.lowered_model_flops == narayanan(B, s, L, h, V, false));
     CHECK(t.lowered_hardware_flops == t.lowered_model_flops);
-    CHECK(detail::step_flops(t).model == t.lowered_model_flops);
+    CHECK(step_flops(t).model == t.lowered_model_flops);
   }
   SECTION("full recompute counts the forward twice in hardware FLOPs only") {
     const Workload w = parse_workload(gpt(R"({"T": 2})", R"({"tensor": ["T"]})", R"(, "recompute": "full")"), "t.json");
     CHECK(training(w).lowered_model_flops == narayanan(B, s, L, h, V, false));
     CHECK(training(w).lowered_hardware_flops == narayanan(B, s, L, h, V, true));
-    CHECK(detail::step_flops(training(w)).hardware == narayanan(B, s, L, h, V, true));
+    CHECK(step_flops(training(w)).hardware == narayanan(B, s, L, h, V, true));
   }
   SECTION("selective recompute adds the attention cores' forward: 4 B s^2 h per layer") {
     const Workload w = parse_workload(gpt(R"({"T": 2})", R"({"tensor": ["T"]})", R"(, "recompute": "selective")"), "t.json");
@@ -121,7 +121,7 @@ TEST_CASE("Training memory: Korthikanti et al.'s activation bytes per layer, exa
 TEST_CASE("Training memory: ZeRO's 2 + 2 + 12 bytes per parameter, split by the sharding", "[training]") {
   const auto memory = [](const std::string& mesh, const std::string& plan) {
     const Workload w = parse_workload(gpt(mesh, plan), "t.json");
-    return std::pair{training(w).formulas, detail::stage_params(training(w), 0).per_chip};
+    return std::pair{training(w).formulas, stage_params(training(w), 0).per_chip};
   };
   SECTION("data parallel, unsharded: 16 bytes per parameter") {
     const auto [f, n] = memory(R"({"D": 4})", R"({"data": ["D"]})");
@@ -226,7 +226,7 @@ TEST_CASE("Training FLOPs: mixture of experts counts the router and top_k expert
     INFO("capacity factor " << capacity);
     const Workload w = parse_workload(text(capacity), "t.json");
     CHECK(training(w).lowered_model_flops == expected);
-    CHECK(detail::step_flops(training(w)).model == expected);
+    CHECK(step_flops(training(w)).model == expected);
     if (capacity > 1) CHECK(training(w).lowered_hardware_flops > expected);  // the padded rows
   }
   // Parameters: every expert counts, the router too.
@@ -264,7 +264,7 @@ TEST_CASE("Training: the parallel attention+MLP block has the same FLOPs, one no
   };
   const Workload serial = parse_workload(text(false), "t.json"), parallel = parse_workload(text(true), "t.json");
   CHECK(training(parallel).lowered_model_flops == training(serial).lowered_model_flops);
-  CHECK(training(parallel).lowered_model_flops == detail::step_flops(training(parallel)).model);
+  CHECK(training(parallel).lowered_model_flops == step_flops(training(parallel)).model);
   CHECK(training(parallel).formulas.parameters == training(serial).formulas.parameters - 4 * 256);
   const auto count = [](const Workload& w, OpKind kind) {
     std::size_t n = 0;
@@ -291,7 +291,7 @@ TEST_CASE("Training: the global batch in tokens is a whole number of sequences",
 TEST_CASE("Training memory: Megatron's fp32 gradients, 18 bytes per parameter, 6 + 12/d with its distributed optimizer", "[training]") {
   const auto memory = [](const std::string& plan) {
     const Workload w = parse_workload(gpt(R"({"D": 4})", plan, R"(, "gradient_dtype": "fp32")"), "t.json");
-    return std::pair{training(w).formulas, detail::stage_params(training(w), 0).per_chip};
+    return std::pair{training(w).formulas, stage_params(training(w), 0).per_chip};
   };
   {
     const auto [f, n] = memory(R"({"data": ["D"]})");
