@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <charconv>
 
 #include "base/error.hpp"
 #include "topology/gpu_preset.hpp"
@@ -70,6 +71,24 @@ Workload empty_workload(const ImportSystem& s, bool gpu_ok, const std::string& w
   }
   build_system(w, *preset_hardware(hardware), topo, mesh);
   return w;
+}
+
+std::optional<std::vector<int>> parse_shape_text(std::string_view text) {
+  std::vector<int> sizes;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t x = text.find('x', start);
+    const std::string_view part = text.substr(start, x == std::string_view::npos ? std::string_view::npos : x - start);
+    int v = 0;
+    const auto [p, ec] = std::from_chars(part.data(), part.data() + part.size(), v);
+    if (part.empty() || ec != std::errc() || p != part.data() + part.size() || v < 1 || v > kMaxAxisSize)
+      return std::nullopt;
+    sizes.push_back(v);
+    if (x == std::string_view::npos) break;
+    start = x + 1;
+  }
+  if (sizes.size() > 3) return std::nullopt;
+  return sizes;
 }
 
 void check_device_order(std::span<const int> devices, std::uint32_t chips) {

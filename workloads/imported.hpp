@@ -2,7 +2,9 @@
 // What the importers of programs written elsewhere (XLA HLO dumps: hlo/;
 // Chakra execution traces: chakra/) share: the system a program is imported
 // onto, and the order of its devices on it.
+#include <optional>
 #include <span>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -24,6 +26,10 @@ struct ImportSystem {
 // --hardware, --topology or --wraparound for an unknown preset or a shape it
 // does not take (`who`: "HLO import" and such, for the message).
 Workload empty_workload(const ImportSystem& s, bool gpu_ok, const std::string& who);
+
+// A shape written as sizes joined by 'x' ("16", "8x16", "4x4x4"): 1 to 3 sizes,
+// each 1 to kMaxAxisSize; null for anything else.
+std::optional<std::vector<int>> parse_shape_text(std::string_view text);
 
 // Checks a --devices list: every chip of `chips` once (the chip of device 0,
 // 1, ...); empty is the identity. Error otherwise.

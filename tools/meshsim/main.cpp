@@ -16,8 +16,7 @@
 #include "driver/explain.hpp"
 #include "driver/report.hpp"
 #include "driver/simulate.hpp"
-#include "chakra/import.hpp"
-#include "hlo/lower.hpp"
+#include "frontends/load.hpp"
 #include "tools/meshsim/commands.hpp"
 #include "tools/meshsim/sweep.hpp"
 #include "tools/meshsim/hardware_commands.hpp"
@@ -233,53 +232,16 @@ int main(int argc, char** argv) {
     check_outputs(workload_path, json_path, trace_path);
     std::pair<meshsim::Tick, meshsim::Tick> window;
     if (!trace_window.empty()) window = parse_window(trace_window);
-    std::string imported;  // the HLO import's summary
-    meshsim::workloads::Workload w = [&] {
-      const bool chakra = meshsim::chakra::rank_file_parts(workload_path).has_value();
-      if (!chakra && !comm_groups.empty()) throw meshsim::Error("--comm-groups: only for a Chakra trace");
-      if (!chakra && !meshsim::hlo::is_hlo_file(workload_path)) {
-        if (!hlo_hardware.empty() || !hlo_topology.empty() || !hlo_devices.empty() || !import_wrap.empty())
-          throw meshsim::Error(std::string(!hlo_hardware.empty()   ? "--hardware"
-                                           : !hlo_topology.empty() ? "--topology"
-                                           : !hlo_devices.empty()  ? "--devices"
-                                                                   : "--wraparound") +
-                               ": only for an HLO dump or a Chakra trace; a workload names its hardware and topology itself");
-        return meshsim::workloads::load_workload(workload_path);
-      }
-      const char* what = chakra ? "a Chakra trace" : "an HLO dump";
-      if (hlo_hardware.empty() || hlo_topology.empty())
-        throw meshsim::Error(workload_path + ": " + what + " needs --hardware PRESET and --topology SHAPE");
-      if (verify) throw meshsim::Error(std::string("--verify: ") + what + " has no data to execute");
-      std::vector<int> shape;
-      try {
-        shape = meshsim::cli::parse_mesh_shape(hlo_topology);
-      } catch (const meshsim::Error&) {
-        throw meshsim::Error(std::string("--topology: expected a slice shape such as 4x4 or 4x4x4") +
-                             (chakra ? ", or a node count" : "") + ", got '" + hlo_topology + "'");
-      }
-      if (chakra) {
-        meshsim::chakra::ImportOptions co;
-        co.hardware = hlo_hardware;
-        co.shape = shape;
-        co.devices = hlo_devices;
-        co.comm_groups = comm_groups;
-        co.wraparound = import_wrap;
-        meshsim::chakra::ImportReport report;
-        meshsim::workloads::Workload imported_w = meshsim::chakra::import_trace(workload_path, co, &report);
-        imported = "# " + imported_w.file + ": " + report.summary() + "\n";
-        return imported_w;
-      }
-      meshsim::hlo::ImportOptions io;
-      io.hardware = hlo_hardware;
-      io.shape = shape;
-      io.devices = hlo_devices;
-      io.wraparound = import_wrap;
-      meshsim::hlo::ImportReport report;
-      meshsim::workloads::Workload imported_w =
-          meshsim::hlo::import_module(meshsim::hlo::load_module(workload_path), io, &report);
-      imported = "# " + workload_path + ": " + report.summary() + "\n";
-      return imported_w;
-    }();
+    meshsim::frontends::ProgramOptions program;
+    program.hardware = hlo_hardware;
+    program.topology = hlo_topology;
+    program.wraparound = import_wrap;
+    program.devices = hlo_devices;
+    program.comm_groups = comm_groups;
+    program.verify = verify;
+    meshsim::frontends::Program loaded = meshsim::frontends::load_program(workload_path, program);
+    const std::string imported = loaded.summary;  // an import's summary line
+    meshsim::workloads::Workload w = std::move(loaded.workload);
     meshsim::tool::apply_calibration_file(w, calibration_path);
     // A training step that --verify cannot execute is refused before simulating.
     if (verify && w.training) meshsim::verify::check_training_verifiable(w);

@@ -15,6 +15,7 @@
 #include "base/error.hpp"
 #include "calibrate/measured.hpp"
 #include "tools/meshsim/plot.hpp"
+#include "workloads/imported.hpp"
 
 namespace meshsim::cli {
 
@@ -157,24 +158,9 @@ std::vector<std::uint64_t> parse_bytes_range(const std::string& text) {
 }
 
 std::vector<int> parse_mesh_shape(const std::string& text) {
-  const std::string usage =
-      "--mesh: expected mesh axis sizes such as 16 or 8x16 (each 1 to " + std::to_string(workloads::kMaxAxisSize) +
-      ", at most 3 axes), got '" + text + "'";
-  std::vector<int> sizes;
-  std::size_t start = 0;
-  while (true) {
-    const std::size_t x = text.find('x', start);
-    const std::string part = text.substr(start, x == std::string::npos ? std::string::npos : x - start);
-    int v = 0;
-    const auto [p, ec] = std::from_chars(part.data(), part.data() + part.size(), v);
-    if (part.empty() || ec != std::errc() || p != part.data() + part.size() || v < 1 || v > workloads::kMaxAxisSize)
-      throw Error(usage);
-    sizes.push_back(v);
-    if (x == std::string::npos) break;
-    start = x + 1;
-  }
-  if (sizes.size() > 3) throw Error(usage);
-  return sizes;
+  if (std::optional<std::vector<int>> sizes = workloads::parse_shape_text(text)) return *std::move(sizes);
+  throw Error("--mesh: expected mesh axis sizes such as 16 or 8x16 (each 1 to " +
+              std::to_string(workloads::kMaxAxisSize) + ", at most 3 axes), got '" + text + "'");
 }
 
 Sweep::Sweep(SweepSpec spec) : spec_(std::move(spec)) {
