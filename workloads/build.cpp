@@ -422,6 +422,8 @@ void add_collective(Workload& w, OpKind kind, std::uint64_t bytes, const std::ve
                     const SourceRef& where) {
   MESHSIM_ASSERT(!is_local(kind) && kind != OpKind::Send, "a collective");
   if (bytes == 0) where.child("bytes").fail("expected a positive integer, got 0");
+  constexpr std::uint64_t kMaxBytes = std::uint64_t{1} << 62;  // as the JSON's "bytes"
+  if (bytes > kMaxBytes) where.child("bytes").fail(fmt::format("{} is too large (at most {})", bytes, kMaxBytes));
   Op op;
   op.kind = kind;
   op.name = fmt::format("{}#{}", kind_name(kind), w.ops.size());

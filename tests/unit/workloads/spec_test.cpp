@@ -223,4 +223,6 @@ TEST_CASE("builder: what no JSON can say is refused at the value's pointer", "[s
         "w.json:/ops/0/axes/1: unknown mesh axis 'Q' (mesh axes: X, Y)");
   CHECK(error_of([&] { add_collective(w, OpKind::AllGather, 0, {"Y"}, kRoot.child("ops").child(std::size_t{0})); }) ==
         "w.json:/ops/0/bytes: expected a positive integer, got 0");
+  CHECK(error_of([&] { add_collective(w, OpKind::AllGather, ~std::uint64_t{0}, {"Y"}, kRoot.child("ops").child(std::size_t{0})); }) ==
+        "w.json:/ops/0/bytes: 18446744073709551615 is too large (at most 4611686018427387904)");
 }
