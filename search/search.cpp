@@ -1,13 +1,16 @@
 #include "search/search.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <exception>
 #include <new>
 #include <map>
 #include <optional>
+#include <sstream>
 #include <tuple>
 
 #include "base/error.hpp"
@@ -666,51 +669,71 @@ int role_strategy(workloads::Role r) {
   }
 }
 
-// One plan's simulation, as text (what a rank sends back under mpirun).
+// One plan's simulation as a rank sends it back under mpirun: "ok" and the
+// step's figures (integer picoseconds, the MFU to 17 digits, which reads back
+// to the same double), or "error" and the message.
+struct Outcome {
+  std::int64_t step = 0, compute = 0, optimizer = 0, idle = 0;
+  std::array<std::int64_t, kStrategies> exposed{}, in_flight{};
+  double mfu = 0;
+};
+
+std::string encode(const Outcome& o) {
+  return fmt::format("ok {} {} {} {} {} {} {:.17g}", o.step, o.compute, o.optimizer, o.idle, fmt::join(o.exposed, " "),
+                     fmt::join(o.in_flight, " "), o.mfu);
+}
+
 std::string simulate_text(const SearchSpec& spec, const Plan& plan) {
   try {
     const workloads::Workload w = build_plan(spec, plan);
     const driver::RunResult run = driver::simulate(w);
     const driver::TrainingResult t = driver::training_result(w, run);
-    std::array<std::int64_t, kStrategies> exposed{}, in_flight{};
-    std::int64_t compute = 0, optimizer = 0, idle = 0;
+    Outcome o;
+    o.step = t.step.ps();
+    o.mfu = t.mfu;
     for (const driver::StageBreakdown& s : t.stages) {
       const std::array<Tick, kStrategies> e{s.tensor, s.expert, s.context, s.fsdp, s.data, s.pipeline};
-      for (int i = 0; i < kStrategies; ++i) exposed[static_cast<std::size_t>(i)] =
-          std::max(exposed[static_cast<std::size_t>(i)], e[static_cast<std::size_t>(i)].ps());
+      for (std::size_t i = 0; i < kStrategies; ++i) o.exposed[i] = std::max(o.exposed[i], e[i].ps());
       for (std::size_t role = 0; role < s.in_flight.size(); ++role) {
         const int k = role_strategy(static_cast<workloads::Role>(role));
         if (k >= 0)
-          in_flight[static_cast<std::size_t>(k)] = std::max(in_flight[static_cast<std::size_t>(k)], s.in_flight[role].ps());
+          o.in_flight[static_cast<std::size_t>(k)] = std::max(o.in_flight[static_cast<std::size_t>(k)], s.in_flight[role].ps());
       }
-      compute = std::max(compute, s.compute.ps());
-      optimizer = std::max(optimizer, s.optimizer.ps());
-      idle = std::max(idle, s.idle.ps());
+      o.compute = std::max(o.compute, s.compute.ps());
+      o.optimizer = std::max(o.optimizer, s.optimizer.ps());
+      o.idle = std::max(o.idle, s.idle.ps());
     }
-    return Json{{"step", t.step.ps()}, {"mfu", t.mfu},           {"compute", compute},    {"optimizer", optimizer},
-                {"idle", idle},        {"exposed", exposed},      {"in_flight", in_flight}}
-        .dump();
+    return encode(o);
   } catch (const Error& e) {
-    return Json{{"error", fmt::format("{} (plan: {})", e.what(), plan.label)}}.dump();
+    return fmt::format("error {} (plan: {})", e.what(), plan.label);
   } catch (const std::bad_alloc&) {
-    return Json{{"error", fmt::format("out of memory (plan: {})", plan.label)}}.dump();
+    return fmt::format("error out of memory (plan: {})", plan.label);
   } catch (const std::exception& e) {  // never thrown past a rank: the others would wait for it
-    return Json{{"error", fmt::format("internal error: {} (plan: {})", e.what(), plan.label)}}.dump();
+    return fmt::format("error internal error: {} (plan: {})", e.what(), plan.label);
   }
 }
 
 void read_outcome(const std::string& text, PlanResult& r) {
-  const Json j = Json::parse(text);
-  if (j.contains("error")) throw Error(j.at("error").get<std::string>());
+  if (text.rfind("error ", 0) == 0) throw Error(text.substr(6));
+  std::istringstream in(text);
+  std::string ok;
+  Outcome o;
+  in >> ok >> o.step >> o.compute >> o.optimizer >> o.idle;
+  for (std::int64_t& v : o.exposed) in >> v;
+  for (std::int64_t& v : o.in_flight) in >> v;
+  std::string mfu;
+  in >> mfu;
+  MESHSIM_ASSERT(ok == "ok" && !in.fail(), "a plan's outcome that simulate_text did not write");
+  o.mfu = std::strtod(mfu.c_str(), nullptr);
   r.simulated = true;
-  r.step = Tick::from_ps(j.at("step").get<std::int64_t>());
-  r.mfu = j.at("mfu").get<double>();
-  r.compute = Tick::from_ps(j.at("compute").get<std::int64_t>());
-  r.optimizer = Tick::from_ps(j.at("optimizer").get<std::int64_t>());
-  r.idle = Tick::from_ps(j.at("idle").get<std::int64_t>());
+  r.step = Tick::from_ps(o.step);
+  r.mfu = o.mfu;
+  r.compute = Tick::from_ps(o.compute);
+  r.optimizer = Tick::from_ps(o.optimizer);
+  r.idle = Tick::from_ps(o.idle);
   for (std::size_t i = 0; i < kStrategies; ++i) {
-    r.comm[i].exposed = Tick::from_ps(j.at("exposed").at(i).get<std::int64_t>());
-    r.comm[i].in_flight = Tick::from_ps(j.at("in_flight").at(i).get<std::int64_t>());
+    r.comm[i].exposed = Tick::from_ps(o.exposed[i]);
+    r.comm[i].in_flight = Tick::from_ps(o.in_flight[i]);
   }
 }
 
