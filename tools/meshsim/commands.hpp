@@ -15,6 +15,8 @@ struct Subcommand {
   bool parsed() const { return app != nullptr && app->parsed(); }
 };
 
+// meshsim run: a workload, HLO dump or Chakra trace simulated (run_command.cpp).
+Subcommand add_run_command(CLI::App& app);
 // meshsim sweep: a workload (or a collective given by flags) over ranges of bytes,
 // mesh shapes, presets and algorithms; table, CSV, JSON and plots (sweep_command.cpp).
 Subcommand add_sweep_command(CLI::App& app);
