@@ -259,14 +259,17 @@ void check_limits(const workloads::Workload& w, const RunSize& size, const Limit
 }
 
 struct Expander::System {
-  System(const workloads::Workload& w, const topology::Torus& t, GpuChoices* gpu) : torus(t), estimator(w, t, gpu) {}
+  System(const workloads::Workload& w, const topology::Torus& t, GpuChoices* gpu, const BuildOptions& o)
+      : torus(t), estimator(w, t, gpu), options(o) {}
   const topology::Torus& torus;
   Estimator estimator;
+  BuildOptions options;
   Expanded layout;  // the resources and the network, no ops
 };
 
-Expander::Expander(const workloads::Workload& w, const topology::Torus& torus, GpuChoices* gpu)
-    : system_(std::make_unique<System>(w, torus, gpu)) {
+Expander::Expander(const workloads::Workload& w, const topology::Torus& torus, GpuChoices* gpu,
+                   const BuildOptions& options)
+    : system_(std::make_unique<System>(w, torus, gpu, options)) {
   Expanded& out = system_->layout;
   const std::uint32_t chips = torus.num_chips();
   out.chips = chips;
@@ -322,6 +325,7 @@ Expanded Expander::operator()(const workloads::Workload& w) const {
   const std::uint32_t chips = out.chips;
   const auto compute_unit = [&](std::uint32_t chip) { return static_cast<std::uint32_t>(out.links + chip); };
   sim::ProgramBuilder b;
+  b.copy_repeats = system_->options.copy_repeats;
   {
     // Reserve from the estimates: untouched capacity costs no resident memory,
     // and no reallocation copies millions of tasks.
@@ -445,8 +449,9 @@ std::vector<std::uint32_t> send_chips(const workloads::Op& op) {
   return out;
 }
 
-Expanded expand(const workloads::Workload& w, const topology::Torus& torus, GpuChoices* gpu) {
-  return Expander(w, torus, gpu)(w);
+Expanded expand(const workloads::Workload& w, const topology::Torus& torus, GpuChoices* gpu,
+                const BuildOptions& options) {
+  return Expander(w, torus, gpu, options)(w);
 }
 
 }  // namespace meshsim::driver

@@ -46,9 +46,17 @@ std::vector<std::uint32_t> send_chips(const workloads::Op& op);
 
 class GpuChoices;
 
+// How programs are built: with `copy_repeats` off, every round of a pipelined
+// loop (NCCL's tree's chunks, the NVLS tree's loops) is built instead of copied
+// (sim::ProgramBuilder::copy_repeats; the same program, which the tests check).
+struct BuildOptions {
+  bool copy_repeats = true;
+};
+
 // Refuses (InputError at the op, before building it) a program whose tasks would
 // exceed kMaxTasks. `gpu`: the system's GPU choices (costs.hpp), null to make them.
-Expanded expand(const workloads::Workload& w, const topology::Torus& torus, GpuChoices* gpu = nullptr);
+Expanded expand(const workloads::Workload& w, const topology::Torus& torus, GpuChoices* gpu = nullptr,
+                const BuildOptions& options = {});
 
 // expand() in two parts, for expanding many workloads on one system (the ops of
 // one workload one by one): the system's resources and network, and on a GPU
@@ -57,7 +65,8 @@ class Expander {
  public:
   // `w`: the system (hardware, topology); it must outlive the expander, and so
   // must `gpu` (the system's GPU choices; null: the expander makes its own).
-  Expander(const workloads::Workload& w, const topology::Torus& torus, GpuChoices* gpu = nullptr);
+  Expander(const workloads::Workload& w, const topology::Torus& torus, GpuChoices* gpu = nullptr,
+           const BuildOptions& options = {});
   ~Expander();
   Expander(const Expander&) = delete;
   Expander& operator=(const Expander&) = delete;

@@ -611,7 +611,8 @@ namespace {
 // the joins of the node of lower id of each mirrored pair, rail 0's tree 0
 // with every link on the same link of that node's GPU 0, the tasks of 2G each.
 std::optional<OpPart> turned_tree(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& t,
-                                  GpuChoices& gpu, std::span<const topology::ChipId> mirrors) {
+                                  GpuChoices& gpu, std::span<const topology::ChipId> mirrors,
+                                  const BuildOptions& options) {
   const topology::Fabric& fabric = gpu.fabric();
   const std::uint32_t chips = t.num_chips();
   const auto g = static_cast<std::uint32_t>(fabric.gpus_per_node());
@@ -628,6 +629,7 @@ std::optional<OpPart> turned_tree(const workloads::Op& op, const workloads::Work
     if (representative(c) == c) representatives.push_back(c);
   const auto n = static_cast<sim::TaskId>(representatives.size());
   sim::ProgramBuilder b;
+  b.copy_repeats = options.copy_repeats;
   const sim::OpId id = b.add_op();
   const GpuChoice& choice = gpu(op);
   const Tick fixed = op_fixed_cost(op, w, t, choice);
@@ -689,7 +691,8 @@ void mirror_class(sim::Reduced::Class& c, const topology::Fabric& fabric,
 
 }  // namespace
 
-std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const topology::Torus& t, GpuChoices* given) {
+std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const topology::Torus& t, GpuChoices* given,
+                                          const BuildOptions& options) {
   std::optional<GpuChoices> own_choices;
   GpuChoices* gpu = choices_for(given, own_choices, w, t);
   const std::vector<Shift> axes = translated_axes(w, t, gpu);
@@ -703,7 +706,7 @@ std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const to
   one.explanations.clear();
   one.training.reset();
   OpQuotient out;
-  const Expander expand_ops(one, t, gpu);  // the system laid out once, every op expanded into it
+  const Expander expand_ops(one, t, gpu, options);  // the system laid out once, every op expanded into it
   out.ex = expand_ops(one);
 
   // What expand() reads of an op on a torus (translated_axes: no groups): ops
@@ -737,7 +740,7 @@ std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const to
     }
     // NCCL's tree turned by the rotation of the GPUs (and mirrored): its quotient alone.
     if (gpu && turns_unbuilt(op, *gpu, axes)) {
-      std::optional<OpPart> part = turned_tree(op, w, t, *gpu, mirrors);
+      std::optional<OpPart> part = turned_tree(op, w, t, *gpu, mirrors, options);
       if (!part) return std::nullopt;
       out.built_tasks += part->program.num_tasks();
       part_of[i] = parts.size();

@@ -182,7 +182,7 @@ struct OpQuotient {
   std::uint64_t full_tasks = 0;     // the tasks of the whole program
 };
 std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const topology::Torus& t,
-                                          GpuChoices* gpu = nullptr);
+                                          GpuChoices* gpu = nullptr, const BuildOptions& options = {});
 
 // Whether quotient_by_ops builds `op`'s quotient without the op itself: NCCL's
 // tree across nodes over the GPUs of every node, on a fabric of one unit of

@@ -115,6 +115,9 @@ class ProgramBuilder {
   // round shares) stay. The same tasks and edges, in the same order, as
   // building each of those rounds would add, at the cost of a copy.
   void repeat(TaskId first, std::size_t first_edge, TaskId pivot, std::size_t times);
+  // Whether a loop that could repeat() its rounds does; false: it builds every
+  // round (the same program, which the tests check).
+  bool copy_repeats = true;
   void reserve(std::size_t tasks, std::size_t edges);
   Program finish() &&;
 

@@ -289,9 +289,4 @@ struct TreeLimits {
 TreeLimits tree_limits(const topology::Fabric& fabric, const std::vector<ChipId>& group,
                        Protocol p = Protocol::Simple, double chunk = 0, std::uint64_t simple_chunk = 0);
 
-// Tests: build every chunk of NCCL's tree and every loop of the NVLS tree one
-// by one, instead of building one and copying it the rest of the way with its
-// ids shifted (the same program, which the tests check).
-void build_rounds_one_by_one(bool on);
-
 }  // namespace meshsim::collectives::gpu

@@ -45,7 +45,9 @@ TaskId routed(ProgramBuilder& b, const std::vector<topology::LinkId>& route, std
 // Every transfer built from task `first` on carries protocol p's lines around its data.
 void to_wire(ProgramBuilder& b, TaskId first, Protocol p);
 
-// The pipelined rounds of the tree and the NVLS tree (gpu_tree.cpp).
+// The pipelined rounds of the tree and the NVLS tree (gpu_tree.cpp): from
+// round kWindow + 1 on, copies of round kWindow (ProgramBuilder::repeat),
+// unless the builder's copy_repeats is off.
 class Rounds {
  public:
   static constexpr std::uint64_t kWindow = 8;

@@ -183,12 +183,6 @@ std::vector<TreeChannel> tree_channels(const Fabric& f, const std::vector<ChipId
   return out;
 }
 
-namespace {
-
-bool one_by_one = false;  // build_rounds_one_by_one
-
-}  // namespace
-
 // The rounds of a pipelined collective (the tree's chunks, the NVLS tree's
 // loops) with a window of kWindow slots: from round kWindow on, each waits for
 // the round kWindow before it in every slot, and every round refers to the
@@ -198,7 +192,7 @@ bool one_by_one = false;  // build_rounds_one_by_one
 // built once, copied the rest of the way (ProgramBuilder::repeat), the same
 // program, faster (tests build it one round at a time too).
 bool Rounds::repeated(std::uint64_t k, std::uint64_t n) {
-  if (k == kWindow + 1 && !one_by_one) {
+  if (k == kWindow + 1 && b_.copy_repeats) {
     b_.repeat(first_, first_edge_, pivot_, n - k);
     return true;
   }
@@ -206,8 +200,6 @@ bool Rounds::repeated(std::uint64_t k, std::uint64_t n) {
   first_edge_ = b_.num_edges();
   return false;
 }
-
-void build_rounds_one_by_one(bool on) { one_by_one = on; }
 
 // NCCL's tree (docs/MODEL.md, "GPU fabrics"): on each of 2G channels
 // (tree_channels), chunk by chunk, every node reduces its chain towards

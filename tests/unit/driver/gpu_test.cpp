@@ -1368,10 +1368,10 @@ TEST_CASE("GPU: the tree's chunks and the NVLS tree's loops copied from one give
     // (and the mirror, on an even number of nodes).
     const driver::Expanded copied = driver::expand(w, t);
     const std::optional<driver::OpQuotient> q = driver::quotient_by_ops(w, t);
-    collectives::gpu::build_rounds_one_by_one(true);
-    const driver::Expanded built = driver::expand(w, t);
-    const std::optional<driver::OpQuotient> q_built = driver::quotient_by_ops(w, t);
-    collectives::gpu::build_rounds_one_by_one(false);
+    driver::BuildOptions one_by_one;
+    one_by_one.copy_repeats = false;
+    const driver::Expanded built = driver::expand(w, t, nullptr, one_by_one);
+    const std::optional<driver::OpQuotient> q_built = driver::quotient_by_ops(w, t, nullptr, one_by_one);
     CHECK(sim::testing::same_program(copied.program, built.program));
     REQUIRE(q.has_value() == q_built.has_value());
     if (q) CHECK(sim::testing::same_program(q->quotient.program, q_built->quotient.program));
