@@ -22,7 +22,8 @@ std::uint64_t active_chips(const workloads::Op& op, const topology::Torus& t) {
 }
 
 // The torus estimate (see estimate_transfers).
-std::uint64_t estimate_torus_transfers(const workloads::Op& op, const topology::Torus& t) {
+std::uint64_t estimate_torus_transfers(const workloads::Op& op, const topology::Torus& t,
+                                       collectives::PlanCache& plans) {
   if (op.groups) return collectives::group_load(t, op.kind, *op.groups, op.bytes).transfers;  // counted exactly
   const std::uint64_t chips = active_chips(op, t);
   if (op.kind == OpKind::Send) {
@@ -47,7 +48,7 @@ std::uint64_t estimate_torus_transfers(const workloads::Op& op, const topology::
   }
   const std::uint64_t parts = op.kind == OpKind::AllToAll || op.hw_axes.empty()
                                   ? op.hw_axes.size()
-                                  : collectives::axis_order_part_bound(t, op.hw_axes, torus_schedule(op));
+                                  : plans.part_bound(t, op.hw_axes, torus_schedule(op));
   switch (op.kind) {
     case OpKind::AllGather:
     case OpKind::ReduceScatter:
@@ -109,8 +110,10 @@ class Estimator {
   Estimator& operator=(const Estimator&) = delete;
   const topology::Fabric* fabric() const { return choices_ ? &choices_->fabric() : nullptr; }
   GpuChoices* choices() { return choices_; }
+  collectives::PlanCache& plans() { return plans_; }
   std::uint64_t operator()(const workloads::Op& op) {
-    if (!choices_ || !is_collective(op.kind)) return estimate_transfers(op, w_, t_, fabric());
+    if (!choices_) return estimate_torus_transfers(op, t_, plans_);
+    if (!is_collective(op.kind)) return estimate_transfers(op, w_, t_, fabric());
     const GpuChoice& c = (*choices_)(op);
     const Key key{static_cast<int>(op.kind), op.hw_axes, op.bytes, static_cast<int>(c.algorithm),
                   static_cast<int>(c.protocol)};
@@ -130,13 +133,17 @@ class Estimator {
   std::optional<GpuChoices> own_;
   GpuChoices* choices_;  // own_'s, or the caller's
   std::map<Key, std::uint64_t> bounds_;
+  collectives::PlanCache plans_;  // the torus's multi-axis plans
 };
 
 }  // namespace
 
 std::uint64_t estimate_transfers(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& t,
                                  const topology::Fabric* fabric) {
-  if (!fabric) return estimate_torus_transfers(op, t);
+  if (!fabric) {
+    collectives::PlanCache plans;
+    return estimate_torus_transfers(op, t, plans);
+  }
   switch (op.kind) {
     case OpKind::Send: {
       std::uint64_t n = 0;
@@ -182,10 +189,10 @@ RunSize estimate_run(const workloads::Workload& w, const topology::Torus& torus,
   // Per task: the program's Task, step and successor offset, the executor's
   // state and pending count. Per edge: the builder's packed edge and the
   // program's successor entry.
-  constexpr std::uint64_t per_task = sizeof(sim::Task) + sizeof(std::uint16_t) + sizeof(std::uint32_t) +
+  constexpr std::uint64_t kPerTask = sizeof(sim::Task) + sizeof(std::uint16_t) + sizeof(std::uint32_t) +
                                      2 * sizeof(Tick) + sizeof(std::uint32_t);
-  constexpr std::uint64_t per_edge = sizeof(std::uint64_t) + sizeof(std::uint32_t);
-  size.memory_bytes = saturating_add(saturating_mul(per_task, size.tasks), saturating_mul(per_edge, size.edges));
+  constexpr std::uint64_t kPerEdge = sizeof(std::uint64_t) + sizeof(std::uint32_t);
+  size.memory_bytes = saturating_add(saturating_mul(kPerTask, size.tasks), saturating_mul(kPerEdge, size.edges));
   return size;
 }
 
@@ -400,7 +407,7 @@ Expanded Expander::operator()(const workloads::Workload& w) const {
                                   w.hardware.forward_chunk_bytes, ports, c.protocol);
         }
         else
-          collectives::build(b, torus, op.kind, op.hw_axes, op.bytes, ports, torus_schedule(op));
+          collectives::build(b, torus, op.kind, op.hw_axes, op.bytes, ports, torus_schedule(op), &estimator.plans());
         break;
       case OpKind::Send:
         for (const auto& [src, dst] : workloads::send_pairs(op)) {

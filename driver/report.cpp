@@ -182,13 +182,14 @@ std::string format_table(const workloads::Workload& w, const RunResult& r) {
                      "bound (us)", "t/bound", "busbw GB/s", w.hardware.gpu ? "  algorithm/protocol" : "");
   bool open_axis = false, twisted_line = false;
   const topology::Torus t = w.make_torus();
+  collectives::PlanCache plans;
   for (std::size_t i = 0; i < r.ops.size(); ++i) {
     const OpResult& o = r.ops[i];
     const std::vector<int>& axes = w.ops[i].hw_axes;
     for (int a : axes) open_axis = open_axis || (!w.hardware.gpu && !t.axis(a).wraparound);
     if (!w.hardware.gpu && t.twisted() && !axes.empty() &&
         (o.kind == OpKind::AllGather || o.kind == OpKind::ReduceScatter || o.kind == OpKind::AllReduce)) {
-      const collectives::AxesShape& shape = collectives::cached_axes_shape(t, axes);
+      const collectives::AxesShape& shape = plans.shape(t, axes);
       for (std::size_t j = 0; j < axes.size(); ++j) twisted_line = twisted_line || (t.twisted_axis(axes[j]) && !shape.ring[j]);
     }
     const std::optional<double> q = ratio(o);
@@ -239,6 +240,66 @@ std::string format_table(const workloads::Workload& w, const RunResult& r) {
 namespace {
 
 using Json = nlohmann::ordered_json;
+
+// The run JSON's "training" object (docs/OUTPUT.md).
+Json training_json(const workloads::Workload& w, const RunResult& r) {
+  const workloads::Training& t = *w.training;
+  const workloads::ModelSpec& m = t.model;
+  const workloads::StepFormulas& f = t.formulas;
+  const TrainingResult tr = training_result(w, r);
+  Json j;
+  j["model"] = {{"name", m.name},        {"layers", m.layers}, {"d_model", m.d_model},   {"heads", m.heads},
+                {"kv_heads", m.kv_heads}, {"head_dim", m.head_dim}, {"ffn", m.ffn},     {"gated", m.gated},
+                {"vocab", m.vocab},       {"seq_len", m.seq_len}, {"experts", m.experts}, {"top_k", m.top_k},
+                {"parallel_block", m.parallel_block}, {"parameters", f.parameters}};
+  j["plan"] = {{"data", t.dp},
+               {"expert", t.ep},
+               {"context", t.cp},
+               {"fsdp", t.fsdp},
+               {"tensor", t.tp},
+               {"sequence_parallel", t.plan.sequence_parallel},
+               {"pipeline", t.pp},
+               {"schedule", workloads::schedule_name(t.plan.schedule)},
+               {"virtual_stages", t.plan.virtual_stages},
+               {"microbatch", t.microbatch},
+               {"microbatches", t.microbatches},
+               {"global_batch", t.global_batch},
+               {"recompute", workloads::recompute_name(t.recompute)},
+               {"causal", t.causal},
+               {"sharded_optimizer", t.plan.sharded_optimizer},
+               {"gradient_bytes", t.gradient_bytes}};
+  j["step_ps"] = tr.step.ps();
+  j["tokens_per_s_per_chip"] = tr.tokens_per_s_per_chip;
+  j["model_flops"] = tr.model_flops;
+  j["hardware_flops"] = tr.hardware_flops;
+  j["peak_flops_per_s"] = f.peak_flops_per_s;
+  j["mfu"] = tr.mfu;
+  j["hfu"] = tr.hfu;
+  j["memory_bytes"] = {{"weights", f.weight_bytes},
+                       {"gradients", f.gradient_bytes},
+                       {"optimizer", f.optimizer_bytes},
+                       {"activations", f.activation_bytes},
+                       {"activations_per_layer", f.activation_bytes_per_layer},
+                       {"microbatches_in_flight", f.microbatches_in_flight},
+                       {"working", f.working_bytes},
+                       {"peak", f.peak_bytes},
+                       {"hbm", f.hbm_bytes}};
+  Json stages = Json::array();
+  for (const StageBreakdown& b : tr.stages)
+    stages.push_back({{"stage", b.stage},
+                      {"compute_ps", b.compute.ps()},
+                      {"tensor_ps", b.tensor.ps()},
+                      {"expert_ps", b.expert.ps()},
+                      {"context_ps", b.context.ps()},
+                      {"fsdp_ps", b.fsdp.ps()},
+                      {"data_ps", b.data.ps()},
+                      {"pipeline_ps", b.pipeline.ps()},
+                      {"optimizer_ps", b.optimizer.ps()},
+                      {"idle_ps", b.idle.ps()}});
+  j["stages"] = stages;
+  j["ops"] = w.ops.size();
+  return j;
+}
 
 void add_busiest_links(Json& j, const RunResult& r) {
   if (r.busiest_links.empty()) return;

@@ -7,8 +7,6 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "base/tick.hpp"
 #include "driver/simulate.hpp"
 #include "workloads/workload.hpp"
@@ -39,6 +37,5 @@ struct TrainingResult {
 
 TrainingResult training_result(const workloads::Workload& w, const RunResult& r);
 std::string format_training_table(const workloads::Workload& w, const RunResult& r);
-nlohmann::ordered_json training_json(const workloads::Workload& w, const RunResult& r);
 
 }  // namespace meshsim::driver

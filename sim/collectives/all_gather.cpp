@@ -14,11 +14,12 @@ namespace meshsim::collectives {
 using namespace detail;
 
 void all_gather(ProgramBuilder& b, const Torus& t, std::span<const int> axes, std::uint64_t group_bytes,
-                const OpPorts& ports, Schedule schedule) {
+                const OpPorts& ports, Schedule schedule, PlanCache* plans) {
   if (axes.empty()) return;
   std::uint64_t group = 1;
   for (int a : axes) group *= static_cast<std::uint64_t>(t.axis(a).size);
-  const MultiAxisPlan plan = axis_order_parts(t, Kind::AllGather, axes, group_bytes, schedule);
+  PlanCache own;
+  const MultiAxisPlan plan = (plans ? *plans : own).parts(t, Kind::AllGather, axes, group_bytes, schedule);
   std::vector<std::vector<Phase>> parts;
   for (const AxisOrderPart& part : plan.parts) {
     std::vector<Phase> phases = all_gather_phases(part, ceil_div(part.bytes, group));

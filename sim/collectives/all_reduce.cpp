@@ -14,9 +14,10 @@ namespace meshsim::collectives {
 using namespace detail;
 
 void all_reduce(ProgramBuilder& b, const Torus& t, std::span<const int> axes, std::uint64_t group_bytes,
-                const OpPorts& ports, Schedule schedule) {
+                const OpPorts& ports, Schedule schedule, PlanCache* plans) {
   if (axes.empty()) return;
-  const MultiAxisPlan plan = axis_order_parts(t, Kind::AllReduce, axes, group_bytes, schedule);
+  PlanCache own;
+  const MultiAxisPlan plan = (plans ? *plans : own).parts(t, Kind::AllReduce, axes, group_bytes, schedule);
   const int n = static_cast<int>(axes.size());
   std::vector<std::vector<Phase>> parts;
   for (AxisOrderPart part : plan.parts) {

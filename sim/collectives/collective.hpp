@@ -41,18 +41,19 @@ struct OpPorts {
 // share the collective: what each chip holds after an AllGather, before a
 // ReduceScatter, throughout an AllReduce; each chip holds V / group size before
 // an AllToAll. `schedule`: how several axes share the data (schedule.hpp).
+// `plans`: the run's memo of multi-axis plans (null: one for this call).
 void all_gather(ProgramBuilder& b, const Torus& t, std::span<const int> axes, std::uint64_t group_bytes,
-                const OpPorts& ports, Schedule schedule = Schedule::Balanced);
+                const OpPorts& ports, Schedule schedule = Schedule::Balanced, PlanCache* plans = nullptr);
 void reduce_scatter(ProgramBuilder& b, const Torus& t, std::span<const int> axes, std::uint64_t group_bytes,
-                    const OpPorts& ports, Schedule schedule = Schedule::Balanced);
+                    const OpPorts& ports, Schedule schedule = Schedule::Balanced, PlanCache* plans = nullptr);
 void all_reduce(ProgramBuilder& b, const Torus& t, std::span<const int> axes, std::uint64_t group_bytes,
-                const OpPorts& ports, Schedule schedule = Schedule::Balanced);
+                const OpPorts& ports, Schedule schedule = Schedule::Balanced, PlanCache* plans = nullptr);
 void all_to_all(ProgramBuilder& b, const Torus& t, std::span<const int> axes, std::uint64_t group_bytes,
                 const OpPorts& ports);
 // Dispatches to one of the four above (kind AllGather, ReduceScatter, AllReduce
 // or AllToAll; the schedule applies to the first three).
 void build(ProgramBuilder& b, const Torus& t, Kind kind, std::span<const int> axes, std::uint64_t group_bytes,
-           const OpPorts& ports, Schedule schedule = Schedule::Balanced);
+           const OpPorts& ports, Schedule schedule = Schedule::Balanced, PlanCache* plans = nullptr);
 
 // A collective over explicit groups of chips, for groups that are not the chips
 // along a set of axes (an imported program's replica groups): each group is a

@@ -8,9 +8,10 @@ namespace meshsim::collectives {
 using namespace detail;
 
 void reduce_scatter(ProgramBuilder& b, const Torus& t, std::span<const int> axes, std::uint64_t group_bytes,
-                    const OpPorts& ports, Schedule schedule) {
+                    const OpPorts& ports, Schedule schedule, PlanCache* plans) {
   if (axes.empty()) return;
-  const MultiAxisPlan plan = axis_order_parts(t, Kind::ReduceScatter, axes, group_bytes, schedule);
+  PlanCache own;
+  const MultiAxisPlan plan = (plans ? *plans : own).parts(t, Kind::ReduceScatter, axes, group_bytes, schedule);
   std::vector<std::vector<Phase>> parts;
   for (const AxisOrderPart& part : plan.parts) {
     std::vector<Phase> phases = reduce_scatter_phases(part, part.bytes);

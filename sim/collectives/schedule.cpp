@@ -390,22 +390,7 @@ std::vector<OrderPlan> candidate_plans(const AxesShape& shape, Schedule s) {
 
 }  // namespace detail
 
-namespace {
-
-struct Planned {
-  AxesShape shape;
-  std::vector<detail::OrderPlan> plans;
-};
-
-// A training step has thousands of collectives over the same few axis sets: the
-// shape and the plans are memoized by what they depend on (the torus's axes and
-// twist, the collective's axes, the schedule).
-const Planned& cached_plans(const topology::Torus& t, std::span<const int> axes, Schedule s) {
-  // (the links' bandwidths and latencies too: a multislice shape's costs and
-  // hop latencies depend on them)
-  using Key = std::tuple<std::vector<std::pair<int, bool>>, bool, std::vector<int>, Schedule, int,
-                         std::array<std::int64_t, 4>>;
-  thread_local std::map<Key, Planned> cache;
+const PlanCache::Planned& PlanCache::planned(const topology::Torus& t, std::span<const int> axes, Schedule s) {
   Key key{{},
           t.twisted(),
           std::vector<int>(axes.begin(), axes.end()),
@@ -414,21 +399,19 @@ const Planned& cached_plans(const topology::Torus& t, std::span<const int> axes,
           {static_cast<std::int64_t>(t.link_spec().bandwidth_bytes_per_s), t.link_spec().latency.ps(),
            static_cast<std::int64_t>(t.dcn_spec().bandwidth_bytes_per_s), t.dcn_spec().latency.ps()}};
   for (const topology::AxisSpec& a : t.axes()) std::get<0>(key).emplace_back(a.size, a.wraparound);
-  auto it = cache.find(key);
-  if (it == cache.end()) {
+  auto it = planned_.find(key);
+  if (it == planned_.end()) {
     Planned p{axes_shape(t, axes), {}};
     p.plans = detail::candidate_plans(p.shape, s);
-    it = cache.emplace(std::move(key), std::move(p)).first;
+    it = planned_.emplace(std::move(key), std::move(p)).first;
   }
   return it->second;
 }
 
-}  // namespace
-
-const detail::OrderPlan& axis_order_plan(const topology::Torus& t, std::span<const int> axes, std::uint64_t group_bytes,
-                                         Schedule s) {
+const detail::OrderPlan& PlanCache::plan(const topology::Torus& t, std::span<const int> axes,
+                                         std::uint64_t group_bytes, Schedule s) {
   MESHSIM_ASSERT(!axes.empty(), "axis orders of no axes");
-  const std::vector<detail::OrderPlan>& plans = cached_plans(t, axes, s).plans;
+  const std::vector<detail::OrderPlan>& plans = planned(t, axes, s).plans;
   // The plan that finishes first by its lock-step estimate: the data over one
   // link's bandwidth plus a hop latency per hop of every stage (more stages
   // balance the links better but add latency); ties to the earlier plan.
@@ -442,23 +425,29 @@ const detail::OrderPlan& axis_order_plan(const topology::Torus& t, std::span<con
   return *best;
 }
 
-const AxesShape& cached_axes_shape(const topology::Torus& t, std::span<const int> axes) {
-  return cached_plans(t, axes, Schedule::Equal).shape;  // the equal split solves no program
+const AxesShape& PlanCache::shape(const topology::Torus& t, std::span<const int> axes) {
+  return planned(t, axes, Schedule::Equal).shape;  // the equal split solves no program
 }
 
-std::size_t axis_order_part_bound(const topology::Torus& t, std::span<const int> axes, Schedule s) {
+std::size_t PlanCache::part_bound(const topology::Torus& t, std::span<const int> axes, Schedule s) {
   std::size_t most = 0;
-  for (const detail::OrderPlan& plan : cached_plans(t, axes, s).plans) most = std::max(most, plan.orders.size());
+  for (const detail::OrderPlan& plan : planned(t, axes, s).plans) most = std::max(most, plan.orders.size());
   return most;
 }
 
 MultiAxisPlan axis_order_parts(const topology::Torus& t, OpKind kind, std::span<const int> axes,
                                std::uint64_t group_bytes, Schedule s) {
+  PlanCache plans;
+  return plans.parts(t, kind, axes, group_bytes, s);
+}
+
+MultiAxisPlan PlanCache::parts(const topology::Torus& t, OpKind kind, std::span<const int> axes,
+                               std::uint64_t group_bytes, Schedule s) {
   MESHSIM_ASSERT(kind == OpKind::AllGather || kind == OpKind::ReduceScatter || kind == OpKind::AllReduce,
                  "axis orders for a gather or reduction");
   MultiAxisPlan out;
   if (axes.empty()) return out;
-  const detail::OrderPlan& plan = axis_order_plan(t, axes, group_bytes, s);
+  const detail::OrderPlan& plan = this->plan(t, axes, group_bytes, s);
   out.stages = plan.stages;
   out.lockstep = !plan.equal;
   // The plan's orders are gather orders: a reduction runs them reversed (the
@@ -468,7 +457,7 @@ MultiAxisPlan axis_order_parts(const topology::Torus& t, OpKind kind, std::span<
   // the same times).
   const bool reversed = !plan.equal && kind != OpKind::AllGather;
   const int n = static_cast<int>(axes.size());
-  const AxesShape& shape = cached_plans(t, axes, s).shape;
+  const AxesShape& shape = planned(t, axes, s).shape;
   const auto part = [&](std::size_t i, std::uint64_t bytes) {
     AxisOrderPart p;
     // The phases of the AllGather whose time-reverse this part is: the plan's

@@ -21,10 +21,14 @@
 //    every stage: on a cube it is the equal split, which is then used as is; on
 //    4x4x8 or a line beside a ring it shifts data to the orders that load the
 //    short or slow axes late.
+#include <array>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <span>
 #include <string_view>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "base/op_kind.hpp"
@@ -58,8 +62,6 @@ AxesShape product_shape(std::span<const topology::AxisSpec> axes);
 // a ring and each subset spans the chips its links reach from a chip (twisted
 // wraparounds included); otherwise a twisted axis is a line.
 AxesShape axes_shape(const topology::Torus& t, std::span<const int> axes);
-// axes_shape, memoized (a twisted torus's costs a search over the chips).
-const AxesShape& cached_axes_shape(const topology::Torus& t, std::span<const int> axes);
 // The ring sizes m_k of the phases of an AllGather whose axes (indices into the
 // shape) come in `order`.
 std::vector<int> gather_sizes(const AxesShape& shape, std::span<const int> order);
@@ -79,13 +81,6 @@ struct MultiAxisPlan {
   int stages = 0;         // of one AllGather or ReduceScatter (an AllReduce runs 2 x stages)
   bool lockstep = false;  // the parts share a barrier per chip between stages (else each runs on its own)
 };
-
-// The parts of a `kind` (AllGather, ReduceScatter or AllReduce) collective of
-// V = `group_bytes` over `axes` (each of size > 1). Balanced: the bytes add up
-// to V. Equal: N parts of ceil(V/N), part p in the axes rotated by p, as the
-// schedule always had.
-MultiAxisPlan axis_order_parts(const topology::Torus& t, OpKind kind, std::span<const int> axes,
-                               std::uint64_t group_bytes, Schedule s);
 
 namespace detail {
 
@@ -118,11 +113,45 @@ std::optional<std::vector<double>> maximize(const std::vector<std::vector<double
 
 }  // namespace detail
 
-// The plan axis_order_parts uses for V = `group_bytes`: of the (memoized)
-// candidates, the one with the least bandwidth time x V / b + its latency.
-const detail::OrderPlan& axis_order_plan(const topology::Torus& t, std::span<const int> axes, std::uint64_t group_bytes,
-                                         Schedule s);
-// The most parts any V gives (the run-size estimate).
-std::size_t axis_order_part_bound(const topology::Torus& t, std::span<const int> axes, Schedule s);
+// The shapes and plans of one run's multi-axis collectives. A training step has
+// thousands of collectives over the same few axis sets, and a plan solves linear
+// programs (a twisted torus's shape searches the chips): they are memoized by
+// what they depend on (the torus's axes, twist and link speeds, the
+// collective's axes, the schedule). A run owns one (driver::Expander, the run's
+// estimate, its reports) and hands it down; nothing outlives the run, and the
+// answers are those of an empty cache (the key holds everything they read).
+class PlanCache {
+ public:
+  // axes_shape(t, axes).
+  const AxesShape& shape(const topology::Torus& t, std::span<const int> axes);
+  // The plan parts() uses for V = `group_bytes`: of the candidates, the one
+  // with the least bandwidth time x V / b + its latency.
+  const detail::OrderPlan& plan(const topology::Torus& t, std::span<const int> axes, std::uint64_t group_bytes,
+                                Schedule s);
+  // The most parts any V gives (the run-size estimate).
+  std::size_t part_bound(const topology::Torus& t, std::span<const int> axes, Schedule s);
+  // The parts of a `kind` (AllGather, ReduceScatter or AllReduce) collective of
+  // V = `group_bytes` over `axes` (each of size > 1). Balanced: the bytes add up
+  // to V. Equal: N parts of ceil(V/N), part p in the axes rotated by p, as the
+  // schedule always had.
+  MultiAxisPlan parts(const topology::Torus& t, OpKind kind, std::span<const int> axes, std::uint64_t group_bytes,
+                      Schedule s);
+
+ private:
+  struct Planned {
+    AxesShape shape;
+    std::vector<detail::OrderPlan> plans;
+  };
+  // (axis sizes and wraparounds, twisted, the collective's axes, schedule, DCN
+  // axis, ICI and DCN bandwidth and latency)
+  using Key = std::tuple<std::vector<std::pair<int, bool>>, bool, std::vector<int>, Schedule, int,
+                         std::array<std::int64_t, 4>>;
+  const Planned& planned(const topology::Torus& t, std::span<const int> axes, Schedule s);
+  std::map<Key, Planned> planned_;
+};
+
+// PlanCache{}.parts(...): one collective's parts, nothing kept.
+MultiAxisPlan axis_order_parts(const topology::Torus& t, OpKind kind, std::span<const int> axes,
+                               std::uint64_t group_bytes, Schedule s);
 
 }  // namespace meshsim::collectives

@@ -111,8 +111,9 @@ TEST_CASE("balanced schedules: SimGrid pays at most the store-and-forward latenc
     std::vector<topology::AxisSpec> specs;
     for (int x : c.sizes) specs.push_back({x, true});
     const topology::Torus torus(specs, {45'000'000'000, Tick::from_ps(1'000'000)});
+    collectives::PlanCache plans;
     const collectives::detail::OrderPlan& plan =
-        collectives::axis_order_plan(torus, std::vector<int>{0, 1, 2}, kV, collectives::Schedule::Balanced);
+        plans.plan(torus, std::vector<int>{0, 1, 2}, kV, collectives::Schedule::Balanced);
     REQUIRE_FALSE(plan.equal);
     const double relay_ps = (plan.latency_hops - plan.stages) * kHopLatencyPs;
     for (const char* kind : {"all_gather", "reduce_scatter", "all_reduce"}) {
