@@ -8,7 +8,6 @@
 #include <Eigen/Dense>
 #include <algorithm>
 #include <array>
-#include <cctype>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -16,7 +15,6 @@
 #include <optional>
 #include <random>
 #include <set>
-#include <string_view>
 #include <tuple>
 #include <utility>
 
@@ -429,7 +427,7 @@ struct Failure {
 };
 struct NotRun {};  // an input comes from an op that failed
 
-// What an op of the step is to the verifier, from its name.
+// What an op of the step is to the verifier.
 struct Step {
   enum class Kind { Skip, Layer, Send, Gradients } kind = Kind::Skip;
   bool backward = false;   // a B op (recomputed forward kernels included)
@@ -439,73 +437,45 @@ struct Step {
   std::string skip;  // why it is not executed
 };
 
-std::optional<std::uint64_t> leading_number(std::string_view s, std::size_t& pos) {
-  const std::size_t start = pos;
-  std::uint64_t v = 0;
-  while (pos < s.size() && std::isdigit(static_cast<unsigned char>(s[pos])) && pos - start < 9)
-    v = v * 10 + static_cast<std::uint64_t>(s[pos++] - '0');
-  if (pos == start) return std::nullopt;
-  return v;
-}
-
-Step classify(const std::string& name) {
+// The op's site in the step (workloads::StepSite, set by the lowering).
+Step classify(const Op& op) {
+  using Part = workloads::StepSite::Part;
+  const workloads::StepSite& site = op.site;
   Step st;
-  std::string_view n = name;
-  if (n.starts_with("F0.") || n.starts_with("B0.")) {
-    st.backward = n[0] == 'B';
-    std::string_view rest = n.substr(3);
-    if (st.backward && rest.starts_with("R.L")) {
-      st.recompute = true;
-      rest.remove_prefix(2);
-    }
-    std::size_t pos = 1;
-    if (rest.starts_with("L")) {
-      if (const auto l = leading_number(rest, pos); l && pos < rest.size() && rest[pos] == '.') {
+  st.backward = site.pass == workloads::StepSite::Pass::Backward;
+  st.recompute = site.recompute;
+  switch (site.part) {
+    case Part::Layer:
+    case Part::Send:
+    case Part::Outside:
+      if (site.microbatch != 0) {
+        st.skip =
+            "the other microbatches (only microbatch 0 is executed; the gradient reductions carry its "
+            "gradients alone)";
+      } else if (site.part == Part::Layer) {
         st.kind = Step::Kind::Layer;
-        st.layer = *l;
-        st.kernel = std::string(rest.substr(pos + 1));
-        return st;
+        st.layer = site.layer;
+        st.kernel = site.kernel;
+      } else if (site.part == Part::Send) {
+        st.kind = Step::Kind::Send;
+      } else {
+        st.skip =
+            "the embedding, the head and the loss (the first layer gets a random input, the last a random output "
+            "gradient)";
       }
-    }
-    if (!st.recompute && rest.starts_with("send.")) {
-      st.kind = Step::Kind::Send;
       return st;
-    }
-    st.skip =
-        "the embedding, the head and the loss (the first layer gets a random input, the last a random output "
-        "gradient)";
-    return st;
-  }
-  if (n.size() > 1 && (n[0] == 'F' || n[0] == 'B')) {
-    std::size_t pos = 1;
-    if (leading_number(n, pos) && pos < n.size() && n[pos] == '.') {
-      st.skip =
-          "the other microbatches (only microbatch 0 is executed; the gradient reductions carry its "
-          "gradients alone)";
-      return st;
-    }
-  }
-  // Data-parallel gradient reductions: dp.L{l}[.more] or s{stage}.dp.L{l}[.more].
-  std::string_view dp = n;
-  if (dp.starts_with("s")) {
-    std::size_t pos = 1;
-    if (leading_number(dp, pos) && dp.substr(pos).starts_with(".")) dp = dp.substr(pos + 1);
-  }
-  if (dp.starts_with("dp.L")) {
-    std::size_t pos = 4;
-    if (const auto l = leading_number(dp, pos); l && (pos == dp.size() || dp[pos] == '.')) {
+    case Part::LayerGradients:
       st.kind = Step::Kind::Gradients;
-      st.layer = *l;
+      st.layer = site.layer;
       return st;
-    }
-  }
-  if (dp.starts_with("dp.")) {
-    st.skip = "the embedding's and the head's gradient reductions";
-    return st;
-  }
-  if (n.ends_with("optimizer") || n.ends_with("param_gather")) {
-    st.skip = "the optimizer step";
-    return st;
+    case Part::OutsideGradients:
+      st.skip = "the embedding's and the head's gradient reductions";
+      return st;
+    case Part::Optimizer:
+      st.skip = "the optimizer step";
+      return st;
+    case Part::None:
+      break;
   }
   st.skip = "other ops";
   return st;
@@ -659,7 +629,7 @@ class Machine {
     make_data();
     std::map<std::string, std::size_t> skipped;
     for (const Op& op : w_.ops) {
-      const Step st = classify(op.name);
+      const Step st = classify(op);
       if (st.kind == Step::Kind::Skip) {
         ++skipped[st.skip];
         continue;
@@ -932,6 +902,9 @@ class Machine {
       for (const std::string& n : writes) state_[c][{l, n}].broken = true;
   }
 
+  // Long: one branch per kernel of the layer (about forty, each a few lines
+  // of its Eigen reference), the table the lowering is checked against.
+  // NOLINTNEXTLINE(readability-function-size)
   void layer_op(const Op& op, const Step& st) {
     const std::uint64_t l = st.layer;
     const std::string& k = st.kernel;

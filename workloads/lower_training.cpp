@@ -21,6 +21,15 @@ namespace {
 
 using ChipList = std::shared_ptr<const std::vector<topology::ChipId>>;
 
+// The site of an op of microbatch j's forward or backward pass, outside a layer.
+StepSite pass_site(StepSite::Part part, bool forward, std::uint64_t j) {
+  StepSite site;
+  site.part = part;
+  site.pass = forward ? StepSite::Pass::Forward : StepSite::Pass::Backward;
+  site.microbatch = j;
+  return site;
+}
+
 struct Pass {
   bool forward = true;
   std::uint64_t chunk = 0;  // the stage's model chunk (0 .. v-1)
@@ -217,7 +226,30 @@ class StepLowerer {
     op.name = prefix_ + name;
     op.group = prefix_;
     op.dtype = t_.dtype;
+    op.site = site_;
+    if (site_.part == StepSite::Part::Layer) op.site.kernel = name;
     return op;
+  }
+  // The ops that follow belong to microbatch j's forward or backward pass,
+  // outside the layers (named F{j}.* or B{j}.*) ...
+  void enter_pass(bool forward, std::uint64_t j) {
+    prefix_ = fmt::format("{}{}.", forward ? 'F' : 'B', j);
+    site_ = pass_site(StepSite::Part::Outside, forward, j);
+  }
+  // ... to its layer l (`pass_prefix`: the pass's names; F{j}.L{l}.*, or
+  // recomputed B{j}.R.L{l}.*) ...
+  void enter_layer(const std::string& pass_prefix, std::uint64_t l, bool recompute) {
+    prefix_ = pass_prefix + fmt::format("{}L{}.", recompute ? "R." : "", l);
+    site_.part = StepSite::Part::Layer;
+    site_.layer = l;
+    site_.recompute = recompute;
+  }
+  // ... and again to the pass, outside the layers.
+  void leave_layer(const std::string& pass_prefix) {
+    prefix_ = pass_prefix;
+    site_.part = StepSite::Part::Outside;
+    site_.layer = 0;
+    site_.recompute = false;
   }
   std::uint32_t matmul(std::uint64_t s, const std::string& name, std::uint64_t m, std::uint64_t k, std::uint64_t n,
                        std::uint64_t batch = 1, std::vector<std::uint32_t> deps = {}) {
@@ -320,27 +352,27 @@ class StepLowerer {
     if (st.backward_done.empty()) st.backward_done.assign(t_.plan.virtual_stages, 0);
     const std::uint64_t first = g * layers_per_chunk_, end = first + layers_per_chunk_;
     if (pass.forward) {
-      prefix_ = fmt::format("F{}.", j);
+      enter_pass(true, j);
       if (g == 0) embedding_forward(s);
       for (std::uint64_t l = first; l < end; ++l) layer_forward(s, l, l == first && g > 0 ? in : std::vector<std::uint32_t>{});
       if (g == last_chunk()) head_forward(s);
       if (g < last_chunk()) send(s, g, j, true);
     } else {
       const bool last_microbatch = ++st.backward_done[pass.chunk] == t_.microbatches;
-      prefix_ = fmt::format("B{}.", j);
+      enter_pass(false, j);
       if (g == last_chunk()) head_backward(s, in);
       for (std::uint64_t l = end; l-- > first;) {
         const std::vector<std::uint32_t> deps = l + 1 == end && g < last_chunk() ? in : std::vector<std::uint32_t>{};
         layer_backward(s, l, deps);
         if (last_microbatch) {
-          data_reduce(s, fmt::format("dp.L{}", l), grads(dense_layer_bytes(l)) / t_.fsdp, dense_reduce_axes_);
+          data_reduce(s, fmt::format("dp.L{}", l), grads(dense_layer_bytes(l)) / t_.fsdp, dense_reduce_axes_, l);
           if (m_.moe_layer(l))
             data_reduce(s, fmt::format("dp.L{}.experts", l), grads(expert_layer_bytes(l)) / t_.fsdp,
-                        expert_reduce_axes_);
+                        expert_reduce_axes_, l);
         }
       }
       if (g == 0) {
-        prefix_ = fmt::format("B{}.", j);
+        enter_pass(false, j);
         // The vocabulary-parallel lookup's weight gradient needs every token's
         // output gradient: with sequence parallelism, gathered first.
         tensor_gather(s, "embed.ag");
@@ -363,6 +395,7 @@ class StepLowerer {
     op.name = fmt::format("{}{}.send.{}to{}", forward ? "F" : "B", j, s, to);
     if (t_.plan.virtual_stages > 1) op.name += fmt::format(".c{}", to_chunk);
     op.group = op.name;
+    op.site = pass_site(StepSite::Part::Send, forward, j);
     op.dtype = t_.dtype;
     op.bytes = e_ * tokens() * m_.d_model / sp();
     op.pairs = pairs(s, to);
@@ -402,10 +435,10 @@ class StepLowerer {
   void layer_forward(std::uint64_t s, std::uint64_t l, std::vector<std::uint32_t> in) {
     begin_layer(s);
     const std::string saved = prefix_;
-    prefix_ += fmt::format("L{}.", l);
+    enter_layer(saved, l, false);
     if (const auto gather = fsdp_gather(s, "gather", layer_bytes(l))) in.push_back(*gather);
     forward_ops(s, l, in);
-    prefix_ = saved;
+    leave_layer(saved);
   }
 
   // One layer's forward kernels (also what full recompute re-runs).
@@ -629,11 +662,11 @@ class StepLowerer {
   // (its ops named R.L<l>.*, counted in hardware FLOPs only).
   void recompute_attention(std::uint64_t s, const std::string& saved, std::uint64_t l) {
     if (t_.recompute != Recompute::Selective) return;
-    prefix_ = saved + fmt::format("R.L{}.", l);
+    enter_layer(saved, l, true);
     recomputing_ = true;
     attention_core(s);
     recomputing_ = false;
-    prefix_ = saved + fmt::format("L{}.", l);
+    enter_layer(saved, l, false);
   }
 
   // The parallel block's backward: the output gradient gathered once feeds both
@@ -661,17 +694,17 @@ class StepLowerer {
   void layer_backward(std::uint64_t s, std::uint64_t l, const std::vector<std::uint32_t>& in) {
     begin_layer(s);
     const std::string saved = prefix_;
-    prefix_ += fmt::format("L{}.", l);
+    enter_layer(saved, l, false);
     const std::uint64_t S = tokens(), h = m_.d_model, e = e_, sp_ = sp();
     std::vector<std::uint32_t> deps = in;
     if (const auto gather = fsdp_gather(s, "gather", layer_bytes(l))) deps.push_back(*gather);
     // Recompute: the whole forward, or only the attention core.
     if (t_.recompute == Recompute::Full) {
-      prefix_ = saved + fmt::format("R.L{}.", l);
+      enter_layer(saved, l, true);
       recomputing_ = true;
       forward_ops(s, l, deps);
       recomputing_ = false;
-      prefix_ = saved + fmt::format("L{}.", l);
+      enter_layer(saved, l, false);
       deps.clear();
     }
     Op first = named(OpKind::Elementwise, "add.bwd");  // the residual's gradient, passed on and added
@@ -679,7 +712,7 @@ class StepLowerer {
     emit(std::move(first), Role::Compute, s, Stream::Main, deps);
     if (m_.parallel_block) {
       parallel_block_backward(s, saved, l);
-      prefix_ = saved;
+      leave_layer(saved);
       return;
     }
     if (m_.moe_layer(l)) {
@@ -699,7 +732,7 @@ class StepLowerer {
     input_gradient(s, "ag1.again", "qkv.dx", "qkv.reduce", qkv_local(), "qkv.dw");
     elementwise(s, "ln1.bwd", 2 * 2 * e * S * h / sp_);
     layer_gradients_done(s, l);
-    prefix_ = saved;
+    leave_layer(saved);
   }
 
   // After a layer's backward: with sequence parallelism each chip's gradients
@@ -761,7 +794,8 @@ class StepLowerer {
   // shards) and an all-reduce of the shard over the rest. With overlap it is
   // issued as soon as its gradients are final; without, after the stage's last
   // backward pass.
-  void data_reduce(std::uint64_t s, const std::string& name, std::uint64_t bytes, const std::vector<int>& axes) {
+  void data_reduce(std::uint64_t s, const std::string& name, std::uint64_t bytes, const std::vector<int>& axes,
+                   std::optional<std::uint64_t> layer = std::nullopt) {
     if (axes_product(w_, axes) == 1) return;
     const std::string base = t_.pp > 1 ? fmt::format("s{}.{}", s, name) : name;
     const auto reduction = [&](OpKind kind, const std::string& op_name, const std::vector<int>& over,
@@ -770,6 +804,8 @@ class StepLowerer {
       op.kind = kind;
       op.name = op_name;
       op.group = "gradients";
+      op.site.part = layer ? StepSite::Part::LayerGradients : StepSite::Part::OutsideGradients;
+      op.site.layer = layer.value_or(0);
       op.mesh_axes = over;
       op.hw_axes = hardware_axes(w_, over);
       op.bytes = std::max<std::uint64_t>(v, 1);
@@ -810,6 +846,7 @@ class StepLowerer {
     op.kind = OpKind::Elementwise;
     op.name = t_.pp > 1 ? fmt::format("s{}.optimizer", s) : "optimizer";
     op.group = "optimizer";
+    op.site.part = StepSite::Part::Optimizer;
     // Adam on the chip's shard: reads the fp32 master weight, momentum and
     // variance and the gradient, writes the three fp32 values and the 16-bit
     // weight: 26 bytes per parameter and the gradient's 2 or 4.
@@ -820,6 +857,7 @@ class StepLowerer {
       gather.kind = OpKind::AllGather;
       gather.name = t_.pp > 1 ? fmt::format("s{}.param_gather", s) : "param_gather";
       gather.group = "optimizer";
+      gather.site.part = StepSite::Part::Optimizer;
       gather.mesh_axes = t_.plan.data;
       gather.hw_axes = hardware_axes(w_, t_.plan.data);
       gather.bytes = std::max<std::uint64_t>(e_ * params.per_chip / t_.fsdp, 1);
@@ -841,7 +879,8 @@ class StepLowerer {
   std::optional<std::pair<std::uint64_t, std::uint64_t>> useful_;  // (routed, capacity) of an expert matmul
   std::uint64_t layers_per_chunk_ = 1;
   std::uint64_t e_ = 2;
-  std::string prefix_;
+  std::string prefix_;  // the names of the ops being made: "F0.L3." (site_ says the same)
+  StepSite site_;
   bool recomputing_ = false;
   unsigned __int128 model_flops_ = 0, hardware_flops_ = 0;
 };

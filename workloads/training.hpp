@@ -84,6 +84,30 @@ struct StepFormulas {
 enum class Role : std::uint8_t { None, Compute, Tensor, Fsdp, Data, Pipeline, Optimizer, Expert, Context };
 const char* role_name(Role r);
 
+// Where an op of a training step sits in the step: its part, its pass and
+// microbatch, its layer and its kernel there. lower_training.cpp sets it on
+// every op it makes; the training verifier reads it (never the op's name,
+// which says the same for people: "B0.R.L3.qk", "s1.dp.L3.experts").
+struct StepSite {
+  enum class Part : std::uint8_t {
+    None,              // not an op of a training step
+    Layer,             // a kernel or collective of one layer (its FSDP gather and reduce-scatter too)
+    Send,              // a pipeline stage's activations or gradients to the next
+    Outside,           // the embedding, the head, the loss: in a pass, outside the layers
+    LayerGradients,    // a data-parallel reduction of one layer's gradients
+    OutsideGradients,  // ... of the embedding's or the head's
+    Optimizer,         // the optimizer update and the sharded optimizer's parameter gather
+  };
+  enum class Pass : std::uint8_t { None, Forward, Backward };
+  Part part = Part::None;
+  Pass pass = Pass::None;
+  bool recompute = false;       // a forward kernel run again in the backward pass
+  std::uint64_t microbatch = 0;  // with a pass
+  std::uint64_t layer = 0;       // Layer and LayerGradients
+  std::string kernel;            // Layer: the kernel within the layer ("qkv", "down.dx", "gather")
+  bool operator==(const StepSite&) const = default;
+};
+
 struct Training {
   ModelSpec model;
   Parallelism plan;

@@ -166,6 +166,9 @@ struct Op {
   // are empty (collectives::group_collective). Null: the groups are the chips
   // along hw_axes. Torus only.
   std::shared_ptr<const std::vector<std::vector<topology::ChipId>>> groups;
+
+  // A training step's op: where it sits in the step (Part::None for the others).
+  StepSite site;
 };
 
 // Bytes per element of a dtype name (bf16, fp16, fp32, int8, fp8, int32); 0 when unknown.

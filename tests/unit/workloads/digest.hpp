@@ -39,6 +39,8 @@ inline std::string workload_digest(const workloads::Workload& w) {
     for (const auto& [s, d] : op.pairs) out += fmt::format(" pair {}>{}", s, d);
     if (op.chips) out += fmt::format(" chips {}", fmt::join(*op.chips, ","));
     if (op.groups) out += fmt::format(" groups {}", fmt::join(*op.groups, ";"));
+    out += fmt::format(" site {} {} {} mb {} L{} {}", static_cast<int>(op.site.part), static_cast<int>(op.site.pass),
+                       op.site.recompute, op.site.microbatch, op.site.layer, op.site.kernel);
     for (const workloads::Array& a : op.inputs) out += " in " + array_digest(a);
     for (const workloads::Array& a : op.outputs) out += " out " + array_digest(a);
     out += "\n";

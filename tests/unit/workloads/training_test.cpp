@@ -3,8 +3,12 @@
 // parameters, Korthikanti et al. 2022's activation bytes (Table 2), the ZeRO
 // byte counts and the pipeline schedules' orders and memory.
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
+#include <regex>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "base/error.hpp"
 #include "workloads/training_formulas.hpp"
@@ -305,4 +309,66 @@ TEST_CASE("Training memory: Megatron's fp32 gradients, 18 bytes per parameter, 6
   const Workload bf16 = parse_workload(gpt(R"({"D": 4})", R"({"data": ["D"]})"), "t.json");
   for (std::size_t i = 0; i < fp32.ops.size(); ++i)
     if (fp32.ops[i].group == "gradients") CHECK(fp32.ops[i].bytes == 2 * bf16.ops[i].bytes);
+}
+
+TEST_CASE("Training ops: every op's site says what its name says", "[training]") {
+  const std::string moe = R"({"hardware": "tpu-v5p", "mesh": {"E": 2, "D": 2, "T": 2}, "training": {
+      "model": {"layers": 4, "d_model": 256, "heads": 4, "ffn": 1024, "vocab": 512, "seq_len": 128, "gated": true,
+                "experts": 4, "top_k": 2, "moe_every": 2},
+      "global_batch": 8, "parallelism": {"expert": ["E"], "data": ["D"], "tensor": ["T"], "sequence_parallel": true,
+                                         "sharded_optimizer": true}}})";
+  const std::vector<std::string> texts = {
+      gpt(R"({"P": 2, "D": 2})", R"({"pipeline": "P", "data": ["D"]})", R"(, "recompute": "full")", 4, 8),
+      gpt(R"({"P": 2, "T": 2})", R"({"pipeline": "P", "schedule": "interleaved", "virtual_stages": 2, "tensor": ["T"]})",
+          R"(, "recompute": "selective")", 8, 8),
+      gpt(R"({"F": 2, "D": 2})", R"({"fsdp": ["F"], "data": ["D"], "sharded_optimizer": true})",
+          R"(, "overlap": {"gradient_reduction": false})", 2, 8),
+      gpt(R"({"C": 2, "T": 2})", R"({"context": ["C"], "tensor": ["T"], "sequence_parallel": true})",
+          R"(, "overlap": {"tensor": true})", 2, 4),
+      moe,
+  };
+  using Part = StepSite::Part;
+  const std::regex outside_gradients(R"((s\d+\.)?dp\.(embed|head)(\..*)?)");
+  std::set<Part> every;
+  for (const std::string& text : texts) {
+    const Workload w = parse_workload(text, "t.json");
+    std::set<Part> parts;
+    for (const Op& op : w.ops) {
+      INFO(op.name);
+      const StepSite& site = op.site;
+      parts.insert(site.part);
+      const std::string pass = fmt::format("{}{}.", site.pass == StepSite::Pass::Forward ? 'F' : 'B', site.microbatch);
+      CHECK((site.part == Part::Layer || site.kernel.empty()));
+      CHECK((site.part == Part::Layer || !site.recompute));
+      switch (site.part) {
+        case Part::Layer:
+          CHECK(op.name == pass + (site.recompute ? "R." : "") + fmt::format("L{}.", site.layer) + site.kernel);
+          break;
+        case Part::Send:
+          CHECK(op.name.starts_with(pass + "send."));
+          break;
+        case Part::Outside:
+          CHECK(op.name.starts_with(pass));
+          CHECK_FALSE(std::regex_match(op.name, std::regex(R"([FB]\d+\.(R\.)?L\d+\..*)")));
+          break;
+        case Part::LayerGradients:
+          CHECK(std::regex_match(op.name, std::regex(fmt::format(R"((s\d+\.)?dp\.L{}(\..*)?)", site.layer))));
+          break;
+        case Part::OutsideGradients:
+          CHECK(std::regex_match(op.name, outside_gradients));
+          break;
+        case Part::Optimizer:
+          CHECK((op.name.ends_with("optimizer") || op.name.ends_with("param_gather")));
+          break;
+        case Part::None:
+          FAIL("an op of a training step without its site");
+      }
+    }
+    CHECK(parts.count(Part::Layer));
+    CHECK(parts.count(Part::Outside));
+    CHECK(parts.count(Part::Optimizer));
+    every.insert(parts.begin(), parts.end());
+  }
+  // Every kind of place is met by some step.
+  CHECK(every.size() == 6);
 }
