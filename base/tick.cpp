@@ -14,10 +14,10 @@ Tick serialization_time(std::uint64_t bytes, std::uint64_t bandwidth_bytes_per_s
     const std::uint64_t numerator = bytes * kPsPerS;
     return Tick::from_ps(static_cast<std::int64_t>((numerator + bandwidth_bytes_per_s - 1) / bandwidth_bytes_per_s));
   }
-  using u128 = unsigned __int128;
-  const u128 numerator = static_cast<u128>(bytes) * 1'000'000'000'000u;
-  const u128 ps = (numerator + bandwidth_bytes_per_s - 1) / bandwidth_bytes_per_s;
-  const u128 cap = static_cast<u128>(kMaxTick.ps());
+  using U128 = unsigned __int128;
+  const U128 numerator = static_cast<U128>(bytes) * 1'000'000'000'000u;
+  const U128 ps = (numerator + bandwidth_bytes_per_s - 1) / bandwidth_bytes_per_s;
+  const U128 cap = static_cast<U128>(kMaxTick.ps());
   return Tick::from_ps(static_cast<std::int64_t>(ps > cap ? cap : ps));
 }
 

@@ -111,6 +111,77 @@ std::uint64_t op_nodes(const workloads::Op& op, const topology::Torus& torus) {
   return nodes;
 }
 
+namespace {
+
+// A send's GPU closed form: each link of the route forwards once a forwarding chunk (or the
+// whole message, if smaller) has crossed the one before: the route's latencies
+// and that chunk over every link but the narrowest, then the message through the
+// narrowest. Exact for a route of equal links with nothing else on it.
+collectives::ClosedForm gpu_send_form(const workloads::Op& op, const workloads::Workload& w,
+                                      const topology::Fabric& fabric) {
+  collectives::ClosedForm f;
+  const double bytes = static_cast<double>(op.bytes);
+  const double first = std::min(bytes, static_cast<double>(w.hardware.forward_chunk_bytes));
+  double bw = 0, chunk_s = 0;
+  for (topology::LinkId l : fabric.route(op.src, op.dst)) {
+    const double b = static_cast<double>(fabric.link(l).spec.bandwidth_bytes_per_s);
+    bw = bw == 0 ? b : std::min(bw, b);
+    f.latency_s += fabric.link(l).spec.latency.seconds();
+    chunk_s += first / b;
+  }
+  if (bw > 0) {
+    f.additive = true;
+    f.latency_s += chunk_s - first / bw;
+    f.bandwidth_s = bytes / bw;
+  }
+  return f;
+}
+
+// An all-to-all's GPU closed form, of pieces of `piece` bytes (V/n^2, in the protocol's lines)
+// within each of `rings` (the groups).
+collectives::ClosedForm gpu_all_to_all_form(const topology::Fabric& fabric,
+                                            const std::vector<std::vector<topology::ChipId>>& rings, double piece) {
+  collectives::ClosedForm f;
+  // Each GPU sends n-1 pieces of V/n^2 through its ports: the ones to its
+  // own node over NVLink, the others over its NIC; the busier port bounds it,
+  // unless its leaf's (or pod's) cables up carry more: every GPU of the op
+  // there sends as many pieces out of it as the first GPU does (an
+  // oversubscribed fat tree).
+  const auto& ring = rings.front();
+  double nvlink_s = 0, nic_s = 0, lat = 0, leaving_leaf = 0, leaving_pod = 0;
+  for (topology::ChipId dst : ring) {
+    if (dst == ring.front()) continue;
+    const auto route = fabric.route(ring.front(), dst);
+    const auto& first = fabric.link(route.front());
+    const double t = piece / static_cast<double>(first.spec.bandwidth_bytes_per_s);
+    if (first.kind == topology::FabricLinkKind::NvlinkUp)
+      nvlink_s += t;
+    else
+      nic_s += t;
+    if (route.size() >= 4) ++leaving_leaf;
+    if (route.size() >= 6) ++leaving_pod;
+    double route_lat = 0;
+    for (auto l : route) route_lat += fabric.link(l).spec.latency.seconds();
+    lat = std::max(lat, route_lat);
+  }
+  // The op's GPUs (of every group) on that leaf and in that pod.
+  const int leaf = fabric.leaf_of(ring.front()), pod = fabric.pod_of_leaf(leaf);
+  double on_leaf = 0, in_pod = 0;
+  for (const auto& group : rings)
+    for (topology::ChipId c : group) {
+      on_leaf += fabric.leaf_of(c) == leaf;
+      in_pod += fabric.pod_of_leaf(fabric.leaf_of(c)) == pod;
+    }
+  const double cable = static_cast<double>(fabric.cable_spec().bandwidth_bytes_per_s);
+  const double leaf_s = on_leaf * leaving_leaf * piece / (fabric.spines() * fabric.spine_cables() * cable);
+  const double pod_s = in_pod * leaving_pod * piece / (fabric.spines() * fabric.core_cables() * cable);
+  f.latency_s = lat;
+  f.bandwidth_s = std::max({nvlink_s, nic_s, leaf_s, pod_s});
+  return f;
+}
+
+}  // namespace
+
 // NCCL's ring and direct algorithms on a switched fabric (docs/MODEL.md): with N
 // GPUs per ring, B the narrowest one-way bandwidth a ring step crosses and a the
 // slowest step's latency (its links' latencies and a forwarding chunk, or the
@@ -130,28 +201,8 @@ collectives::ClosedForm gpu_closed_form(const workloads::Op& op, const workloads
   using collectives::gpu::Protocol;
   MESHSIM_ASSERT(collectives::gpu::supports(algorithm, protocol) || op.kind == OpKind::Send,
                  "a protocol the algorithm does not run");
+  if (op.kind == OpKind::Send) return gpu_send_form(op, w, fabric);
   collectives::ClosedForm f;
-  if (op.kind == OpKind::Send) {
-    // Each link of the route forwards once a forwarding chunk (or the whole
-    // message, if smaller) has crossed the one before: the route's latencies and
-    // that chunk over every link but the narrowest, then the message through the
-    // narrowest. Exact for a route of equal links with nothing else on it.
-    const double bytes = static_cast<double>(op.bytes);
-    const double first = std::min(bytes, static_cast<double>(w.hardware.forward_chunk_bytes));
-    double bw = 0, chunk_s = 0;
-    for (topology::LinkId l : fabric.route(op.src, op.dst)) {
-      const double b = static_cast<double>(fabric.link(l).spec.bandwidth_bytes_per_s);
-      bw = bw == 0 ? b : std::min(bw, b);
-      f.latency_s += fabric.link(l).spec.latency.seconds();
-      chunk_s += first / b;
-    }
-    if (bw > 0) {
-      f.additive = true;
-      f.latency_s += chunk_s - first / bw;
-      f.bandwidth_s = bytes / bw;
-    }
-    return f;
-  }
   const auto rings = collectives::gpu::rings(torus, op.hw_axes);
   const double n = rings.empty() ? 1.0 : static_cast<double>(rings.front().size());
   if (n < 2) return f;
@@ -243,45 +294,9 @@ collectives::ClosedForm gpu_closed_form(const workloads::Op& op, const workloads
       }
       break;
     }
-    case OpKind::AllToAll: {
-      // Each GPU sends n-1 pieces of V/n^2 through its ports: the ones to its
-      // own node over NVLink, the others over its NIC; the busier port bounds it,
-      // unless its leaf's (or pod's) cables up carry more: every GPU of the op
-      // there sends as many pieces out of it as the first GPU does (an
-      // oversubscribed fat tree).
-      const auto& ring = rings.front();
-      const double piece = v / (n * n);
-      double nvlink_s = 0, nic_s = 0, lat = 0, leaving_leaf = 0, leaving_pod = 0;
-      for (topology::ChipId dst : ring) {
-        if (dst == ring.front()) continue;
-        const auto route = fabric.route(ring.front(), dst);
-        const auto& first = fabric.link(route.front());
-        const double t = piece / static_cast<double>(first.spec.bandwidth_bytes_per_s);
-        if (first.kind == topology::FabricLinkKind::NvlinkUp)
-          nvlink_s += t;
-        else
-          nic_s += t;
-        if (route.size() >= 4) ++leaving_leaf;
-        if (route.size() >= 6) ++leaving_pod;
-        double route_lat = 0;
-        for (auto l : route) route_lat += fabric.link(l).spec.latency.seconds();
-        lat = std::max(lat, route_lat);
-      }
-      // The op's GPUs (of every group) on that leaf and in that pod.
-      const int leaf = fabric.leaf_of(ring.front()), pod = fabric.pod_of_leaf(leaf);
-      double on_leaf = 0, in_pod = 0;
-      for (const auto& group : rings)
-        for (topology::ChipId c : group) {
-          on_leaf += fabric.leaf_of(c) == leaf;
-          in_pod += fabric.pod_of_leaf(fabric.leaf_of(c)) == pod;
-        }
-      const double cable = static_cast<double>(fabric.cable_spec().bandwidth_bytes_per_s);
-      const double leaf_s = on_leaf * leaving_leaf * piece / (fabric.spines() * fabric.spine_cables() * cable);
-      const double pod_s = in_pod * leaving_pod * piece / (fabric.spines() * fabric.core_cables() * cable);
-      f.latency_s = lat;
-      f.bandwidth_s = std::max({nvlink_s, nic_s, leaf_s, pod_s});
+    case OpKind::AllToAll:
+      f = gpu_all_to_all_form(fabric, rings, v / (n * n));
       break;
-    }
     default:
       break;
   }

@@ -691,6 +691,10 @@ void mirror_class(sim::Reduced::Class& c, const topology::Fabric& fabric,
 
 }  // namespace
 
+// Long: one pass over the ops that decides, op by op, which translations
+// survive and builds each op's quotient with the same state; split, the state
+// would travel through every part.
+// NOLINTNEXTLINE(readability-function-size)
 std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const topology::Torus& t, GpuChoices* given,
                                           const BuildOptions& options) {
   std::optional<GpuChoices> own_choices;

@@ -143,6 +143,9 @@ std::vector<bool> bools_of(const Cursor& c) {
 
 const char* switch_key(int s) { return s >= 0 && s < kSwitches ? kSwitchInfo[static_cast<std::size_t>(s)].key : "?"; }
 
+// Long: every key of the search spec, each with its error; it moves to a
+// frontend of its own with the rest of the JSON reading (issue 48, open).
+// NOLINTNEXTLINE(readability-function-size)
 SearchSpec parse_spec(std::string_view text, const std::string& file) {
   SearchSpec spec;
   spec.file = file;

@@ -44,6 +44,34 @@ std::uint64_t mix(std::uint64_t h, std::uint64_t v) {
   return h;
 }
 
+// The program of the tasks `kept` says (whole components), in ascending id
+// order, and each one's id in `p` (`full_id`, appended).
+template <class Kept>
+Program representatives(const Program& p, const Kept& kept, std::vector<TaskId>& full_id) {
+  const std::size_t n = p.num_tasks();
+  BigVector<std::uint32_t> new_id(n, kNone);
+  ProgramBuilder b;
+  for (std::uint32_t op = 0; op < p.num_ops(); ++op) b.add_op();
+  std::size_t tasks = 0, edges = 0;
+  for (TaskId t = 0; t < n; ++t)
+    if (kept(t)) ++tasks, edges += p.successors(t).size();
+  b.reserve(tasks, edges);
+  full_id.reserve(full_id.size() + tasks);
+  for (TaskId t = 0; t < n; ++t) {
+    if (!kept(t)) continue;
+    new_id[t] = b.copy(p.task(t), p.task(t).resource, p.step(t));
+    full_id.push_back(t);
+  }
+  for (TaskId t = 0; t < n; ++t) {
+    if (new_id[t] == kNone) continue;
+    for (std::uint32_t e : p.successors(t)) {
+      MESHSIM_ASSERT(new_id[e >> 1] != kNone, "an edge leaves its component");
+      b.depend(new_id[t], new_id[e >> 1], (e & 1u) ? EdgeKind::Stream : EdgeKind::Full);
+    }
+  }
+  return std::move(b).finish();
+}
+
 }  // namespace
 
 std::optional<Reduced> reduce(const Program& p, std::span<const Resource> resources) {
@@ -175,27 +203,8 @@ std::optional<Reduced> reduce(const Program& p, std::span<const Resource> resour
   if (out.classes.size() == num_components) return std::nullopt;  // nothing repeats
 
   // The reduced program: every representative's tasks, in ascending id order.
-  BigVector<std::uint32_t> new_id(n, kNone);
-  ProgramBuilder b;
-  for (std::uint32_t op = 0; op < p.num_ops(); ++op) b.add_op();
-  std::size_t kept = 0, edges = 0;
-  for (TaskId t = 0; t < n; ++t)
-    if (representative[class_of[component[t]]] == component[t]) ++kept, edges += p.successors(t).size();
-  b.reserve(kept, edges);
-  out.full_id.reserve(kept);
-  for (TaskId t = 0; t < n; ++t) {
-    if (representative[class_of[component[t]]] != component[t]) continue;
-    new_id[t] = b.copy(p.task(t), p.task(t).resource, p.step(t));
-    out.full_id.push_back(t);
-  }
-  for (TaskId t = 0; t < n; ++t) {
-    if (new_id[t] == kNone) continue;
-    for (std::uint32_t e : p.successors(t)) {
-      MESHSIM_ASSERT(new_id[e >> 1] != kNone, "an edge leaves its component");
-      b.depend(new_id[t], new_id[e >> 1], (e & 1u) ? EdgeKind::Stream : EdgeKind::Full);
-    }
-  }
-  out.program = std::move(b).finish();
+  const auto kept = [&](TaskId t) { return representative[class_of[component[t]]] == component[t]; };
+  out.program = representatives(p, kept, out.full_id);
   return out;
 }
 

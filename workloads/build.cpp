@@ -233,6 +233,9 @@ void check_model(const ModelSpec& m, const SourceRef& where) {
 
 // The plan resolved on w's mesh and checked against the model: every shard and
 // stage whole, the batch a whole number of microbatches per replica.
+// Long: every check of a plan against the model in the order the errors are
+// documented (docs/TRAINING.md), each a few lines with its message.
+// NOLINTNEXTLINE(readability-function-size)
 Training resolve_training(const Workload& w, const TrainingSpec& s) {
   Training t;
   t.model = s.model;

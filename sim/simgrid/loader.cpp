@@ -36,6 +36,9 @@ Module load() {
   return {api, {}};
 }
 
+// The one process-wide state of the core, on purpose: dlopen's handle is the
+// process's (a module is loaded once and never closed), written once under
+// call_once and only read after.
 const Module& module() {
   static std::once_flag once;
   static Module m;
