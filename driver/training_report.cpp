@@ -60,9 +60,10 @@ TrainingResult training_result(const workloads::Workload& w, const RunResult& r)
   for (std::size_t i = 0; i < w.ops.size(); ++i) {
     // From when all its chips could start it (a send's receivers enter it at once) to its last byte.
     const Interval span{r.ops[i].begin, r.ops[i].end};
-    const auto role = static_cast<std::size_t>(t.op_roles[i]);
-    if (t.op_stages[i] >= 0) {
-      spans[static_cast<std::size_t>(t.op_stages[i])][role].push_back(span);
+    const workloads::StepSite& site = w.ops[i].site;
+    const auto role = static_cast<std::size_t>(site.role);
+    if (site.stage >= 0) {
+      spans[static_cast<std::size_t>(site.stage)][role].push_back(span);
       continue;
     }
     // A send: both stages it joins (every pair joins the same two).

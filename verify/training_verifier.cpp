@@ -438,7 +438,7 @@ struct Step {
 };
 
 // The op's site in the step (workloads::StepSite, set by the lowering).
-Step classify(const Op& op) {
+Step classify(const Op& op, const workloads::Training& t) {
   using Part = workloads::StepSite::Part;
   const workloads::StepSite& site = op.site;
   Step st;
@@ -455,7 +455,7 @@ Step classify(const Op& op) {
       } else if (site.part == Part::Layer) {
         st.kind = Step::Kind::Layer;
         st.layer = site.layer;
-        st.kernel = site.kernel;
+        st.kernel = t.kernel_name(site);
       } else if (site.part == Part::Send) {
         st.kind = Step::Kind::Send;
       } else {
@@ -629,7 +629,7 @@ class Machine {
     make_data();
     std::map<std::string, std::size_t> skipped;
     for (const Op& op : w_.ops) {
-      const Step st = classify(op);
+      const Step st = classify(op, t_);
       if (st.kind == Step::Kind::Skip) {
         ++skipped[st.skip];
         continue;

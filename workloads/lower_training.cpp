@@ -213,22 +213,28 @@ class StepLowerer {
       // model's FLOPs count only the routed tokens.
       if (!recomputed) model_flops_ += useful_ ? f / useful_->second * useful_->first : f;
     }
+    op.site.role = role;
+    op.site.stage = role == Role::Pipeline ? -1 : static_cast<int>(stage);
     const auto index = static_cast<std::uint32_t>(w_.ops.size());
     w_.ops.push_back(std::move(op));
-    t_.op_roles.push_back(role);
-    t_.op_stages.push_back(role == Role::Pipeline ? -1 : static_cast<int>(stage));
     if (last) *last = index;
     return index;
   }
-  Op named(OpKind kind, const std::string& name) const {
+  Op named(OpKind kind, const std::string& name) {
     Op op;
     op.kind = kind;
     op.name = prefix_ + name;
     op.group = prefix_;
     op.dtype = t_.dtype;
     op.site = site_;
-    if (site_.part == StepSite::Part::Layer) op.site.kernel = name;
+    if (site_.part == StepSite::Part::Layer) op.site.kernel = kernel_id(name);
     return op;
+  }
+  // The index of a layer's kernel in Training::kernels (added when new).
+  std::uint32_t kernel_id(const std::string& name) {
+    const auto [it, fresh] = kernel_ids_.try_emplace(name, static_cast<std::uint32_t>(t_.kernels.size()));
+    if (fresh) t_.kernels.push_back(name);
+    return it->second;
   }
   // The ops that follow belong to microbatch j's forward or backward pass,
   // outside the layers (named F{j}.* or B{j}.*) ...
@@ -881,6 +887,7 @@ class StepLowerer {
   std::uint64_t e_ = 2;
   std::string prefix_;  // the names of the ops being made: "F0.L3." (site_ says the same)
   StepSite site_;
+  std::map<std::string, std::uint32_t> kernel_ids_;  // Training::kernels by name
   bool recomputing_ = false;
   unsigned __int128 model_flops_ = 0, hardware_flops_ = 0;
 };

@@ -8,6 +8,7 @@
 // step time is never computed here: it emerges from the simulation.
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace meshsim::workloads {
@@ -85,9 +86,10 @@ enum class Role : std::uint8_t { None, Compute, Tensor, Fsdp, Data, Pipeline, Op
 const char* role_name(Role r);
 
 // Where an op of a training step sits in the step: its part, its pass and
-// microbatch, its layer and its kernel there. lower_training.cpp sets it on
-// every op it makes; the training verifier reads it (never the op's name,
-// which says the same for people: "B0.R.L3.qk", "s1.dp.L3.experts").
+// microbatch, its layer and its kernel there, its role and its pipeline stage.
+// lower_training.cpp sets it on every op it makes; the training verifier and
+// the step's breakdown read it (never the op's name, which says the same for
+// people: "B0.R.L3.qk", "s1.dp.L3.experts").
 struct StepSite {
   enum class Part : std::uint8_t {
     None,              // not an op of a training step
@@ -99,12 +101,18 @@ struct StepSite {
     Optimizer,         // the optimizer update and the sharded optimizer's parameter gather
   };
   enum class Pass : std::uint8_t { None, Forward, Backward };
+  static constexpr std::uint32_t kNoKernel = ~std::uint32_t{0};
   Part part = Part::None;
   Pass pass = Pass::None;
-  bool recompute = false;       // a forward kernel run again in the backward pass
+  bool recompute = false;   // a forward kernel run again in the backward pass
+  Role role = Role::None;   // what the step's breakdown counts it as
+  std::int32_t stage = -1;  // its pipeline stage (-1: a send between two, or not a step's op)
+  // Layer: the kernel within the layer, an index into Training::kernels
+  // ("qkv", "down.dx", "gather"): a step has a few dozen kernels and millions
+  // of ops, each of which is copied whole as the step is built and reduced.
+  std::uint32_t kernel = kNoKernel;
   std::uint64_t microbatch = 0;  // with a pass
   std::uint64_t layer = 0;       // Layer and LayerGradients
-  std::string kernel;            // Layer: the kernel within the layer ("qkv", "down.dx", "gather")
   bool operator==(const StepSite&) const = default;
 };
 
@@ -128,8 +136,11 @@ struct Training {
   // FLOPs of the lowered matmuls, summed over chips (the tests hold them to
   // the closed forms): without and with the recomputed ones.
   unsigned __int128 lowered_model_flops = 0, lowered_hardware_flops = 0;
-  std::vector<Role> op_roles;        // per lowered op
-  std::vector<int> op_stages;        // per lowered op: its pipeline stage (-1: a send between two)
+  // The names of the layers' kernels, by StepSite::kernel.
+  std::vector<std::string> kernels;
+  std::string_view kernel_name(const StepSite& site) const {
+    return site.kernel < kernels.size() ? std::string_view(kernels[site.kernel]) : std::string_view();
+  }
   std::vector<int> chip_stage;       // per chip: its pipeline stage
 };
 

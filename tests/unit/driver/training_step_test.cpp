@@ -46,7 +46,7 @@ std::string pipeline(const std::string& schedule, std::uint64_t p, std::uint64_t
 Tick total(const Step& s, workloads::Role role) {
   Tick t;
   for (std::size_t i = 0; i < s.w.ops.size(); ++i)
-    if (s.w.training->op_roles[i] == role) t = t + s.run.ops[i].time();
+    if (s.w.ops[i].site.role == role) t = t + s.run.ops[i].time();
   return t;
 }
 

@@ -39,8 +39,10 @@ inline std::string workload_digest(const workloads::Workload& w) {
     for (const auto& [s, d] : op.pairs) out += fmt::format(" pair {}>{}", s, d);
     if (op.chips) out += fmt::format(" chips {}", fmt::join(*op.chips, ","));
     if (op.groups) out += fmt::format(" groups {}", fmt::join(*op.groups, ";"));
-    out += fmt::format(" site {} {} {} mb {} L{} {}", static_cast<int>(op.site.part), static_cast<int>(op.site.pass),
-                       op.site.recompute, op.site.microbatch, op.site.layer, op.site.kernel);
+    out += fmt::format(" site {} {} {} mb {} L{} {} {} stage {}", static_cast<int>(op.site.part),
+                       static_cast<int>(op.site.pass), op.site.recompute, op.site.microbatch, op.site.layer,
+                       w.training ? w.training->kernel_name(op.site) : "", workloads::role_name(op.site.role),
+                       op.site.stage);
     for (const workloads::Array& a : op.inputs) out += " in " + array_digest(a);
     for (const workloads::Array& a : op.outputs) out += " out " + array_digest(a);
     out += "\n";
@@ -58,9 +60,7 @@ inline std::string workload_digest(const workloads::Workload& w) {
     out += fmt::format("formulas {} {} {} {} {} {} {} {} {} {} {}\n", f.parameters, static_cast<double>(f.model_flops),
                        static_cast<double>(f.hardware_flops), f.weight_bytes, f.gradient_bytes, f.optimizer_bytes,
                        f.activation_bytes, f.working_bytes, f.peak_bytes, f.hbm_bytes, f.microbatches_in_flight);
-    out += "roles";
-    for (workloads::Role r : t->op_roles) out += fmt::format(" {}", workloads::role_name(r));
-    out += fmt::format("\nstages {}\nchip stages {}\n", fmt::join(t->op_stages, ","), fmt::join(t->chip_stage, ","));
+    out += fmt::format("chip stages {}\n", fmt::join(t->chip_stage, ","));
   }
   return out;
 }

@@ -183,7 +183,7 @@ TEST_CASE("Training schedules: every pass once, 1F1B's warm-up of p - s - 1 forw
   const Workload w = parse_workload(gpt(R"({"P": 4})", R"({"pipeline": "P"})", "", 4, 8), "t.json");
   std::vector<std::string> stage0;
   for (std::size_t i = 0; i < w.ops.size(); ++i)
-    if (training(w).op_stages[i] == 0 && (w.ops[i].name.ends_with(".embed") || w.ops[i].name.ends_with("L0.ln1.bwd")))
+    if (w.ops[i].site.stage == 0 && (w.ops[i].name.ends_with(".embed") || w.ops[i].name.ends_with("L0.ln1.bwd")))
       stage0.push_back(w.ops[i].name.substr(0, w.ops[i].name.find('.')));
   const std::vector<std::string> expected{"F0", "F1", "F2", "F3", "B0", "F4", "B1", "F5", "B2", "F6", "B3", "F7",
                                           "B4", "B5", "B6", "B7"};
@@ -338,11 +338,12 @@ TEST_CASE("Training ops: every op's site says what its name says", "[training]")
       const StepSite& site = op.site;
       parts.insert(site.part);
       const std::string pass = fmt::format("{}{}.", site.pass == StepSite::Pass::Forward ? 'F' : 'B', site.microbatch);
-      CHECK((site.part == Part::Layer || site.kernel.empty()));
+      CHECK((site.part == Part::Layer) == (site.kernel != StepSite::kNoKernel));
       CHECK((site.part == Part::Layer || !site.recompute));
       switch (site.part) {
         case Part::Layer:
-          CHECK(op.name == pass + (site.recompute ? "R." : "") + fmt::format("L{}.", site.layer) + site.kernel);
+          CHECK(op.name == pass + (site.recompute ? "R." : "") + fmt::format("L{}.", site.layer) +
+                            std::string(training(w).kernel_name(site)));
           break;
         case Part::Send:
           CHECK(op.name.starts_with(pass + "send."));
