@@ -1,10 +1,10 @@
 // The part of Parallel common to the MPI and the serial builds.
-#include <nlohmann/json.hpp>
-
 #include <exception>
 #include <new>
+#include <optional>
 
 #include "base/error.hpp"
+#include "base/frames.hpp"
 #include "tools/meshsim/parallel.hpp"
 
 namespace meshsim::cli {
@@ -14,22 +14,25 @@ std::vector<std::string> share_items(const Parallel& par, std::size_t count,
   const auto size = static_cast<std::size_t>(par.size());
   const auto rank = static_cast<std::size_t>(par.rank());
   const std::size_t mine = count / size + (rank < count % size ? 1 : 0);
-  nlohmann::json texts = nlohmann::json::array();
+  std::vector<std::string> texts;
   for (std::size_t i = rank, done = 0; i < count; i += size, ++done) texts.push_back(run(i, done, mine));
-  if (size == 1) return texts.get<std::vector<std::string>>();
+  if (size == 1) return texts;
   // Rank 0 puts the ranks' items in order and hands the whole list to every rank.
-  const std::vector<std::string> shares = par.gather(texts.dump());
+  const std::vector<std::string> shares = par.gather(pack_texts(texts));
   std::string all;
   if (rank == 0) {
     std::vector<std::string> out(count);
     for (std::size_t r = 0; r < shares.size(); ++r) {
-      const nlohmann::json share = nlohmann::json::parse(shares[r]);
-      for (std::size_t k = 0; k < share.size(); ++k) out.at(r + k * size) = share.at(k).get<std::string>();
+      const std::optional<std::vector<std::string>> share = unpack_texts(shares[r]);
+      MESHSIM_ASSERT(share, "a rank's share is not packed texts");
+      for (std::size_t k = 0; k < share->size(); ++k) out.at(r + k * size) = (*share)[k];
     }
-    all = nlohmann::json(out).dump();
+    all = pack_texts(out);
   }
   par.broadcast(all, 0);
-  return nlohmann::json::parse(all).get<std::vector<std::string>>();
+  std::optional<std::vector<std::string>> every = unpack_texts(all);
+  MESHSIM_ASSERT(every, "rank 0's list is not packed texts");
+  return *std::move(every);
 }
 
 std::string agreed_error(const Parallel& par, const std::function<void()>& check) {
