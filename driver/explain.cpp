@@ -146,20 +146,24 @@ std::string training_explain(const workloads::Workload& w) {
       t.plan.sequence_parallel ? " (sequence parallel)" : "", t.pp, t.ep > 1 ? fmt::format(" x expert {}", t.ep) : "",
       t.cp > 1 ? fmt::format(" x context {}", t.cp) : "", t.microbatches, t.microbatch, m.seq_len);
   // One layer of the first microbatch on the first stage, as lowered.
+  using Part = workloads::StepSite::Part;
+  using Pass = workloads::StepSite::Pass;
   const std::uint64_t first = 0;
-  for (const char* pass : {"F0", "B0"}) {
-    const std::string prefix = fmt::format("{}.L{}.", pass, first);
-    const std::string recomputed = fmt::format("{}.R.L{}.", pass, first);
-    out += fmt::format("layer {} {} (microbatch 0), per chip:\n", first, pass[0] == 'F' ? "forward" : "backward");
-    for (const workloads::Op& op : w.ops)
-      if (op.name.starts_with(prefix) || op.name.starts_with(recomputed))
-        out += fmt::format("  {}{}\n", training_line(op, w, torus, gpu), op.name.starts_with(recomputed) ? " [recomputed]" : "");
-  }
-  for (const workloads::Op& op : w.ops)
-    if (op.group == "gradients" || op.group == "optimizer") {
-      out += fmt::format("  {}\n", training_line(op, w, torus, gpu));
-      if (op.group == "optimizer") break;
+  for (const Pass pass : {Pass::Forward, Pass::Backward}) {
+    out += fmt::format("layer {} {} (microbatch 0), per chip:\n", first, pass == Pass::Forward ? "forward" : "backward");
+    for (const workloads::Op& op : w.ops) {
+      const workloads::StepSite& site = op.site;
+      if (site.part == Part::Layer && site.pass == pass && site.microbatch == 0 && site.layer == first)
+        out += fmt::format("  {}{}\n", training_line(op, w, torus, gpu), site.recompute ? " [recomputed]" : "");
     }
+  }
+  // The gradient reductions, up to the first optimizer op.
+  for (const workloads::Op& op : w.ops) {
+    const Part part = op.site.part;
+    if (part == Part::LayerGradients || part == Part::OutsideGradients || part == Part::Optimizer)
+      out += fmt::format("  {}\n", training_line(op, w, torus, gpu));
+    if (part == Part::Optimizer) break;
+  }
   // FLOPs.
   const double tokens = static_cast<double>(t.global_batch * m.seq_len);
   out += fmt::format("\nFLOPs per step: 6 x N_matmul x tokens + 12 x L x heads x head_dim x keys x tokens, keys = {} "
