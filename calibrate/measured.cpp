@@ -8,6 +8,8 @@
 #include <fstream>
 #include <map>
 
+#include <nlohmann/json.hpp>
+
 #include "base/error.hpp"
 #include "base/text_file.hpp"
 #include "calibrate/nccl_tests.hpp"
@@ -275,6 +277,16 @@ std::vector<MeasuredPoint> load_points(const std::string& path, const NcclTestsC
       text.find("algbw") != std::string::npos)
     return points_from_nccl_tests(text, path, context);
   return parse_points_csv(text, path);
+}
+
+bool is_measurements_file(const std::string& path) {
+  const std::string text = read_text_file(path, "file of measurements");
+  const std::size_t first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos || text[first] != '{') return false;  // CSV or an nccl-tests log
+  // Lenient on purpose (duplicate keys, any values): only the kind of file is
+  // decided here; the reader it picks reports what is wrong with it.
+  const nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  return !(doc.is_object() && doc.contains("points") && !doc.contains("meshsim_measurements"));
 }
 
 }  // namespace meshsim::calibrate

@@ -54,4 +54,11 @@ std::vector<MeasuredPoint> points_from_nccl_tests(std::string_view text, const s
 // the table's columns), else CSV. An unreadable file is an Error.
 std::vector<MeasuredPoint> load_points(const std::string& path, const NcclTestsContext& context);
 
+// Whether the file is one of meshsim's own measurement files (replay --out,
+// calibrate --measurements; replay::Measurements reads them) rather than a file
+// load_points reads: true for any JSON but a file of points ({"points": ...}
+// without "meshsim_measurements"), malformed JSON included, whose reader then
+// names what is wrong. An unreadable file is an Error.
+bool is_measurements_file(const std::string& path);
+
 }  // namespace meshsim::calibrate

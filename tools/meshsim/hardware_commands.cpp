@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -12,7 +11,6 @@
 #include <optional>
 
 #include "base/error.hpp"
-#include "base/text_file.hpp"
 #include "calibrate/calibration.hpp"
 #include "calibrate/fit.hpp"
 #include "calibrate/fit_fabric.hpp"
@@ -210,16 +208,6 @@ int run_calibrate(const Options& o) {
   return 0;
 }
 
-// calibrate --from: fits the fabric terms to measurements made elsewhere.
-// True for meshsim's own measurement files (replay --out, calibrate --measurements)
-// and any other JSON but a file of points: their parser names what is wrong.
-bool is_measurements_file(const std::string& path) {
-  const std::string text = read_text_file(path, "file of measurements");
-  const std::size_t first = text.find_first_not_of(" \t\r\n");
-  if (first == std::string::npos || text[first] != '{') return false;  // CSV or an nccl-tests log
-  const nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  return !(doc.is_object() && doc.contains("points") && !doc.contains("meshsim_measurements"));
-}
 
 // The collectives of a suite (calibrate --measurements) as points: one node's GPUs.
 std::vector<calibrate::MeasuredPoint> suite_points(const replay::Measurements& m, const std::string& hardware) {
@@ -258,7 +246,7 @@ int run_calibrate_from(const Options& o) {
   std::vector<std::string> not_fitted;
   for (const std::string& path : o.from) {
     std::vector<calibrate::MeasuredPoint> more;
-    if (is_measurements_file(path)) {
+    if (calibrate::is_measurements_file(path)) {
       const replay::Measurements m = replay::load_measurements(path);
       if (!m.suite)
         throw Error(path + ": a replay's measurements are op times of a workload: compare them with meshsim compare; "
@@ -368,7 +356,7 @@ std::string compare_points(const std::vector<calibrate::MeasuredPoint>& points,
 }
 
 int run_compare(const Options& o) {
-  if (!is_measurements_file(o.measurements)) {
+  if (!calibrate::is_measurements_file(o.measurements)) {
     const std::vector<calibrate::MeasuredPoint> points =
         calibrate::load_points(o.measurements, {o.hardware, o.nodes});
     std::optional<calibrate::Calibration> cal;

@@ -4,6 +4,9 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
 
 #include "base/error.hpp"
 #include "calibrate/fit_fabric.hpp"
@@ -207,4 +210,23 @@ TEST_CASE("measured points: each malformed input is one error line at its place"
   CHECK_THAT(system_error("tpu-v9", "8x8", "x"), Catch::StartsWith("synthetic:7: unknown preset 'tpu-v9'"));
   CHECK(system_error("h100-dgx", "1", "node") ==
         "synthetic:7: axes 'node' on one node: a collective across nodes needs two or more");
+}
+
+TEST_CASE("is_measurements_file: meshsim's own suites and other JSON, not points, CSV or logs", "[measured]") {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "meshsim_is_measurements_test";
+  std::filesystem::create_directories(dir);
+  const auto file = [&](const std::string& name, const std::string& text) {
+    const std::filesystem::path p = dir / name;
+    std::ofstream(p, std::ios::binary) << text;
+    return p.string();
+  };
+  CHECK_FALSE(calibrate::is_measurements_file(file("points.json", R"( {"points": []})")));
+  CHECK_FALSE(calibrate::is_measurements_file(file("points.csv", "kind,hardware,topology,axes,bytes,time_s\n")));
+  CHECK_FALSE(calibrate::is_measurements_file(file("log.txt", "# nThread 1 nGpus 8\n")));
+  CHECK(calibrate::is_measurements_file(file("suite.json", R"({"meshsim_measurements": 1, "gemm": []})")));
+  CHECK(calibrate::is_measurements_file(file("both.json", R"({"meshsim_measurements": 1, "points": []})")));
+  // Malformed JSON goes to the measurements reader, which names the error.
+  CHECK(calibrate::is_measurements_file(file("broken.json", R"({"points": [)")));
+  CHECK_THROWS_AS(calibrate::is_measurements_file((dir / "missing.json").string()), Error);
+  std::filesystem::remove_all(dir);
 }
