@@ -261,7 +261,7 @@ class StepLowerer {
                        std::uint64_t batch = 1, std::vector<std::uint32_t> deps = {}) {
     Op op = named(OpKind::Matmul, name);
     op.m = m, op.k = k, op.n = n, op.batch = batch;
-    return emit(std::move(op), Role::Compute, s, Stream::Main, std::move(deps), recomputing_);
+    return emit(std::move(op), Role::Compute, s, Stream::Main, std::move(deps), site_.recompute);
   }
   // An expert matmul of `batch` experts, each over expert_rows() tokens (the
   // capacity; m for the forward and dX products, k for dW), of which `useful`
@@ -669,9 +669,7 @@ class StepLowerer {
   void recompute_attention(std::uint64_t s, const std::string& saved, std::uint64_t l) {
     if (t_.recompute != Recompute::Selective) return;
     enter_layer(saved, l, true);
-    recomputing_ = true;
     attention_core(s);
-    recomputing_ = false;
     enter_layer(saved, l, false);
   }
 
@@ -707,9 +705,7 @@ class StepLowerer {
     // Recompute: the whole forward, or only the attention core.
     if (t_.recompute == Recompute::Full) {
       enter_layer(saved, l, true);
-      recomputing_ = true;
       forward_ops(s, l, deps);
-      recomputing_ = false;
       enter_layer(saved, l, false);
       deps.clear();
     }
@@ -888,7 +884,6 @@ class StepLowerer {
   std::string prefix_;  // the names of the ops being made: "F0.L3." (site_ says the same)
   StepSite site_;
   std::map<std::string, std::uint32_t> kernel_ids_;  // Training::kernels by name
-  bool recomputing_ = false;
   unsigned __int128 model_flops_ = 0, hardware_flops_ = 0;
 };
 
