@@ -421,26 +421,27 @@ void add_training(Workload& w, Training t, const SourceRef& where) {
 
 void build_training(Workload& w, const TrainingSpec& spec) { add_training(w, plan_training(w, spec), spec.where); }
 
+void build_ops(Workload& w, const OpsSpec& spec) {
+  detail::Lowerer lowerer(w);
+  for (const ArraySpec& a : spec.arrays) lowerer.declare(detail::lower_array(w, a), a.where);
+  if (spec.ops.empty()) spec.ops_at.fail("expected at least one op");
+  w.ops.reserve(spec.ops.size());  // at least one op each: no moves of the ops as they come
+  for (std::size_t i = 0; i < spec.ops.size(); ++i) lowerer.lower(spec.ops[i], i);
+  check_time_range(w);
+}
+
 void add_collective(Workload& w, OpKind kind, std::uint64_t bytes, const std::vector<std::string>& axes,
                     const SourceRef& where) {
   MESHSIM_ASSERT(!is_local(kind) && kind != OpKind::Send, "a collective");
-  if (bytes == 0) where.child("bytes").fail("expected a positive integer, got 0");
-  constexpr std::uint64_t kMaxBytes = std::uint64_t{1} << 62;  // as the JSON's "bytes"
-  if (bytes > kMaxBytes) where.child("bytes").fail(fmt::format("{} is too large (at most {})", bytes, kMaxBytes));
+  detail::check_positive(bytes, std::uint64_t{1} << 62, where.child("bytes"));  // as the JSON's "bytes"
   Op op;
   op.kind = kind;
   op.name = fmt::format("{}#{}", kind_name(kind), w.ops.size());
   op.group = op.name;
   op.pointer = where.pointer;
-  for (std::size_t i = 0; i < axes.size(); ++i) {
-    const int idx = detail::mesh_axis_index(w, axes[i]);
-    const SourceRef at = where.child("axes").child(i);
-    if (idx < 0) at.fail(fmt::format("unknown mesh axis '{}' (mesh axes: {})", axes[i], detail::known_axes(w)));
-    if (std::find(op.mesh_axes.begin(), op.mesh_axes.end(), idx) != op.mesh_axes.end())
-      at.fail(fmt::format("mesh axis {} listed twice", axes[i]));
-    op.mesh_axes.push_back(idx);
-  }
-  if (op.mesh_axes.empty()) where.child("axes").fail("expected at least one mesh axis");
+  std::vector<NameRef> names;
+  for (std::size_t i = 0; i < axes.size(); ++i) names.push_back({axes[i], where.child("axes").child(i)});
+  op.mesh_axes = detail::resolve_axes(w, names, where.child("axes"));
   op.hw_axes = detail::hardware_axes(w, op.mesh_axes);
   op.bytes = bytes;
   check_time_range(w, op);

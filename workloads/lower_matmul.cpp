@@ -13,7 +13,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <memory>
 #include <optional>
 
 #include "base/error.hpp"
@@ -51,18 +50,20 @@ bool used_by(const Array& a, int axis) {
 
 }  // namespace
 
-struct MatmulSpec {
+// One matmul step: a matmul op, or one of an MLP block's two.
+struct MatmulStep {
   std::string name;
   std::string a, b, out;
   std::optional<std::vector<std::vector<int>>> requested;  // layout of C over (I, K)
-  const Cursor* where;                                     // for errors
-  const Cursor* requested_where;                           // the out_sharding value, if any
+  SourceRef where;                                         // the op, for errors
+  SourceRef a_at, b_at;                                    // its operands (an MLP's: the op)
+  SourceRef requested_at;                                  // the out_sharding value, if any
   std::vector<std::uint32_t> after;
 };
 
 class MatmulLowering {
  public:
-  MatmulLowering(Lowerer& lowerer, const MatmulSpec& spec) : L_(lowerer), w_(lowerer.workload()), s_(spec) {}
+  MatmulLowering(Lowerer& lowerer, const MatmulStep& spec) : L_(lowerer), w_(lowerer.workload()), s_(spec) {}
 
   void run() {
     load();
@@ -83,10 +84,10 @@ class MatmulLowering {
  private:
   // ---------------------------------------------------------------- operands
   void load() {
-    a_ = L_.array(s_.a, field("a"));
-    b_ = L_.array(s_.b, field("b"));
+    a_ = L_.array(s_.a, s_.a_at);
+    b_ = L_.array(s_.b, s_.b_at);
     for (const Array* x : {&a_, &b_}) {
-      const Cursor& f = field(x == &a_ ? "a" : "b");
+      const SourceRef& f = x == &a_ ? s_.a_at : s_.b_at;
       if (x->dims.size() != 2)
         f.fail(fmt::format("a matmul multiplies 2-D arrays; {} has {} dimensions", x->name, x->dims.size()));
       if (!x->partial_axes.empty())
@@ -97,7 +98,7 @@ class MatmulLowering {
     for (const std::string& d : a_.dims)
       if (b_.dim_index(d) >= 0) shared.push_back(d);
     if (shared.size() != 1)
-      s_.where->fail(fmt::format("{} and {} must share exactly one dimension (the contracting one); they share {}",
+      s_.where.fail(fmt::format("{} and {} must share exactly one dimension (the contracting one); they share {}",
                                  sharding_string(w_, a_), sharding_string(w_, b_),
                                  shared.empty() ? std::string("none") : fmt::format("{}", fmt::join(shared, ", "))));
     j_ = shared[0];
@@ -108,28 +109,23 @@ class MatmulLowering {
     i_ = a_.dims[idx(ai_)];
     k_ = b_.dims[idx(bk_)];
     if (i_ == k_)
-      s_.where->fail(fmt::format("C = {} . {} would have two dimensions named {}; rename one", a_.name, b_.name, i_));
+      s_.where.fail(fmt::format("C = {} . {} would have two dimensions named {}; rename one", a_.name, b_.name, i_));
     if (a_.sizes[idx(aj_)] != b_.sizes[idx(bj_)])
-      s_.where->fail(fmt::format("the contracting dimension {} has {} elements in {} but {} in {}", j_,
+      s_.where.fail(fmt::format("the contracting dimension {} has {} elements in {} but {} in {}", j_,
                                  a_.sizes[idx(aj_)], a_.name, b_.sizes[idx(bj_)], b_.name));
     if (a_.dtype != b_.dtype)
-      s_.where->fail(fmt::format("{} is {} but {} is {}; a matmul needs one dtype", a_.name, a_.dtype, b_.name, b_.dtype));
+      s_.where.fail(fmt::format("{} is {} but {} is {}; a matmul needs one dtype", a_.name, a_.dtype, b_.name, b_.dtype));
     const unsigned __int128 c_bytes =
         static_cast<unsigned __int128>(a_.sizes[idx(ai_)]) * b_.sizes[idx(bk_)] * a_.element_bytes;
     if (c_bytes > kMaxArrayBytes)
-      s_.where->fail(fmt::format("the output {}[{}, {}] would be larger than 2^62 bytes", s_.out, i_, k_));
+      s_.where.fail(fmt::format("the output {}[{}, {}] would be larger than 2^62 bytes", s_.out, i_, k_));
     if (s_.requested) {
       // The requested layout must divide C's real sizes (an MLP asks for its
       // input's layout on its output, which need not fit).
       Array c = natural_c({});
       c.shard_axes = *s_.requested;
-      check_layout(w_, c, *s_.requested_where);
+      check_layout(w_, c, s_.requested_at);
     }
-  }
-
-  const Cursor& field(const char* key) {
-    fields_.push_back(std::make_unique<Cursor>(s_.where->has(key) ? s_.where->at(key) : *s_.where));
-    return *fields_.back();
   }
 
   static std::size_t idx(int i) { return static_cast<std::size_t>(i); }
@@ -152,7 +148,7 @@ class MatmulLowering {
 
   std::uint32_t emit_collective(OpKind kind, const Array& in, const Array& out, const std::vector<int>& axes,
                                 const std::string& label) {
-    Op op = collective_step(w_, kind, s_.name + "." + label, s_.name, s_.where->pointer(), in, out, axes);
+    Op op = collective_step(w_, kind, s_.name + "." + label, s_.name, s_.where.pointer, in, out, axes);
     const std::uint32_t id = L_.emit(std::move(op), s_.after);  // every step waits, not just the first
     explain_.ops.push_back(id);
     last_ = id;
@@ -307,7 +303,7 @@ class MatmulLowering {
     op.kind = OpKind::Matmul;
     op.name = s_.name + ".matmul";
     op.group = s_.name;
-    op.pointer = s_.where->pointer();
+    op.pointer = s_.where.pointer;
     op.inputs = {a_, b_};
     op.outputs = {c};
     op.m = a_.sizes[idx(ai_)] / axes_product(w_, a_i());
@@ -357,7 +353,7 @@ class MatmulLowering {
     if (c.shard_axes == want) return;
     Array out = c;
     out.shard_axes = want;
-    check_layout(w_, out, *s_.requested_where);
+    check_layout(w_, out, s_.requested_at);
     // Axes C has but the request places elsewhere or nowhere.
     std::vector<int> removed, moved;
     int from = -1, to = -1;
@@ -415,7 +411,7 @@ class MatmulLowering {
 
   Lowerer& L_;
   Workload& w_;
-  const MatmulSpec& s_;
+  const MatmulStep& s_;
   Array a_, b_;
   int ai_ = 0, aj_ = 1, bj_ = 0, bk_ = 1;
   std::string i_, j_, k_;
@@ -423,65 +419,64 @@ class MatmulLowering {
   int case_ = 0;
   std::uint32_t last_ = 0;
   MatmulExplanation explain_;
-  std::vector<std::unique_ptr<Cursor>> fields_;
 };
 
-void Lowerer::lower_matmul(const Cursor& c, const std::string& name, const std::vector<std::uint32_t>& after) {
-  c.only_keys({"name", "kind", "after", "a", "b", "out", "out_sharding"});
-  MatmulSpec spec;
-  spec.name = name;
-  spec.a = c.at("a").as_string();
-  spec.b = c.at("b").as_string();
-  const Cursor out = c.at("out");
-  spec.out = out.as_string();
-  check_array_name(spec.out, out);
-  if (has_array(spec.out)) out.fail(fmt::format("array '{}' already exists", spec.out));
-  spec.where = &c;
-  spec.after = after;
-  std::optional<Cursor> requested = c.find("out_sharding");
-  const Array& a = array(spec.a, c.at("a"));
-  const Array& b = array(spec.b, c.at("b"));
+void Lowerer::lower_matmul(const MatmulOpSpec& m, const SourceRef& where, const std::string& name,
+                           const std::vector<std::uint32_t>& after) {
+  MatmulStep step;
+  step.name = name;
+  step.a = m.a.name;
+  step.b = m.b.name;
+  step.out = m.out.name;
+  check_array_name(step.out, m.out.where);
+  if (has_array(step.out)) m.out.where.fail(fmt::format("array '{}' already exists", step.out));
+  step.where = where;
+  step.a_at = m.a.where;
+  step.b_at = m.b.where;
+  step.after = after;
+  const Array& a = array(step.a, m.a.where);
+  const Array& b = array(step.b, m.b.where);
   // Dims of C are known once A and B are: I from A, K from B. Operands that are
   // not 2-D are reported by the lowering itself.
-  if (requested && a.dims.size() == 2 && b.dims.size() == 2) {
+  if (m.out_sharding && a.dims.size() == 2 && b.dims.size() == 2) {
     std::vector<std::string> dims;
     for (const std::string& d : a.dims)
       if (b.dim_index(d) < 0) dims.push_back(d);
     for (const std::string& d : b.dims)
       if (a.dim_index(d) < 0) dims.push_back(d);
     if (dims.size() == 2) {
-      spec.requested = parse_layout(w_, spec.out, dims, *requested);
-      spec.requested_where = &*requested;
+      step.requested = parse_layout(w_, step.out, dims, *m.out_sharding);
+      step.requested_at = m.out_sharding->where;
       Array c_layout;
-      c_layout.name = spec.out;
+      c_layout.name = step.out;
       c_layout.dims = dims;
       c_layout.sizes = {a.sizes[static_cast<std::size_t>(a.dim_index(dims[0]))],
                         b.sizes[static_cast<std::size_t>(b.dim_index(dims[1]))]};
-      c_layout.shard_axes = *spec.requested;
-      check_layout(w_, c_layout, *requested);
+      c_layout.shard_axes = *step.requested;
+      check_layout(w_, c_layout, m.out_sharding->where);
     }
   }
-  MatmulLowering(*this, spec).run();
+  MatmulLowering(*this, step).run();
 }
 
-void Lowerer::lower_mlp(const Cursor& c, const std::string& name, const std::vector<std::uint32_t>& after) {
-  c.only_keys({"name", "kind", "after", "x", "w1", "w2", "out", "variant", "repeat"});
-  const std::string x = c.at("x").as_string(), w1 = c.at("w1").as_string(), w2 = c.at("w2").as_string();
-  const Cursor out_c = c.at("out");
-  const std::string out = out_c.as_string();
-  check_array_name(out, out_c);
-  if (has_array(out)) out_c.fail(fmt::format("array '{}' already exists", out));
+void Lowerer::lower_mlp(const MlpSpec& m, const SourceRef& where, const std::string& name,
+                        const std::vector<std::uint32_t>& after) {
+  const std::string &x = m.x.name, &w1 = m.w1.name, &w2 = m.w2.name, &out = m.out.name;
+  check_array_name(out, m.out.where);
+  if (has_array(out)) m.out.where.fail(fmt::format("array '{}' already exists", out));
   std::string variant = "column_row";
-  if (auto v = c.find("variant")) {
-    variant = v->as_string();
+  if (m.variant) {
+    variant = m.variant->name;
     if (variant != "column_row" && variant != "gather_middle")
-      v->fail(fmt::format("unknown variant '{}' (known: column_row, gather_middle)", variant));
+      m.variant->where.fail(fmt::format("unknown variant '{}' (known: column_row, gather_middle)", variant));
   }
-  const int repeat = c.has("repeat") ? static_cast<int>(c.at("repeat").as_int_in(1, 1000)) : 1;
-  const Array& input = array(x, c.at("x"));
-  const Array& up_w = array(w1, c.at("w1"));
-  const Array& down_w = array(w2, c.at("w2"));
-  if (input.dims.size() != 2) c.at("x").fail(fmt::format("the MLP input {} must be 2-D", x));
+  if (m.repeat < 1 || m.repeat > 1000)
+    m.repeat_at.fail(fmt::format("expected an integer in [1, 1000], got {}", m.repeat));
+  const int repeat = static_cast<int>(m.repeat);
+  const Array& input = array(x, m.x.where);
+  const Array& up_w = array(w1, m.w1.where);
+  const Array& down_w = array(w2, m.w2.where);
+  if (input.dims.size() != 2) m.x.where.fail(fmt::format("the MLP input {} must be 2-D", x));
   // A block maps x[B, D] back to [B, D] (so blocks chain and the output keeps
   // x's layout): w2 must end in x's feature dim D, the one w1 contracts.
   for (std::size_t d = 0; d < 2; ++d) {
@@ -489,7 +484,7 @@ void Lowerer::lower_mlp(const Cursor& c, const std::string& name, const std::vec
     if (up_w.dim_index(feature) < 0) continue;
     const int at = down_w.dim_index(feature);
     if (at < 0 || down_w.sizes[static_cast<std::size_t>(at)] != input.sizes[d])
-      c.at("w2").fail(fmt::format("an MLP block maps {} back to its feature dimension {} ({} elements), so {} "
+      m.w2.where.fail(fmt::format("an MLP block maps {} back to its feature dimension {} ({} elements), so {} "
                                   "needs {} with {} elements",
                                   x, feature, input.sizes[d], w2, feature, input.sizes[d]));
   }
@@ -502,54 +497,54 @@ void Lowerer::lower_mlp(const Cursor& c, const std::string& name, const std::vec
     const std::string tag = repeat > 1 ? fmt::format("{}.{}", name, r) : name;
     const std::string h = tag + ".h";
     const std::string y = r == repeat ? out : tag + ".y";
-    MatmulSpec up;
+    MatmulStep up;
     up.name = tag + ".up";
     up.a = in;
     up.b = w1;
     up.out = h;
-    up.where = &c;
+    up.where = up.a_at = up.b_at = where;
     up.after = deps;
     MatmulLowering(*this, up).run();
     if (variant == "gather_middle") {
       // Replicate the hidden activation before the second matmul.
-      const Array hidden = array(h, c);
+      const Array hidden = array(h, where);
       std::vector<std::vector<int>> replicated = hidden.shard_axes;
       replicated[1].clear();
       if (replicated != hidden.shard_axes) {
         Array gathered = hidden;
         gathered.shard_axes = replicated;
         layer_ops.push_back(emit(collective_step(w_, OpKind::AllGather, tag + ".gather_h", tag + ".gather_h",
-                                                 c.pointer(), hidden, gathered, hidden.shard_axes[1]),
+                                                 where.pointer, hidden, gathered, hidden.shard_axes[1]),
                                  {}));
       }
     }
-    MatmulSpec down;
+    MatmulStep down;
     down.name = tag + ".down";
     down.a = h;
     down.b = w2;
     down.out = y;
-    down.where = &c;
+    down.where = down.a_at = down.b_at = where;
     // The block's output keeps the input's layout, so blocks chain.
-    const Array& xin = array(in, c);
+    const Array& xin = array(in, where);
     down.requested = xin.shard_axes;
-    down.requested_where = &c;
+    down.requested_at = where;
     MatmulLowering(*this, down).run();
     deps.clear();
     in = y;
   }
-  explain_mlp(c, name, x, w1, w2, variant, layer_ops, explanation_at);
+  explain_mlp(where, name, x, w1, w2, variant, layer_ops, explanation_at);
 }
 
-void Lowerer::explain_mlp(const Cursor& c, const std::string& name, const std::string& x, const std::string& w1,
+void Lowerer::explain_mlp(const SourceRef& where, const std::string& name, const std::string& x, const std::string& w1,
                           const std::string& w2, const std::string& variant, const std::vector<std::uint32_t>& ops,
                           std::size_t at) {
   MatmulExplanation e;
   e.layer = true;
   e.name = name;
   e.ops = ops;
-  e.a_before = sharding_string(w_, array(x, c));
-  const Array& up = array(w1, c);
-  const Array& down = array(w2, c);
+  e.a_before = sharding_string(w_, array(x, where));
+  const Array& up = array(w1, where);
+  const Array& down = array(w2, where);
   e.b_before = sharding_string(w_, up) + " and " + sharding_string(w_, down);
   const std::string hidden = up.dims.size() == 2 ? up.dims[1] : "F";
   const auto& up_split = up.shard_axes.size() == 2 ? up.shard_axes[1] : std::vector<int>{};
@@ -578,7 +573,7 @@ void Lowerer::explain_mlp(const Cursor& c, const std::string& name, const std::s
                                   "more.",
                                   s.empty() ? "-" : s));
   }
-  e.c_after = sharding_string(w_, array(w_.ops.back().outputs.empty() ? x : w_.ops.back().outputs[0].name, c));
+  e.c_after = sharding_string(w_, array(w_.ops.back().outputs.empty() ? x : w_.ops.back().outputs[0].name, where));
   w_.explanations.insert(w_.explanations.begin() + static_cast<std::ptrdiff_t>(at), std::move(e));
 }
 

@@ -1,13 +1,174 @@
-// The ops of a workload: names, dependencies, and the collectives and sends the
-// user writes directly. Matmuls and layers are in lower_matmul.cpp.
+// The ops of a workload (spec.hpp, OpsSpec): arrays, names, dependencies, and
+// the collectives and sends the user writes directly. Matmuls and layers are in
+// lower_matmul.cpp.
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
+#include <variant>
 
 #include "base/error.hpp"
 #include "workloads/lowering.hpp"
+#include "workloads/sharding.hpp"
 
 namespace meshsim::workloads::detail {
+
+// Array names are used in sharding strings ("A[I_X]"): a letter, then letters,
+// digits or '_'.
+void check_array_name(const std::string& name, const SourceRef& where) {
+  bool ok = !name.empty() && std::isalpha(static_cast<unsigned char>(name[0]));
+  for (char ch : name) ok = ok && (std::isalnum(static_cast<unsigned char>(ch)) || ch == '_');
+  if (!ok) where.fail(fmt::format("array name '{}' must be a letter followed by letters, digits or '_'", name));
+}
+
+void check_positive(std::uint64_t v, std::uint64_t max, const SourceRef& where) {
+  if (v == 0) where.fail("expected a positive integer, got 0");
+  if (v > max) where.fail(fmt::format("{} is too large (at most {})", v, max));
+}
+
+int mesh_axis_index(const Workload& w, const std::string& name) {
+  for (std::size_t i = 0; i < w.mesh.size(); ++i)
+    if (w.mesh[i].name == name) return static_cast<int>(i);
+  return -1;
+}
+
+std::string known_axes(const Workload& w) {
+  std::string s;
+  for (const MeshAxis& m : w.mesh) {
+    if (!s.empty()) s += ", ";
+    s += m.name;
+  }
+  return s;
+}
+
+std::uint64_t axes_product(const Workload& w, const std::vector<int>& axes) {
+  std::uint64_t p = 1;
+  for (int a : axes) p *= static_cast<std::uint64_t>(w.mesh[static_cast<std::size_t>(a)].size);
+  return p;
+}
+
+std::vector<std::string> axis_names(const Workload& w, const std::vector<int>& axes) {
+  std::vector<std::string> out;
+  for (int a : axes) out.push_back(w.mesh[static_cast<std::size_t>(a)].name);
+  return out;
+}
+
+std::string sharding_string(const Workload& w, const Array& a) {
+  std::vector<std::vector<std::string>> names;
+  for (const auto& axes : a.shard_axes) names.push_back(axis_names(w, axes));
+  return format_sharding(a.name, a.dims, names);
+}
+
+// Checks the rule "one mesh axis shards at most one dim" and divisibility.
+void check_layout(const Workload& w, const Array& a, const SourceRef& where) {
+  std::vector<int> used_by(w.mesh.size(), -1);
+  for (std::size_t d = 0; d < a.dims.size(); ++d) {
+    for (int axis : a.shard_axes[d]) {
+      const auto ax = static_cast<std::size_t>(axis);
+      if (used_by[ax] == static_cast<int>(d))
+        where.fail(fmt::format("mesh axis {} appears twice in the subscript of {}", w.mesh[ax].name, a.dims[d]));
+      if (used_by[ax] >= 0)
+        where.fail(fmt::format("mesh axis {} shards both {} and {} of {}; an axis can shard only one dimension",
+                               w.mesh[ax].name, a.dims[static_cast<std::size_t>(used_by[ax])], a.dims[d], a.name));
+      used_by[ax] = static_cast<int>(d);
+    }
+    const std::uint64_t parts = axes_product(w, a.shard_axes[d]);
+    if (a.sizes[d] % parts != 0)
+      where.fail(fmt::format("dimension {} of {} ({}) is not divisible by its mesh axes {} ({} shards)", a.dims[d],
+                             a.name, a.sizes[d], fmt::join(axis_names(w, a.shard_axes[d]), ""), parts));
+  }
+}
+
+// ---------------------------------------------------------------- arrays
+
+std::vector<std::vector<int>> parse_layout(const Workload& w, const std::string& array,
+                                           const std::vector<std::string>& dims, const NameRef& sharding) {
+  std::string error;
+  const SourceRef& sc = sharding.where;
+  const auto parsed = parse_sharding(sharding.name, error);
+  if (!parsed) sc.fail(error);
+  if (!parsed->array.empty() && parsed->array != array)
+    sc.fail(fmt::format("sharding names array '{}' but it belongs to '{}'", parsed->array, array));
+  std::vector<std::string> written;
+  for (const ShardedDim& d : parsed->dims) written.push_back(d.dim);
+  if (written != dims)
+    sc.fail(fmt::format("sharding dimensions [{}] do not match the shape's [{}]", fmt::join(written, ", "),
+                        fmt::join(dims, ", ")));
+  std::vector<std::string> names;
+  for (const MeshAxis& m : w.mesh) names.push_back(m.name);
+  std::vector<std::vector<int>> axes(dims.size());
+  for (std::size_t d = 0; d < parsed->dims.size(); ++d) {
+    const auto split = split_subscript(parsed->dims[d].subscript, names, error);
+    if (!split) sc.fail(error + " (mesh axes: " + known_axes(w) + ")");
+    for (const std::string& axis : *split) axes[d].push_back(mesh_axis_index(w, axis));
+  }
+  return axes;
+}
+
+Array lower_array(const Workload& w, const ArraySpec& spec) {
+  check_array_name(spec.name, spec.where);
+  Array a;
+  a.name = spec.name;
+  for (const ArraySpec::Dim& d : spec.shape) {
+    bool ok = !d.name.empty() && std::isalpha(static_cast<unsigned char>(d.name[0]));
+    for (char ch : d.name) ok = ok && std::isalnum(static_cast<unsigned char>(ch));
+    if (!ok) d.where.fail(fmt::format("dimension name '{}' must be a letter followed by letters or digits", d.name));
+    check_positive(d.size, std::uint64_t{1} << 40, d.where);
+    a.dims.push_back(d.name);
+    a.sizes.push_back(d.size);
+  }
+  if (a.dims.empty()) spec.shape_at.fail("expected at least one dimension, e.g. {\"I\": 1024}");
+
+  a.element_bytes = element_size(spec.dtype.name);
+  if (a.element_bytes == 0)
+    spec.dtype.where.fail(
+        fmt::format("unknown dtype '{}' (known: bf16, fp16, fp32, int8, fp8, int32)", spec.dtype.name));
+  a.dtype = spec.dtype.name;
+
+  unsigned __int128 bytes = a.element_bytes;
+  for (std::uint64_t s : a.sizes) {
+    bytes *= s;
+    if (bytes > kMaxArrayBytes) spec.shape_at.fail(fmt::format("array {} is larger than 2^62 bytes", spec.name));
+  }
+
+  a.shard_axes.assign(a.dims.size(), {});
+  if (spec.sharding) {
+    a.shard_axes = parse_layout(w, spec.name, a.dims, *spec.sharding);
+    check_layout(w, a, spec.sharding->where);
+  }
+  return a;
+}
+
+// ---------------------------------------------------------------- ops
+
+std::vector<int> resolve_axes(const Workload& w, const std::vector<NameRef>& axes, const SourceRef& list_at) {
+  std::vector<int> out;
+  for (const NameRef& e : axes) {
+    const int idx = mesh_axis_index(w, e.name);
+    if (idx < 0) e.where.fail(fmt::format("unknown mesh axis '{}' (mesh axes: {})", e.name, known_axes(w)));
+    if (std::find(out.begin(), out.end(), idx) != out.end())
+      e.where.fail(fmt::format("mesh axis {} listed twice", e.name));
+    out.push_back(idx);
+  }
+  if (out.empty()) list_at.fail("expected at least one mesh axis");
+  return out;
+}
+
+topology::ChipId resolve_chip(const Workload& w, const SendSpec::Chip& chip) {
+  const std::vector<std::int64_t>& at = chip.coordinates;
+  if (at.size() != w.topology.size())
+    chip.where.fail(fmt::format("expected {} hardware coordinates, got {}", w.topology.size(), at.size()));
+  std::vector<int> coords;
+  for (std::size_t a = 0; a < at.size(); ++a) {
+    const std::int64_t hi = w.topology[a].size - 1;
+    if (at[a] < 0 || at[a] > hi)
+      chip.coordinate_at[a].fail(fmt::format("expected an integer in [0, {}], got {}", hi, at[a]));
+    coords.push_back(static_cast<int>(at[a]));
+  }
+  return w.make_torus().chip(coords);
+}
+
+// ---------------------------------------------------------------- lowering
 
 std::uint64_t group_bytes(const Workload& w, const Array& a, const std::vector<int>& axes) {
   std::uint64_t other = 1;
@@ -43,13 +204,14 @@ Op collective_step(const Workload& w, OpKind kind, const std::string& name, cons
   return op;
 }
 
-void Lowerer::declare(Array a) {
+void Lowerer::declare(Array a, const SourceRef& where) {
+  if (has_array(a.name)) where.fail(fmt::format("array '{}' already exists", a.name));
   w_.declared.push_back(a);
   arrays_[a.name] = w_.arrays.size();
   w_.arrays.push_back(std::move(a));
 }
 
-const Array& Lowerer::array(const std::string& name, const Cursor& where) const {
+const Array& Lowerer::array(const std::string& name, const SourceRef& where) const {
   const auto it = arrays_.find(name);
   if (it == arrays_.end()) where.fail(fmt::format("unknown array '{}'", name));
   return w_.arrays[it->second];
@@ -85,109 +247,110 @@ std::uint32_t Lowerer::emit(Op op, const std::vector<std::uint32_t>& after) {
   return index;
 }
 
-void Lowerer::parse(const Cursor& ops) {
-  const auto list = ops.elements();
-  if (list.empty()) ops.fail("expected at least one op");
-  w_.ops.reserve(list.size());  // at least one op each: no moves of the ops as they come
-  for (std::size_t i = 0; i < list.size(); ++i) parse_op(list[i], i);
-}
+namespace {
 
-void Lowerer::parse_op(const Cursor& c, std::size_t index) {
-  c.expect_object();
-  const Cursor kind_c = c.at("kind");
-  const std::string kind = kind_c.as_string();
+// The kind as a workload writes it: the default name's stem.
+struct KindText {
+  std::string operator()(const CollectiveSpec& c) const { return std::string(kind_name(c.kind)); }
+  std::string operator()(const SendSpec&) const { return "send"; }
+  std::string operator()(const MatmulOpSpec&) const { return "matmul"; }
+  std::string operator()(const MlpSpec&) const { return "mlp"; }
+};
+
+}  // namespace
+
+void Lowerer::lower(const OpSpec& spec, std::size_t index) {
+  const std::string kind = std::visit(KindText{}, spec.what);
   std::string name;
-  if (auto n = c.find("name")) {
-    name = n->as_identifier();
-    if (names_.count(name)) n->fail(fmt::format("op name '{}' is already used", name));
-    if (step_names_.count(name)) n->fail(fmt::format("op name '{}' is already used by a step of an earlier op", name));
+  if (spec.name) {
+    name = spec.name->name;
+    if (names_.count(name)) spec.name->where.fail(fmt::format("op name '{}' is already used", name));
+    if (step_names_.count(name))
+      spec.name->where.fail(fmt::format("op name '{}' is already used by a step of an earlier op", name));
   } else {
     name = fmt::format("{}#{}", kind, index);
   }
   std::vector<std::uint32_t> after;
-  if (auto a = c.find("after")) {
-    for (const Cursor& e : a->elements()) {
-      const std::string dep = e.as_string();
-      const auto it = names_.find(dep);
-      if (it == names_.end()) e.fail(fmt::format("'{}' is not the name of an earlier op", dep));
-      after.push_back(it->second);
-    }
+  for (const NameRef& dep : spec.after) {
+    const auto it = names_.find(dep.name);
+    if (it == names_.end()) dep.where.fail(fmt::format("'{}' is not the name of an earlier op", dep.name));
+    after.push_back(it->second);
   }
 
-  if (kind == "matmul") {
-    lower_matmul(c, name, after);
-  } else if (kind == "mlp") {
-    lower_mlp(c, name, after);
+  if (const auto* m = std::get_if<MatmulOpSpec>(&spec.what)) {
+    lower_matmul(*m, spec.where, name, after);
+  } else if (const auto* mlp = std::get_if<MlpSpec>(&spec.what)) {
+    lower_mlp(*mlp, spec.where, name, after);
   } else {
-    const auto k = parse_kind(kind);
-    if (!k || is_local(*k))
-      kind_c.fail(fmt::format("unknown op kind '{}' (known: all_gather, reduce_scatter, all_reduce, all_to_all, send, "
-                              "matmul, mlp)",
-                              kind));
     Op op;
     op.name = name;
     op.group = name;
-    op.kind = *k;
-    op.pointer = c.pointer();
+    op.pointer = spec.where.pointer;
     op.deps = after;
-    lower_collective(c, std::move(op));
+    if (const auto* send = std::get_if<SendSpec>(&spec.what)) {
+      op.kind = OpKind::Send;
+      lower_send(*send, std::move(op));
+    } else {
+      const auto& c = std::get<CollectiveSpec>(spec.what);
+      MESHSIM_ASSERT(!is_local(c.kind) && c.kind != OpKind::Send, "a collective");
+      op.kind = c.kind;
+      lower_collective(c, spec.where, std::move(op));
+    }
   }
   names_[name] = static_cast<std::uint32_t>(w_.ops.size() - 1);
 }
 
-void Lowerer::lower_collective(const Cursor& c, Op op) {
-  if (op.kind == OpKind::Send)
-    c.only_keys({"name", "kind", "after", "bytes", "from", "to"});
-  else if (op.kind == OpKind::ReduceScatter || op.kind == OpKind::AllToAll)
-    c.only_keys({"name", "kind", "after", "axes", "array", "bytes", "dim", "out", "algorithm", "protocol"});
-  else
-    c.only_keys({"name", "kind", "after", "axes", "array", "bytes", "out", "algorithm", "protocol"});
-  if (auto p = c.find("protocol")) {
+void Lowerer::lower_send(const SendSpec& s, Op op) {
+  check_positive(s.bytes, std::uint64_t{1} << 62, s.bytes_at);
+  op.bytes = s.bytes;
+  op.src = resolve_chip(w_, s.from);
+  op.dst = resolve_chip(w_, s.to);
+  if (op.src == op.dst) s.to.where.fail("a send needs two different chips");
+  const std::vector<std::uint32_t> after = std::move(op.deps);
+  op.deps.clear();
+  emit(std::move(op), after);
+}
+
+void Lowerer::lower_collective(const CollectiveSpec& c, const SourceRef& where, Op op) {
+  if (c.protocol) {
     // NCCL's protocol (sim/collectives/gpu.hpp); whether the algorithm runs it is
     // checked where the algorithms are chosen.
-    op.protocol = p->as_string();
-    if (!w_.hardware.gpu) p->fail("'protocol' is NCCL's: it applies to collectives on a GPU fabric");
+    op.protocol = c.protocol->name;
+    if (!w_.hardware.gpu) c.protocol->where.fail("'protocol' is NCCL's: it applies to collectives on a GPU fabric");
   }
-  if (auto a = c.find("algorithm")) {
-    op.algorithm = a->as_string();
+  if (c.algorithm) {
+    op.algorithm = c.algorithm->name;
     // On a torus: how a gather or reduction over several axes shares its data
     // among axis orders (sim/collectives/schedule.hpp); the GPU names are
     // checked where the algorithms are chosen.
     if (!w_.hardware.gpu) {
+      const SourceRef& a = c.algorithm->where;
       if (op.kind == OpKind::AllToAll)
-        a->fail("a TPU all_to_all has one schedule; 'algorithm' chooses the multi-axis schedule of all_gather, "
-                "reduce_scatter and all_reduce");
+        a.fail("a TPU all_to_all has one schedule; 'algorithm' chooses the multi-axis schedule of all_gather, "
+               "reduce_scatter and all_reduce");
       if (op.algorithm != "balanced" && op.algorithm != "equal")
-        a->fail(fmt::format("unknown torus schedule '{}' (known: balanced, equal)", op.algorithm));
+        a.fail(fmt::format("unknown torus schedule '{}' (known: balanced, equal)", op.algorithm));
     }
   }
   const std::vector<std::uint32_t> after = op.deps;
   op.deps.clear();
 
-  if (op.kind == OpKind::Send) {
-    op.bytes = c.at("bytes").as_positive_u64();
-    op.src = parse_chip(w_, c.at("from"));
-    op.dst = parse_chip(w_, c.at("to"));
-    if (op.src == op.dst) c.at("to").fail("a send needs two different chips");
-    emit(std::move(op), after);
-    return;
-  }
-
-  const Cursor axes_c = c.at("axes");
-  op.mesh_axes = parse_axes(w_, axes_c);
+  const SourceRef& axes_c = c.axes_at;
+  op.mesh_axes = resolve_axes(w_, c.axes, axes_c);
   op.hw_axes = hardware_axes(w_, op.mesh_axes);
 
-  const bool with_array = c.has("array"), with_bytes = c.has("bytes");
-  if (with_array == with_bytes) c.fail("give exactly one of 'array' (a declared array) or 'bytes' (V, in bytes)");
+  const bool with_array = c.array.has_value(), with_bytes = c.bytes.has_value();
+  if (with_array == with_bytes) where.fail("give exactly one of 'array' (a declared array) or 'bytes' (V, in bytes)");
   if (with_bytes) {
-    if (c.has("out")) c.at("out").fail("'out' names a result array; it needs 'array'");
-    if (c.has("dim")) c.at("dim").fail("'dim' needs 'array'");
-    op.bytes = c.at("bytes").as_positive_u64();
+    if (c.out) c.out->where.fail("'out' names a result array; it needs 'array'");
+    if (c.dim) c.dim->where.fail("'dim' needs 'array'");
+    check_positive(*c.bytes, std::uint64_t{1} << 62, c.bytes_at);
+    op.bytes = *c.bytes;
     emit(std::move(op), after);
     return;
   }
 
-  const Array in = array(c.at("array").as_string(), c.at("array"));
+  const Array in = array(c.array->name, c.array->where);
   const std::string before = sharding_string(w_, in);
   Array a = in;
   op.bytes = group_bytes(w_, a, op.mesh_axes);
@@ -203,7 +366,7 @@ void Lowerer::lower_collective(const Cursor& c, Op op) {
   const bool reduces = op.kind == OpKind::AllReduce || op.kind == OpKind::ReduceScatter;
   if (!a.partial_axes.empty()) {
     if (!reduces)
-      c.at("array").fail(fmt::format("{} holds unreduced partial sums over {}; reduce them first", before,
+      c.array->where.fail(fmt::format("{} holds unreduced partial sums over {}; reduce them first", before,
                                      fmt::join(axis_names(w_, a.partial_axes), ",")));
     for (int axis : op.mesh_axes)
       if (std::find(a.partial_axes.begin(), a.partial_axes.end(), axis) == a.partial_axes.end())
@@ -240,8 +403,9 @@ void Lowerer::lower_collective(const Cursor& c, Op op) {
       break;
     case OpKind::ReduceScatter:
     case OpKind::AllToAll: {
-      const Cursor dim_c = c.at("dim");
-      const std::string dim = dim_c.as_string();
+      if (!c.dim) where.fail("missing required field 'dim'");
+      const SourceRef& dim_c = c.dim->where;
+      const std::string& dim = c.dim->name;
       const int d = a.dim_index(dim);
       if (d < 0) dim_c.fail(fmt::format("{} has no dimension '{}'", before, dim));
       if (op.kind == OpKind::ReduceScatter) {
@@ -274,12 +438,12 @@ void Lowerer::lower_collective(const Cursor& c, Op op) {
     case OpKind::Elementwise:
       break;
   }
-  if (auto out = c.find("out")) {
-    a.name = out->as_string();
-    check_array_name(a.name, *out);
-    if (has_array(a.name)) out->fail(fmt::format("array '{}' already exists", a.name));
+  if (c.out) {
+    a.name = c.out->name;
+    check_array_name(a.name, c.out->where);
+    if (has_array(a.name)) c.out->where.fail(fmt::format("array '{}' already exists", a.name));
   }
-  check_layout(w_, a, c.has("dim") ? c.at("dim") : axes_c);
+  check_layout(w_, a, c.dim ? c.dim->where : axes_c);
   op.inputs = {in};
   op.outputs = {a};
   emit(std::move(op), after);

@@ -1,32 +1,39 @@
 #pragma once
-// Internal to workloads/: turning the JSON ops into lowered ops. The parser
-// (workload.cpp) owns hardware, topology, mesh and arrays; the Lowerer owns the
-// ops: collectives on arrays (lower_ops.cpp) and matmuls and layers
-// (lower_matmul.cpp), which lower to collectives plus local matmuls.
+// Internal to workloads/: lowering a workload's typed ops (spec.hpp, OpsSpec)
+// into the ops the engine runs. The Lowerer owns the ops: collectives on arrays
+// (lower_ops.cpp) and matmuls and layers (lower_matmul.cpp), which lower to
+// collectives plus local matmuls. Nothing here sees JSON: an error names the
+// SourceRef the frontend (or a builder in memory) gave the value.
 #include <cstdint>
 #include <map>
 #include <set>
 #include <string>
 #include <vector>
 
-#include "workloads/json_cursor.hpp"
+#include "base/error.hpp"
+#include "workloads/spec.hpp"
 #include "workloads/workload.hpp"
 
 namespace meshsim::workloads::detail {
 
-void check_array_name(const std::string& name, const Cursor& where);
+void check_array_name(const std::string& name, const SourceRef& where);
+// A size the JSON frontend reads as a positive integer up to `max`; a spec built
+// in memory is held to the same range, with the same message.
+void check_positive(std::uint64_t v, std::uint64_t max, const SourceRef& where);
 int mesh_axis_index(const Workload& w, const std::string& name);
 std::string known_axes(const Workload& w);
 std::uint64_t axes_product(const Workload& w, const std::vector<int>& axes);
 std::vector<std::string> axis_names(const Workload& w, const std::vector<int>& axes);
 std::string sharding_string(const Workload& w, const Array& a);
 // One mesh axis shards at most one dim; every dim divides by its shards.
-void check_layout(const Workload& w, const Array& a, const Cursor& where);
+void check_layout(const Workload& w, const Array& a, const SourceRef& where);
+// A sharding string ("A[I_X, J]") of `array` with `dims` as each dim's mesh axes.
 std::vector<std::vector<int>> parse_layout(const Workload& w, const std::string& array,
-                                           const std::vector<std::string>& dims, const Cursor& sharding);
-Array parse_array(const Workload& w, const std::string& name, const Cursor& c);
-std::vector<int> parse_axes(const Workload& w, const Cursor& c);
-topology::ChipId parse_chip(const Workload& w, const Cursor& c);
+                                           const std::vector<std::string>& dims, const NameRef& sharding);
+Array lower_array(const Workload& w, const ArraySpec& spec);
+// Mesh axes by name, each once, at least one (`list_at`: the list).
+std::vector<int> resolve_axes(const Workload& w, const std::vector<NameRef>& axes, const SourceRef& list_at);
+topology::ChipId resolve_chip(const Workload& w, const SendSpec::Chip& chip);
 
 // Bytes of `a` within one group of the collective over `axes`: the global bytes
 // divided by the shards on every other axis.
@@ -43,22 +50,25 @@ Op collective_step(const Workload& w, OpKind kind, const std::string& name, cons
 class Lowerer {
  public:
   explicit Lowerer(Workload& w) : w_(w) {}
-  void declare(Array a);
-  void parse(const Cursor& ops);
+  void declare(Array a, const SourceRef& where);
+  // The op at `index` of the workload's list (its default name is "<kind>#<index>").
+  void lower(const OpSpec& spec, std::size_t index);
 
  private:
-  void parse_op(const Cursor& c, std::size_t index);
   // Collectives and sends as written by the user (lower_ops.cpp).
-  void lower_collective(const Cursor& c, Op op);
+  void lower_collective(const CollectiveSpec& c, const SourceRef& where, Op op);
+  void lower_send(const SendSpec& s, Op op);
   // Matmuls and MLP blocks (lower_matmul.cpp).
-  void lower_matmul(const Cursor& c, const std::string& name, const std::vector<std::uint32_t>& after);
-  void lower_mlp(const Cursor& c, const std::string& name, const std::vector<std::uint32_t>& after);
-  void explain_mlp(const Cursor& c, const std::string& name, const std::string& x, const std::string& w1,
+  void lower_matmul(const MatmulOpSpec& m, const SourceRef& where, const std::string& name,
+                    const std::vector<std::uint32_t>& after);
+  void lower_mlp(const MlpSpec& m, const SourceRef& where, const std::string& name,
+                 const std::vector<std::uint32_t>& after);
+  void explain_mlp(const SourceRef& where, const std::string& name, const std::string& x, const std::string& w1,
                    const std::string& w2, const std::string& variant, const std::vector<std::uint32_t>& ops,
                    std::size_t at);
 
  public:  // used by the matmul lowering's helpers
-  const Array& array(const std::string& name, const Cursor& where) const;  // current version
+  const Array& array(const std::string& name, const SourceRef& where) const;  // current version
   bool has_array(const std::string& name) const { return arrays_.count(name) > 0; }
   // Appends a lowered op: its deps are the producers of its inputs and `after`;
   // its output (if any) becomes the current version of that array name.

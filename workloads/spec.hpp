@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "base/error.hpp"
@@ -114,6 +115,85 @@ void build_training(Workload& w, const TrainingSpec& spec);
 // checked (HBM unless allow_oom, the op count); then its ops appended to w.
 Training plan_training(const Workload& w, const TrainingSpec& spec);
 void add_training(Workload& w, Training t, const SourceRef& where);
+
+// A name as written (an array, a mesh axis, an earlier op, a dtype) and where.
+struct NameRef {
+  std::string name;
+  SourceRef where;
+};
+
+// "arrays": one array as declared (docs/WORKLOAD.md).
+struct ArraySpec {
+  std::string name;
+  SourceRef where;  // the array's object
+  struct Dim {
+    std::string name;
+    std::uint64_t size = 0;  // elements, 1 to 2^40
+    SourceRef where;         // its size
+  };
+  std::vector<Dim> shape;  // in order
+  SourceRef shape_at;
+  NameRef dtype;
+  std::optional<NameRef> sharding;  // "A[I_X, J]"; null: replicated
+};
+
+// A collective on a declared array or of `bytes` (V) over mesh axes.
+struct CollectiveSpec {
+  OpKind kind = OpKind::AllGather;  // all_gather, reduce_scatter, all_reduce or all_to_all
+  std::vector<NameRef> axes;        // mesh axes
+  SourceRef axes_at;
+  std::optional<NameRef> array;             // one of array
+  std::optional<std::uint64_t> bytes;       // or bytes
+  SourceRef bytes_at;
+  std::optional<NameRef> dim, out;          // with array: the dim scattered to, the result's name
+  std::optional<NameRef> algorithm, protocol;
+};
+
+// Bytes from one chip to another (hardware coordinates).
+struct SendSpec {
+  std::uint64_t bytes = 0;
+  SourceRef bytes_at;
+  struct Chip {
+    std::vector<std::int64_t> coordinates;
+    std::vector<SourceRef> coordinate_at;
+    SourceRef where;
+  } from, to;
+};
+
+// C = A . B of two declared 2-D arrays, optionally resharded to `out_sharding`.
+struct MatmulOpSpec {
+  NameRef a, b, out;
+  std::optional<NameRef> out_sharding;
+};
+
+// `repeat` MLP blocks y = (x . w1) . w2, each mapping x back to its layout.
+struct MlpSpec {
+  NameRef x, w1, w2, out;
+  std::optional<NameRef> variant;  // column_row (default) or gather_middle
+  std::int64_t repeat = 1;         // 1 to 1000
+  SourceRef repeat_at;
+};
+
+// One op as written: its name (absent: "<kind>#<index>"), the earlier ops it
+// waits for, and what it is.
+struct OpSpec {
+  SourceRef where;
+  std::optional<NameRef> name;
+  std::vector<NameRef> after;
+  std::variant<CollectiveSpec, SendSpec, MatmulOpSpec, MlpSpec> what;
+};
+
+// A workload written as ops: its arrays, then its ops in order.
+struct OpsSpec {
+  std::vector<ArraySpec> arrays;
+  std::vector<OpSpec> ops;
+  SourceRef ops_at;
+};
+
+// Lowers `spec` onto w's system (build_system first): w.arrays, w.declared,
+// w.ops and the matmuls' explanations. InputError names the SourceRef of the
+// value at fault.
+void build_ops(Workload& w, const OpsSpec& spec);
 
 // A collective of `bytes` (V, docs/WORKLOAD.md) over mesh axes by name, on
 // every chip, independent of the ops so far (as a bytes-only op of a JSON

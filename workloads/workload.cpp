@@ -10,9 +10,7 @@
 #include "base/error.hpp"
 #include "base/text_file.hpp"
 #include "workloads/json_cursor.hpp"
-#include "workloads/lowering.hpp"
 #include "workloads/training_detail.hpp"
-#include "workloads/sharding.hpp"
 #include "workloads/json_frontend.hpp"
 #include "workloads/time_bound.hpp"
 
@@ -384,155 +382,133 @@ TopologySpec read_topology(const std::optional<Cursor>& topo, const Hardware& hw
   return spec;
 }
 
-namespace detail {
+namespace {
 
-// Array names are used in sharding strings ("A[I_X]"): a letter, then letters,
-// digits or '_'.
-void check_array_name(const std::string& name, const Cursor& where) {
-  bool ok = !name.empty() && std::isalpha(static_cast<unsigned char>(name[0]));
-  for (char ch : name) ok = ok && (std::isalnum(static_cast<unsigned char>(ch)) || ch == '_');
-  if (!ok) where.fail(fmt::format("array name '{}' must be a letter followed by letters, digits or '_'", name));
+// ---------------------------------------------------------------- arrays and ops
+
+NameRef name_at(const Cursor& c) { return {c.as_string(), c.ref()}; }
+
+std::optional<NameRef> optional_name(const Cursor& c, std::string_view key) {
+  if (auto v = c.find(key)) return name_at(*v);
+  return std::nullopt;
 }
 
-int mesh_axis_index(const Workload& w, const std::string& name) {
-  for (std::size_t i = 0; i < w.mesh.size(); ++i)
-    if (w.mesh[i].name == name) return static_cast<int>(i);
-  return -1;
-}
-
-std::string known_axes(const Workload& w) {
-  std::string s;
-  for (const MeshAxis& m : w.mesh) {
-    if (!s.empty()) s += ", ";
-    s += m.name;
-  }
-  return s;
-}
-
-std::uint64_t axes_product(const Workload& w, const std::vector<int>& axes) {
-  std::uint64_t p = 1;
-  for (int a : axes) p *= static_cast<std::uint64_t>(w.mesh[static_cast<std::size_t>(a)].size);
-  return p;
-}
-
-std::vector<std::string> axis_names(const Workload& w, const std::vector<int>& axes) {
-  std::vector<std::string> out;
-  for (int a : axes) out.push_back(w.mesh[static_cast<std::size_t>(a)].name);
-  return out;
-}
-
-std::string sharding_string(const Workload& w, const Array& a) {
-  std::vector<std::vector<std::string>> names;
-  for (const auto& axes : a.shard_axes) names.push_back(axis_names(w, axes));
-  return format_sharding(a.name, a.dims, names);
-}
-
-// Checks the rule "one mesh axis shards at most one dim" and divisibility.
-void check_layout(const Workload& w, const Array& a, const Cursor& where) {
-  std::vector<int> used_by(w.mesh.size(), -1);
-  for (std::size_t d = 0; d < a.dims.size(); ++d) {
-    for (int axis : a.shard_axes[d]) {
-      const auto ax = static_cast<std::size_t>(axis);
-      if (used_by[ax] == static_cast<int>(d))
-        where.fail(fmt::format("mesh axis {} appears twice in the subscript of {}", w.mesh[ax].name, a.dims[d]));
-      if (used_by[ax] >= 0)
-        where.fail(fmt::format("mesh axis {} shards both {} and {} of {}; an axis can shard only one dimension",
-                               w.mesh[ax].name, a.dims[static_cast<std::size_t>(used_by[ax])], a.dims[d], a.name));
-      used_by[ax] = static_cast<int>(d);
-    }
-    const std::uint64_t parts = axes_product(w, a.shard_axes[d]);
-    if (a.sizes[d] % parts != 0)
-      where.fail(fmt::format("dimension {} of {} ({}) is not divisible by its mesh axes {} ({} shards)", a.dims[d],
-                             a.name, a.sizes[d], fmt::join(axis_names(w, a.shard_axes[d]), ""), parts));
-  }
-}
-
-// ---------------------------------------------------------------- arrays
-
-std::vector<std::vector<int>> parse_layout(const Workload& w, const std::string& array,
-                                           const std::vector<std::string>& dims, const Cursor& sc) {
-  std::string error;
-  const std::string text = sc.as_string();
-  const auto parsed = parse_sharding(text, error);
-  if (!parsed) sc.fail(error);
-  if (!parsed->array.empty() && parsed->array != array)
-    sc.fail(fmt::format("sharding names array '{}' but it belongs to '{}'", parsed->array, array));
-  std::vector<std::string> written;
-  for (const ShardedDim& d : parsed->dims) written.push_back(d.dim);
-  if (written != dims)
-    sc.fail(fmt::format("sharding dimensions [{}] do not match the shape's [{}]", fmt::join(written, ", "),
-                        fmt::join(dims, ", ")));
-  std::vector<std::string> names;
-  for (const MeshAxis& m : w.mesh) names.push_back(m.name);
-  std::vector<std::vector<int>> axes(dims.size());
-  for (std::size_t d = 0; d < parsed->dims.size(); ++d) {
-    const auto split = split_subscript(parsed->dims[d].subscript, names, error);
-    if (!split) sc.fail(error + " (mesh axes: " + known_axes(w) + ")");
-    for (const std::string& axis : *split) axes[d].push_back(mesh_axis_index(w, axis));
-  }
-  return axes;
-}
-
-Array parse_array(const Workload& w, const std::string& name, const Cursor& c) {
+ArraySpec read_array(const std::string& name, const Cursor& c) {
   c.only_keys({"shape", "dtype", "sharding"});
-  Array a;
+  ArraySpec a;
   a.name = name;
+  a.where = c.ref();
   const Cursor shape = c.at("shape");
-  for (const auto& [dim, size] : shape.members()) {
-    bool ok = !dim.empty() && std::isalpha(static_cast<unsigned char>(dim[0]));
-    for (char ch : dim) ok = ok && std::isalnum(static_cast<unsigned char>(ch));
-    if (!ok) size.fail(fmt::format("dimension name '{}' must be a letter followed by letters or digits", dim));
-    a.dims.push_back(dim);
-    a.sizes.push_back(size.as_positive_u64(std::uint64_t{1} << 40));
-  }
-  if (a.dims.empty()) shape.fail("expected at least one dimension, e.g. {\"I\": 1024}");
-
-  const Cursor dt = c.at("dtype");
-  const std::string dtype = dt.as_string();
-  a.element_bytes = element_size(dtype);
-  if (a.element_bytes == 0) dt.fail(fmt::format("unknown dtype '{}' (known: bf16, fp16, fp32, int8, fp8, int32)", dtype));
-  a.dtype = dtype;
-
-  unsigned __int128 bytes = a.element_bytes;
-  for (std::uint64_t s : a.sizes) {
-    bytes *= s;
-    if (bytes > kMaxArrayBytes) shape.fail(fmt::format("array {} is larger than 2^62 bytes", name));
-  }
-
-  a.shard_axes.assign(a.dims.size(), {});
-  if (auto sc = c.find("sharding")) {
-    a.shard_axes = parse_layout(w, name, a.dims, *sc);
-    check_layout(w, a, *sc);
-  }
+  a.shape_at = shape.ref();
+  for (const auto& [dim, size] : shape.members())
+    a.shape.push_back({dim, size.as_positive_u64(std::uint64_t{1} << 40), size.ref()});
+  a.dtype = name_at(c.at("dtype"));
+  a.sharding = optional_name(c, "sharding");
   return a;
 }
 
-// ---------------------------------------------------------------- ops
-
-std::vector<int> parse_axes(const Workload& w, const Cursor& c) {
-  std::vector<int> out;
+SendSpec::Chip read_chip(const Cursor& c) {
+  SendSpec::Chip chip;
+  chip.where = c.ref();
   for (const Cursor& e : c.elements()) {
-    const std::string name = e.as_string();
-    const int idx = mesh_axis_index(w, name);
-    if (idx < 0) e.fail(fmt::format("unknown mesh axis '{}' (mesh axes: {})", name, known_axes(w)));
-    if (std::find(out.begin(), out.end(), idx) != out.end()) e.fail(fmt::format("mesh axis {} listed twice", name));
-    out.push_back(idx);
+    chip.coordinates.push_back(e.as_int());
+    chip.coordinate_at.push_back(e.ref());
   }
-  if (out.empty()) c.fail("expected at least one mesh axis");
-  return out;
+  return chip;
 }
 
-topology::ChipId parse_chip(const Workload& w, const Cursor& c) {
-  const auto els = c.elements();
-  if (els.size() != w.topology.size())
-    c.fail(fmt::format("expected {} hardware coordinates, got {}", w.topology.size(), els.size()));
-  std::vector<int> coords;
-  for (std::size_t a = 0; a < els.size(); ++a)
-    coords.push_back(static_cast<int>(els[a].as_int_in(0, w.topology[a].size - 1)));
-  return w.make_torus().chip(coords);
+SendSpec read_send(const Cursor& c) {
+  c.only_keys({"name", "kind", "after", "bytes", "from", "to"});
+  SendSpec s;
+  const Cursor bytes = c.at("bytes");
+  s.bytes = bytes.as_positive_u64();
+  s.bytes_at = bytes.ref();
+  s.from = read_chip(c.at("from"));
+  s.to = read_chip(c.at("to"));
+  return s;
 }
 
-}  // namespace detail
+CollectiveSpec read_collective(const Cursor& c, OpKind kind) {
+  if (kind == OpKind::ReduceScatter || kind == OpKind::AllToAll)
+    c.only_keys({"name", "kind", "after", "axes", "array", "bytes", "dim", "out", "algorithm", "protocol"});
+  else
+    c.only_keys({"name", "kind", "after", "axes", "array", "bytes", "out", "algorithm", "protocol"});
+  CollectiveSpec s;
+  s.kind = kind;
+  s.protocol = optional_name(c, "protocol");
+  s.algorithm = optional_name(c, "algorithm");
+  const Cursor axes = c.at("axes");
+  s.axes_at = axes.ref();
+  for (const Cursor& e : axes.elements()) s.axes.push_back(name_at(e));
+  s.array = optional_name(c, "array");
+  if (auto b = c.find("bytes")) {
+    s.bytes = b->as_positive_u64();
+    s.bytes_at = b->ref();
+  }
+  s.dim = optional_name(c, "dim");
+  s.out = optional_name(c, "out");
+  return s;
+}
+
+MatmulOpSpec read_matmul(const Cursor& c) {
+  c.only_keys({"name", "kind", "after", "a", "b", "out", "out_sharding"});
+  return {name_at(c.at("a")), name_at(c.at("b")), name_at(c.at("out")), optional_name(c, "out_sharding")};
+}
+
+MlpSpec read_mlp(const Cursor& c) {
+  c.only_keys({"name", "kind", "after", "x", "w1", "w2", "out", "variant", "repeat"});
+  MlpSpec m;
+  m.x = name_at(c.at("x"));
+  m.w1 = name_at(c.at("w1"));
+  m.w2 = name_at(c.at("w2"));
+  m.out = name_at(c.at("out"));
+  m.variant = optional_name(c, "variant");
+  if (auto r = c.find("repeat")) {
+    m.repeat = r->as_int();
+    m.repeat_at = r->ref();
+  }
+  return m;
+}
+
+OpSpec read_op(const Cursor& c) {
+  c.expect_object();
+  OpSpec op;
+  op.where = c.ref();
+  const Cursor kind_c = c.at("kind");
+  const std::string kind = kind_c.as_string();
+  if (auto n = c.find("name")) op.name = NameRef{n->as_identifier(), n->ref()};
+  if (auto a = c.find("after"))
+    for (const Cursor& e : a->elements()) op.after.push_back(name_at(e));
+  if (kind == "matmul") {
+    op.what = read_matmul(c);
+  } else if (kind == "mlp") {
+    op.what = read_mlp(c);
+  } else {
+    const auto k = parse_kind(kind);
+    if (!k || is_local(*k))
+      kind_c.fail(fmt::format("unknown op kind '{}' (known: all_gather, reduce_scatter, all_reduce, all_to_all, send, "
+                              "matmul, mlp)",
+                              kind));
+    if (*k == OpKind::Send)
+      op.what = read_send(c);
+    else
+      op.what = read_collective(c, *k);
+  }
+  return op;
+}
+
+// "arrays" and "ops" of a workload written as ops.
+OpsSpec read_ops(const Cursor& root) {
+  OpsSpec spec;
+  if (auto arrays = root.find("arrays"))
+    for (const auto& [name, value] : arrays->members()) spec.arrays.push_back(read_array(name, value));
+  const Cursor ops = root.at("ops");
+  spec.ops_at = ops.ref();
+  for (const Cursor& op : ops.elements()) spec.ops.push_back(read_op(op));
+  return spec;
+}
+
+}  // namespace
 
 Workload parse_workload(std::string_view text, const std::string& file) {
   const Json json = parse_json(text, file);
@@ -554,15 +530,7 @@ Workload parse_workload(std::string_view text, const std::string& file) {
     build_training(w, read_training(*training));
     return w;
   }
-  detail::Lowerer ops(w);
-  if (auto arrays = root.find("arrays")) {
-    for (const auto& [name, value] : arrays->members()) {
-      detail::check_array_name(name, value);
-      ops.declare(detail::parse_array(w, name, value));
-    }
-  }
-  ops.parse(root.at("ops"));
-  check_time_range(w);
+  build_ops(w, read_ops(root));
   return w;
 }
 

@@ -226,3 +226,131 @@ TEST_CASE("builder: what no JSON can say is refused at the value's pointer", "[s
   CHECK(error_of([&] { add_collective(w, OpKind::AllGather, ~std::uint64_t{0}, {"Y"}, kRoot.child("ops").child(std::size_t{0})); }) ==
         "w.json:/ops/0/bytes: 18446744073709551615 is too large (at most 4611686018427387904)");
 }
+
+namespace {
+
+NameRef named(const std::string& name, const SourceRef& where) { return {name, where}; }
+
+ArraySpec array_spec(const char* name, std::vector<std::pair<const char*, std::uint64_t>> shape, const char* dtype,
+                     const char* sharding) {
+  ArraySpec a;
+  a.name = name;
+  a.where = kRoot.child("arrays").child(name);
+  a.shape_at = a.where.child("shape");
+  for (const auto& [dim, size] : shape) a.shape.push_back({dim, size, a.shape_at.child(dim)});
+  a.dtype = named(dtype, a.where.child("dtype"));
+  if (sharding) a.sharding = named(sharding, a.where.child("sharding"));
+  return a;
+}
+
+OpSpec op_at(std::size_t index, const char* name = nullptr) {
+  OpSpec op;
+  op.where = kRoot.child("ops").child(index);
+  if (name) op.name = named(name, op.where.child("name"));
+  return op;
+}
+
+// The arrays and ops of the JSON below, built in memory.
+OpsSpec four_kinds() {
+  OpsSpec s;
+  s.ops_at = kRoot.child("ops");
+  s.arrays.push_back(array_spec("A", {{"I", 1024}, {"J", 2048}}, "bf16", "A[I_X, J_Y]"));
+  s.arrays.push_back(array_spec("B", {{"J", 2048}, {"K", 512}}, "bf16", "B[J_Y, K]"));
+  s.arrays.push_back(array_spec("W1", {{"J", 2048}, {"F", 4096}}, "bf16", "W1[J, F_Y]"));
+  s.arrays.push_back(array_spec("W2", {{"F", 4096}, {"J", 2048}}, "bf16", "W2[F_Y, J]"));
+  OpSpec mm = op_at(0, "mm");
+  mm.what = MatmulOpSpec{named("A", mm.where.child("a")), named("B", mm.where.child("b")),
+                         named("C", mm.where.child("out")), named("C[I_X, K]", mm.where.child("out_sharding"))};
+  s.ops.push_back(mm);
+  OpSpec gather = op_at(1);
+  CollectiveSpec c;
+  c.kind = OpKind::AllGather;
+  c.axes_at = gather.where.child("axes");
+  c.axes = {named("X", c.axes_at.child(std::size_t{0}))};
+  c.array = named("C", gather.where.child("array"));
+  c.out = named("Cfull", gather.where.child("out"));
+  gather.what = c;
+  gather.after = {named("mm", gather.where.child("after").child(std::size_t{0}))};
+  s.ops.push_back(gather);
+  OpSpec mlp = op_at(2, "layer");
+  MlpSpec m;
+  m.x = named("A", mlp.where.child("x"));
+  m.w1 = named("W1", mlp.where.child("w1"));
+  m.w2 = named("W2", mlp.where.child("w2"));
+  m.out = named("Y", mlp.where.child("out"));
+  m.repeat = 2;
+  m.repeat_at = mlp.where.child("repeat");
+  mlp.what = m;
+  s.ops.push_back(mlp);
+  OpSpec send = op_at(3);
+  SendSpec p;
+  p.bytes = 65536;
+  p.bytes_at = send.where.child("bytes");
+  p.from.where = send.where.child("from");
+  p.from.coordinates = {0, 0};
+  p.from.coordinate_at = {p.from.where.child(std::size_t{0}), p.from.where.child(std::size_t{1})};
+  p.to.where = send.where.child("to");
+  p.to.coordinates = {3, 1};
+  p.to.coordinate_at = {p.to.where.child(std::size_t{0}), p.to.where.child(std::size_t{1})};
+  send.what = p;
+  s.ops.push_back(send);
+  return s;
+}
+
+constexpr const char* kFourKinds = R"({"hardware": "tpu-v5e", "topology": {"shape": [4, 4]}, "mesh": {"X": 4, "Y": 4},
+  "arrays": {"A": {"shape": {"I": 1024, "J": 2048}, "dtype": "bf16", "sharding": "A[I_X, J_Y]"},
+             "B": {"shape": {"J": 2048, "K": 512}, "dtype": "bf16", "sharding": "B[J_Y, K]"},
+             "W1": {"shape": {"J": 2048, "F": 4096}, "dtype": "bf16", "sharding": "W1[J, F_Y]"},
+             "W2": {"shape": {"F": 4096, "J": 2048}, "dtype": "bf16", "sharding": "W2[F_Y, J]"}},
+  "ops": [{"name": "mm", "kind": "matmul", "a": "A", "b": "B", "out": "C", "out_sharding": "C[I_X, K]"},
+          {"kind": "all_gather", "axes": ["X"], "array": "C", "out": "Cfull", "after": ["mm"]},
+          {"name": "layer", "kind": "mlp", "x": "A", "w1": "W1", "w2": "W2", "out": "Y", "repeat": 2},
+          {"kind": "send", "bytes": 65536, "from": [0, 0], "to": [3, 1]}]})";
+
+std::string ops_error(const OpsSpec& s) {
+  return error_of([&] {
+    Workload w;
+    w.file = "w.json";
+    build_system(w, *preset_hardware("tpu-v5e"), tpu_slice({4, 4}), mesh_of({{"X", 4}, {"Y", 4}}));
+    build_ops(w, s);
+  });
+}
+
+}  // namespace
+
+TEST_CASE("builder: arrays and ops built in memory are the workload their JSON gives", "[spec]") {
+  Workload built;
+  built.file = "w.json";
+  build_system(built, *preset_hardware("tpu-v5e"), tpu_slice({4, 4}), mesh_of({{"X", 4}, {"Y", 4}}));
+  build_ops(built, four_kinds());
+  const Workload parsed = parse_workload(kFourKinds, "w.json");
+  CHECK(built.ops.size() > 4);  // the matmul and the MLP lower to several ops
+  CHECK(workload_digest(built) == workload_digest(parsed));
+}
+
+TEST_CASE("builder: ops no JSON could write are refused at the value's pointer", "[spec]") {
+  OpsSpec s = four_kinds();
+  s.arrays.push_back(s.arrays[0]);
+  CHECK(ops_error(s) == "w.json:/arrays/A: array 'A' already exists");
+  s = four_kinds();
+  s.arrays[1].shape[0].size = 0;
+  CHECK(ops_error(s) == "w.json:/arrays/B/shape/J: expected a positive integer, got 0");
+  s = four_kinds();
+  std::get<MlpSpec>(s.ops[2].what).repeat = 0;
+  CHECK(ops_error(s) == "w.json:/ops/2/repeat: expected an integer in [1, 1000], got 0");
+  s = four_kinds();
+  std::get<SendSpec>(s.ops[3].what).to.coordinates[1] = 4;
+  CHECK(ops_error(s) == "w.json:/ops/3/to/1: expected an integer in [0, 3], got 4");
+  s = four_kinds();
+  std::get<SendSpec>(s.ops[3].what).bytes = 0;
+  CHECK(ops_error(s) == "w.json:/ops/3/bytes: expected a positive integer, got 0");
+  s = four_kinds();
+  auto& gather = std::get<CollectiveSpec>(s.ops[1].what);
+  gather.bytes = 1024;
+  CHECK(ops_error(s) == "w.json:/ops/1: give exactly one of 'array' (a declared array) or 'bytes' (V, in bytes)");
+  gather.bytes.reset();
+  gather.kind = OpKind::ReduceScatter;
+  CHECK(ops_error(s) == "w.json:/ops/1: missing required field 'dim'");
+  s.ops.clear();
+  CHECK(ops_error(s) == "w.json:/ops: expected at least one op");
+}
