@@ -11,7 +11,30 @@ InputError::InputError(std::string file, std::string json_pointer, std::string m
       pointer_(std::move(json_pointer)),
       message_(std::move(message)) {}
 
-void SourceRef::fail(const std::string& message) const { throw InputError(file, pointer, message); }
+void SourceRef::fail(const std::string& message) const {
+  throw InputError(file, one_line(pointer), one_line(message));
+}
+
+std::string one_line(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (u < 0x20 || u == 0x7f) {
+      char code[8];
+      std::snprintf(code, sizeof code, "\\u%04x", u);
+      out += code;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
 
 SourceRef SourceRef::child(std::string_view key) const { return {file, pointer + "/" + escape_pointer_token(key)}; }
 

@@ -42,6 +42,10 @@ struct SourceRef {
   SourceRef child(std::size_t index) const;       // pointer + "/" + index
 };
 
+// Errors are one line: control characters from the input (a "\n" inside a key
+// or a string) written as JSON escapes. SourceRef::fail applies it.
+std::string one_line(std::string_view text);
+
 // A JSON pointer token: '~' as "~0", '/' as "~1" (RFC 6901).
 std::string escape_pointer_token(std::string_view token);
 

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "topology/gpu_preset.hpp"
 #include "topology/preset.hpp"
 #include "workloads/lowering.hpp"
 #include "workloads/time_bound.hpp"
@@ -428,6 +429,53 @@ void build_ops(Workload& w, const OpsSpec& spec) {
   w.ops.reserve(spec.ops.size());  // at least one op each: no moves of the ops as they come
   for (std::size_t i = 0; i < spec.ops.size(); ++i) lowerer.lower(spec.ops[i], i);
   check_time_range(w);
+}
+
+Workload build_workload(const WorkloadSpec& spec) {
+  Workload w;
+  w.file = spec.file;
+  build_system(w, spec.hardware, spec.topology, spec.mesh);
+  if (spec.training)
+    build_training(w, *spec.training);
+  else
+    build_ops(w, spec.ops);
+  return w;
+}
+
+Hardware resolve_preset(const NameRef& preset) {
+  if (std::optional<Hardware> hw = preset_hardware(preset.name)) return *std::move(hw);
+  preset.where.fail(fmt::format("unknown preset '{}' (known: {}, {})", preset.name, topology::preset_names(),
+                                topology::gpu_preset_names()));
+}
+
+bool algorithm_fits(std::string_view algorithm, OpKind kind) {
+  const bool collective = !is_local(kind) && kind != OpKind::Send;
+  if (algorithm == "auto") return collective;
+  if (algorithm == "ring" || algorithm == "balanced" || algorithm == "equal")
+    return kind == OpKind::AllGather || kind == OpKind::ReduceScatter || kind == OpKind::AllReduce;
+  if (algorithm == "direct") return kind == OpKind::AllToAll || kind == OpKind::AllReduce;
+  return kind == OpKind::AllReduce;
+}
+
+void apply_edits(WorkloadSpec& spec, const WorkloadEdits& edits) {
+  if (!edits.mesh.empty()) {
+    MESHSIM_ASSERT(edits.mesh.size() == spec.mesh.axes.size(), "one size per mesh axis");
+    for (std::size_t i = 0; i < edits.mesh.size(); ++i) spec.mesh.axes[i].size = edits.mesh[i];
+    spec.topology = TopologySpec{};  // the shape follows the mesh (docs/WORKLOAD.md, `topology`)
+  }
+  for (OpSpec& op : spec.ops.ops) {
+    if (auto* c = std::get_if<CollectiveSpec>(&op.what)) {
+      if (!edits.algorithm.empty() && algorithm_fits(edits.algorithm, c->kind)) {
+        if (edits.algorithm == "auto")
+          c->algorithm.reset();
+        else
+          c->algorithm = NameRef{edits.algorithm, op.where.child("algorithm")};
+      }
+      if (edits.bytes && c->bytes) c->bytes = *edits.bytes;
+    } else if (auto* send = std::get_if<SendSpec>(&op.what)) {
+      if (edits.bytes) send->bytes = *edits.bytes;
+    }
+  }
 }
 
 void add_collective(Workload& w, OpKind kind, std::uint64_t bytes, const std::vector<std::string>& axes,

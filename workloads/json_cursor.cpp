@@ -43,26 +43,6 @@ std::string tidy_parse_message(const std::string& what) {
   return m;
 }
 
-// Errors are one line: control characters from the input (a "\n" inside a key or
-// a string) are written as JSON escapes.
-std::string one_line(std::string_view text) {
-  std::string out;
-  for (char c : text) {
-    const auto u = static_cast<unsigned char>(c);
-    if (c == '\n')
-      out += "\\n";
-    else if (c == '\t')
-      out += "\\t";
-    else if (c == '\r')
-      out += "\\r";
-    else if (u < 0x20 || u == 0x7f)
-      out += fmt::format("\\u{:04x}", u);
-    else
-      out += c;
-  }
-  return out;
-}
-
 [[noreturn]] void input_error(const std::string& file, const std::string& pointer, const std::string& message) {
   throw InputError(file, one_line(pointer), one_line(message));
 }

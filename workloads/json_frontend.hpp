@@ -4,14 +4,16 @@
 // frontends that read part of a workload: a search spec reads its hardware,
 // topology and training section with them.
 #include <optional>
+#include <string>
 
 #include "workloads/json_cursor.hpp"
 #include "workloads/spec.hpp"
 
 namespace meshsim::workloads {
 
-// "hardware": a preset name, or an object of a preset and overrides.
-Hardware parse_hardware(const Cursor& c);
+// "hardware": a preset name, or an object of a preset and overrides; `preset`,
+// when not empty, stands for the name written (a sweep's).
+Hardware parse_hardware(const Cursor& c, const std::string& preset = "");
 // "topology" of `hw` (absent: null).
 TopologySpec read_topology(const std::optional<Cursor>& topo, const Hardware& hw);
 MeshSpec read_mesh(const Cursor& mesh);

@@ -195,6 +195,40 @@ struct OpsSpec {
 // value at fault.
 void build_ops(Workload& w, const OpsSpec& spec);
 
+// A whole workload as written: its system, then a training step or ops.
+struct WorkloadSpec {
+  std::string file;    // names the workload in errors
+  Hardware hardware;   // the preset with the values written over it
+  TopologySpec topology;
+  MeshSpec mesh;
+  std::optional<TrainingSpec> training;
+  OpsSpec ops;  // when there is no training step
+};
+
+// build_system, then build_training or build_ops, and the time limits checked.
+Workload build_workload(const WorkloadSpec& spec);
+
+// A preset by name, or an InputError at `preset.where` listing the known ones.
+Hardware resolve_preset(const NameRef& preset);
+
+// What a sweep point changes in a workload of ops (tools/meshsim/sweep.hpp).
+struct WorkloadEdits {
+  std::string preset;                  // "": as written (read by the frontend, which resolves presets)
+  std::vector<int> mesh;               // the mesh axes' sizes; empty: as written. The topology then
+                                       // follows the mesh (as when it is not given).
+  std::string algorithm;               // "": as written; "auto": none (NCCL's or the default choice)
+  std::optional<std::uint64_t> bytes;  // every op written with "bytes"
+};
+// Whether a sweep's --algorithm NAME is set on an op of this kind: ring (GPU)
+// and the torus schedules balanced and equal on all-gathers, reduce-scatters
+// and all-reduces; tree, nvls, nvls_tree and hierarchical on all-reduces;
+// direct on all-to-alls and all-reduces; auto on every collective.
+bool algorithm_fits(std::string_view algorithm, OpKind kind);
+// The mesh, algorithm and bytes of `edits` put into `spec` (a value's
+// SourceRef is where it would be written in the file). The mesh must have as
+// many axes as spec's.
+void apply_edits(WorkloadSpec& spec, const WorkloadEdits& edits);
+
 // A collective of `bytes` (V, docs/WORKLOAD.md) over mesh axes by name, on
 // every chip, independent of the ops so far (as a bytes-only op of a JSON
 // workload); named "<kind>#<index>"; `where` is the op, its "axes" for an

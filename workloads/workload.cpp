@@ -12,6 +12,7 @@
 #include "workloads/json_cursor.hpp"
 #include "workloads/training_detail.hpp"
 #include "workloads/json_frontend.hpp"
+#include "workloads/json_workload.hpp"
 #include "workloads/time_bound.hpp"
 
 namespace meshsim::workloads {
@@ -31,6 +32,10 @@ int Array::dim_index(const std::string& dim) const {
 }
 
 namespace {
+
+// A string value and where it is.
+NameRef name_at(const Cursor& c) { return {c.as_string(), c.ref()}; }
+
 struct DType {
   std::string_view name;
   std::uint64_t bytes;
@@ -253,19 +258,14 @@ void parse_calibration_terms(Hardware& hw, const Cursor& c) {
   apply_link_efficiency(hw);
 }
 
-Hardware hardware_of(const std::string& name, const Cursor& where) {
-  if (std::optional<Hardware> hw = preset_hardware(name)) return *std::move(hw);
-  where.fail(fmt::format("unknown preset '{}' (known: {}, {})", name, topology::preset_names(),
-                         topology::gpu_preset_names()));
-}
-
 }  // namespace
 
-Hardware parse_hardware(const Cursor& c) {
-  if (c.raw().is_string()) return hardware_of(c.as_string(), c);
+Hardware parse_hardware(const Cursor& c, const std::string& preset) {
+  // A sweep's preset replaces the name, or a value that is not an object.
+  if (!preset.empty() && !c.raw().is_object()) return resolve_preset({preset, c.ref()});
+  if (c.raw().is_string()) return resolve_preset({c.as_string(), c.ref()});
   if (!c.raw().is_object()) c.fail("expected a preset name like \"tpu-v5e\" or an object, got " + c.type_name());
-  const Cursor preset = c.at("preset");
-  Hardware hw = hardware_of(preset.as_string(), preset);
+  Hardware hw = preset.empty() ? resolve_preset(name_at(c.at("preset"))) : resolve_preset({preset, c.ref().child("preset")});
   if (hw.gpu)
     c.only_keys({"preset", "nvlink_bandwidth_one_way_bytes_per_s", "nvlink_hop_latency_s",
                  "nic_bandwidth_one_way_bytes_per_s", "nic_hop_latency_s", "spine_bandwidth_one_way_bytes_per_s",
@@ -385,8 +385,6 @@ TopologySpec read_topology(const std::optional<Cursor>& topo, const Hardware& hw
 namespace {
 
 // ---------------------------------------------------------------- arrays and ops
-
-NameRef name_at(const Cursor& c) { return {c.as_string(), c.ref()}; }
 
 std::optional<NameRef> optional_name(const Cursor& c, std::string_view key) {
   if (auto v = c.find(key)) return name_at(*v);
@@ -510,28 +508,73 @@ OpsSpec read_ops(const Cursor& root) {
 
 }  // namespace
 
-Workload parse_workload(std::string_view text, const std::string& file) {
+WorkloadSpec read_workload_spec(std::string_view text, const std::string& file, const std::string& preset) {
   const Json json = parse_json(text, file);
   const Cursor root(json, "", file);
   root.only_keys({"hardware", "topology", "mesh", "arrays", "ops", "training"});
-  Workload w;
-  w.file = file;
-  Hardware hardware = parse_hardware(root.at("hardware"));
+  WorkloadSpec spec;
+  spec.file = file;
+  spec.hardware = parse_hardware(root.at("hardware"), preset);
   const std::optional<Cursor> topo = root.find("topology");
-  const MeshSpec mesh = read_mesh(root.at("mesh"));
-  const TopologySpec topology = read_topology(topo, hardware);
-  build_system(w, std::move(hardware), topology, mesh);
-
+  spec.mesh = read_mesh(root.at("mesh"));
+  spec.topology = read_topology(topo, spec.hardware);
   if (auto training = root.find("training")) {
     // A training step is lowered from the model and the plan, not written as ops.
     for (const char* key : {"arrays", "ops"})
       if (auto other = root.find(key))
         other->fail(fmt::format("\"{}\" cannot be given with \"training\" (a training step lowers its own ops)", key));
-    build_training(w, read_training(*training));
-    return w;
+    spec.training = read_training(*training);
+  } else {
+    spec.ops = read_ops(root);
   }
-  build_ops(w, read_ops(root));
-  return w;
+  return spec;
+}
+
+Workload parse_workload(std::string_view text, const std::string& file) {
+  return build_workload(read_workload_spec(text, file));
+}
+
+std::string edit_workload_json(std::string_view text, const std::string& file, const WorkloadEdits& edits) {
+  Json doc = parse_json(text, file);
+  if (!edits.preset.empty()) {
+    Json& hw = doc.at("hardware");
+    if (hw.is_object())
+      hw["preset"] = edits.preset;
+    else
+      hw = edits.preset;
+  }
+  if (!edits.mesh.empty()) {
+    std::size_t i = 0;
+    for (auto& [name, size] : doc.at("mesh").items()) size = edits.mesh.at(i++);
+    doc.erase("topology");  // the shape follows the mesh (docs/WORKLOAD.md, `topology`)
+  }
+  for (Json& op : doc.at("ops")) {
+    const std::optional<OpKind> kind =
+        op.contains("kind") && op.at("kind").is_string() ? parse_kind(op.at("kind").get<std::string>()) : std::nullopt;
+    if (!edits.algorithm.empty() && kind && algorithm_fits(edits.algorithm, *kind)) {
+      if (edits.algorithm == "auto")
+        op.erase("algorithm");
+      else
+        op["algorithm"] = edits.algorithm;
+    }
+    if (edits.bytes && op.contains("bytes")) op["bytes"] = *edits.bytes;
+  }
+  return doc.dump(2) + "\n";
+}
+
+std::string collective_workload_json(const std::string& preset, const std::vector<int>& mesh,
+                                     const std::string& kind, const std::vector<std::string>& axes,
+                                     std::uint64_t bytes) {
+  Json m = Json::object();
+  for (std::size_t i = 0; i < mesh.size(); ++i) m[std::string(1, static_cast<char>('X' + i))] = mesh[i];
+  Json op = {{"name", kind}, {"kind", kind}, {"bytes", bytes}};
+  op["axes"] = Json::array();
+  if (!axes.empty())
+    for (const std::string& a : axes) op["axes"].push_back(a);
+  else
+    for (const auto& [name, size] : m.items()) op["axes"].push_back(name);
+  const Json doc = {{"hardware", preset}, {"mesh", m}, {"ops", Json::array({op})}};
+  return doc.dump(2) + "\n";
 }
 
 Workload load_workload(const std::string& path) { return parse_workload(read_text_file(path, "workload file"), path); }

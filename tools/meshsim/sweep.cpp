@@ -15,7 +15,9 @@
 #include "base/error.hpp"
 #include "calibrate/measured.hpp"
 #include "tools/meshsim/plot.hpp"
+#include "base/text_file.hpp"
 #include "workloads/imported.hpp"
+#include "workloads/json_workload.hpp"
 
 namespace meshsim::cli {
 
@@ -27,26 +29,6 @@ constexpr std::size_t kMaxPoints = 10000;
 
 bool is_collective(const std::string& kind) {
   return kind == "all_gather" || kind == "all_reduce" || kind == "reduce_scatter" || kind == "all_to_all";
-}
-
-// Whether --algorithm NAME is set on an op of this kind: ring (GPU) and the
-// torus schedules balanced and equal on all-gathers, reduce-scatters and
-// all-reduces; tree, nvls, nvls_tree and hierarchical on all-reduces; direct on
-// all-to-alls and all-reduces; auto on every collective.
-bool algorithm_fits(const std::string& algorithm, const std::string& kind) {
-  if (algorithm == "auto") return is_collective(kind);
-  if (algorithm == "ring" || algorithm == "balanced" || algorithm == "equal")
-    return kind == "all_gather" || kind == "reduce_scatter" || kind == "all_reduce";
-  if (algorithm == "direct") return kind == "all_to_all" || kind == "all_reduce";
-  return kind == "all_reduce";
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot open file");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 std::string shape_string(const std::vector<int>& sizes) {
@@ -174,23 +156,27 @@ Sweep::Sweep(SweepSpec spec) : spec_(std::move(spec)) {
       throw Error("--op and --axes describe a collective instead of a WORKLOAD file; give one or the other");
     file_ = spec_.workload;
     // The base file first, exactly as `meshsim run` reads it (same errors).
-    (void)workloads::load_workload(file_);
-    base_ = Json::parse(read_text(file_));
-    if (base_.contains("training"))
+    text_ = read_text_file(file_, "workload file");
+    const workloads::WorkloadSpec base = workloads::read_workload_spec(text_, file_);
+    (void)workloads::build_workload(base);
+    if (base.training)
       throw Error(file_ + ": sweep varies ops' bytes, meshes, presets and GPU algorithms; a training step has no "
                           "ops to vary (run meshsim run on each variant of it)");
     if (!spec_.bytes.empty()) {
       bool any = false;
-      for (const Json& op : base_.at("ops")) any = any || op.contains("bytes");
+      for (const workloads::OpSpec& op : base.ops.ops) {
+        const auto* c = std::get_if<workloads::CollectiveSpec>(&op.what);
+        any = any || (c && c->bytes) || std::holds_alternative<workloads::SendSpec>(op.what);
+      }
       if (!any)
         throw Error("--bytes: " + file_ + " has no op with a \"bytes\" key to set (ops with \"array\" take their size "
                     "from the array)");
     }
+    const std::size_t axes = base.mesh.axes.size();
     for (const std::vector<int>& m : spec_.meshes)
-      if (m.size() != base_.at("mesh").size())
+      if (m.size() != axes)
         throw Error(fmt::format("--mesh: '{}' gives {} size{} but the mesh of {} has {} ax{}", shape_string(m),
-                                m.size(), m.size() == 1 ? "" : "s", file_, base_.at("mesh").size(),
-                                base_.at("mesh").size() == 1 ? "is" : "es"));
+                                m.size(), m.size() == 1 ? "" : "s", file_, axes, axes == 1 ? "is" : "es"));
   } else {
     if (spec_.op_kind.empty()) throw Error("sweep: give a WORKLOAD file or a collective with --op");
     if (!is_collective(spec_.op_kind))
@@ -199,15 +185,6 @@ Sweep::Sweep(SweepSpec spec) : spec_(std::move(spec)) {
     if (spec_.meshes.empty()) throw Error("--op: needs --mesh (the mesh axis sizes X, Y, Z), e.g. --mesh 16");
     if (spec_.bytes.empty()) throw Error("--op: needs --bytes, e.g. --bytes 1K:1G");
     file_ = "sweep";
-    Json mesh = Json::object();
-    for (std::size_t i = 0; i < spec_.meshes.front().size(); ++i) mesh[axis_name(i)] = spec_.meshes.front()[i];
-    Json op = {{"name", spec_.op_kind}, {"kind", spec_.op_kind}, {"bytes", spec_.bytes.front()}};
-    op["axes"] = Json::array();
-    if (!spec_.op_axes.empty())
-      for (const std::string& a : spec_.op_axes) op["axes"].push_back(a);
-    else
-      for (const auto& [name, size] : mesh.items()) op["axes"].push_back(name);
-    base_ = {{"hardware", spec_.presets.front()}, {"mesh", mesh}, {"ops", Json::array({op})}};
   }
   const std::vector<std::string> presets = spec_.presets.empty() ? std::vector<std::string>{""} : spec_.presets;
   const std::vector<std::vector<int>> meshes =
@@ -233,47 +210,55 @@ Sweep::Sweep(SweepSpec spec) : spec_(std::move(spec)) {
             points_.push_back(SweepPoint{points_.size(), p, m, a, b, c});
 }
 
+workloads::WorkloadEdits SweepPoint::edits() const { return {preset, mesh, algorithm, bytes}; }
+
+// A collective from the flags: the workload collective_workload_json writes,
+// built in memory (its values' pointers are where that document has them).
+workloads::WorkloadSpec Sweep::collective_spec(const SweepPoint& p) const {
+  const SourceRef root{file_, ""};
+  workloads::WorkloadSpec s;
+  s.file = file_;
+  s.hardware = workloads::resolve_preset({p.preset, root.child("hardware")});
+  s.mesh.where = root.child("mesh");
+  std::vector<std::string> axes = spec_.op_axes;
+  for (std::size_t i = 0; i < p.mesh.size(); ++i) {
+    s.mesh.axes.push_back({axis_name(i), p.mesh[i], s.mesh.where.child(axis_name(i))});
+    if (spec_.op_axes.empty()) axes.push_back(axis_name(i));
+  }
+  workloads::OpSpec op;
+  op.where = root.child("ops").child(std::size_t{0});
+  op.name = workloads::NameRef{spec_.op_kind, op.where.child("name")};
+  workloads::CollectiveSpec c;
+  c.kind = *parse_kind(spec_.op_kind);
+  c.axes_at = op.where.child("axes");
+  for (std::size_t i = 0; i < axes.size(); ++i) c.axes.push_back({axes[i], c.axes_at.child(i)});
+  c.bytes = *p.bytes;
+  c.bytes_at = op.where.child("bytes");
+  op.what = std::move(c);
+  s.ops.ops_at = root.child("ops");
+  s.ops.ops.push_back(std::move(op));
+  workloads::apply_edits(s, {"", {}, p.algorithm, std::nullopt});
+  return s;
+}
+
 std::string Sweep::workload_text(const SweepPoint& p) const {
-  Json doc = base_;
-  if (!p.preset.empty()) {
-    Json& hw = doc.at("hardware");
-    if (hw.is_object())
-      hw["preset"] = p.preset;
-    else
-      hw = p.preset;
-  }
-  if (!p.mesh.empty()) {
-    Json& mesh = doc.at("mesh");
-    if (spec_.workload.empty()) {
-      mesh = Json::object();
-      for (std::size_t i = 0; i < p.mesh.size(); ++i) mesh[axis_name(i)] = p.mesh[i];
-      if (spec_.op_axes.empty()) {
-        Json& axes = doc.at("ops").at(0).at("axes");
-        axes = Json::array();
-        for (const auto& [name, size] : mesh.items()) axes.push_back(name);
-      }
-    } else {
-      std::size_t i = 0;
-      for (auto& [name, size] : mesh.items()) size = p.mesh[i++];
-      doc.erase("topology");  // the shape follows the mesh (docs/WORKLOAD.md, `topology`)
-    }
-  }
-  for (Json& op : doc.at("ops")) {
-    if (!p.algorithm.empty() && op.contains("kind") && op.at("kind").is_string() &&
-        algorithm_fits(p.algorithm, op.at("kind").get<std::string>())) {
-      if (p.algorithm == "auto")
-        op.erase("algorithm");
-      else
-        op["algorithm"] = p.algorithm;
-    }
-    if (p.bytes && op.contains("bytes")) op["bytes"] = *p.bytes;
-  }
-  return doc.dump(2) + "\n";
+  if (spec_.workload.empty())
+    return workloads::edit_workload_json(
+        workloads::collective_workload_json(p.preset, p.mesh, spec_.op_kind, spec_.op_axes, *p.bytes), file_,
+        {"", {}, p.algorithm, std::nullopt});
+  return workloads::edit_workload_json(text_, file_, p.edits());
 }
 
 workloads::Workload Sweep::workload(const SweepPoint& p) const {
   try {
-    workloads::Workload w = workloads::parse_workload(workload_text(p), file_);
+    workloads::WorkloadSpec s;
+    if (spec_.workload.empty()) {
+      s = collective_spec(p);
+    } else {
+      s = workloads::read_workload_spec(text_, file_, p.preset);
+      workloads::apply_edits(s, p.edits());
+    }
+    workloads::Workload w = workloads::build_workload(s);
     if (p.calibrated) calibrate::apply_calibration(w, *calibration_);
     return w;
   } catch (const InputError& e) {

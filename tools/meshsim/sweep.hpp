@@ -1,8 +1,10 @@
 #pragma once
 // meshsim sweep: one workload run over ranges of bytes, mesh shapes, presets and
-// GPU algorithms. A point is the base workload's JSON with those values put in,
-// parsed by the same parser as `meshsim run` (so it is validated exactly like a
-// file), simulated, and reported by the same report code (format_json).
+// GPU algorithms. A point is the base workload's spec (read by the JSON
+// frontend, with the point's preset) with those values put in
+// (workloads::apply_edits), built and checked by the same builder as `meshsim
+// run` (so it is validated exactly like a file), simulated, and reported by
+// the same report code (format_json).
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -14,6 +16,7 @@
 
 #include "calibrate/calibration.hpp"
 #include "calibrate/measured.hpp"
+#include "workloads/spec.hpp"
 #include "workloads/workload.hpp"
 
 namespace meshsim::cli {
@@ -38,6 +41,7 @@ struct SweepPoint {
   std::optional<std::uint64_t> bytes;
   bool calibrated = false;          // simulated with the sweep's calibration
   std::string label() const;        // "preset=tpu-v5e mesh=4x4 bytes=1024"
+  workloads::WorkloadEdits edits() const;
 };
 
 // What one point gave: the `meshsim run --json` document of its workload.
@@ -56,13 +60,15 @@ class Sweep {
   // The point's workload, parsed and validated (and calibrated for a calibrated
   // point); an InputError names the point.
   workloads::Workload workload(const SweepPoint& p) const;
-  // The point's workload as JSON text (what `meshsim run` would read for it).
+  // The point's workload as JSON text (what `meshsim run` would read for it;
+  // tests/tools/check_sweep.py holds it to the workload above).
   std::string workload_text(const SweepPoint& p) const;
 
  private:
+  workloads::WorkloadSpec collective_spec(const SweepPoint& p) const;
   SweepSpec spec_;
   std::string file_;  // for errors: the workload path, or "sweep" for a collective from flags
-  nlohmann::ordered_json base_;
+  std::string text_;  // the workload file's text
   std::vector<SweepPoint> points_;
   std::shared_ptr<const calibrate::Calibration> calibration_;
 };

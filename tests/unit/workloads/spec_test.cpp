@@ -353,4 +353,8 @@ TEST_CASE("builder: ops no JSON could write are refused at the value's pointer",
   CHECK(ops_error(s) == "w.json:/ops/1: missing required field 'dim'");
   s.ops.clear();
   CHECK(ops_error(s) == "w.json:/ops: expected at least one op");
+  // An error is one line, whatever the names hold.
+  s = four_kinds();
+  s.arrays[0].dtype.name = "bf16\n";
+  CHECK(ops_error(s) == "w.json:/arrays/A/dtype: unknown dtype 'bf16\\n' (known: bf16, fp16, fp32, int8, fp8, int32)");
 }
