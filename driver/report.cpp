@@ -150,6 +150,33 @@ std::string calibration_line(const workloads::Hardware& hw) {
   return parts.empty() ? std::string() : fmt::format("terms     {}\n", fmt::join(parts, ", "));
 }
 
+OpRecord op_record(const OpResult& o) {
+  OpRecord rec;
+  rec.name = o.name;
+  rec.kind = o.kind;
+  rec.mesh_axes = o.mesh_axes;
+  rec.bytes = o.bytes;
+  rec.start_ps = o.begin.ps();
+  rec.end_ps = o.end.ps();
+  rec.time_ps = o.time().ps();
+  rec.closed_form_ps = seconds_to_ps(o.closed_s);
+  if (!is_local(o.kind)) {
+    rec.latency_term_ps = seconds_to_ps(o.latency_s);
+    rec.bandwidth_term_ps = seconds_to_ps(o.bandwidth_s);
+    rec.lower_bound_ps = seconds_to_ps(o.bound_s);
+    rec.lower_bound_term = o.bound_term;
+    rec.algbw_bytes_per_s = o.algbw_bytes_per_s;
+    rec.busbw_bytes_per_s = o.busbw_bytes_per_s;
+  }
+  rec.ratio = ratio(o);
+  rec.bound = o.bound;
+  rec.algorithm = o.algorithm;
+  rec.protocol = o.protocol;
+  rec.transfers = o.transfers;
+  rec.link_bytes = o.link_bytes;
+  return rec;
+}
+
 std::string format_table(const workloads::Workload& w, const RunResult& r) {
   const auto& ici = w.hardware.ici;
   std::string out;
@@ -369,41 +396,42 @@ Json run_json(const workloads::Workload& w, const RunResult& r) {
   }
   Json ops = Json::array();
   for (const OpResult& o : r.ops) {
+    const OpRecord rec = op_record(o);
     Json op;
-    op["name"] = o.name;
-    op["kind"] = std::string(kind_name(o.kind));
-    op["mesh_axes"] = o.mesh_axes;
+    op["name"] = rec.name;
+    op["kind"] = std::string(kind_name(rec.kind));
+    op["mesh_axes"] = rec.mesh_axes;
     op["hardware_axes"] = o.hw_axes;
     if (o.groups) op["groups"] = *o.groups;
-    op["bytes"] = o.bytes;
-    op["start_ps"] = o.begin.ps();
+    op["bytes"] = rec.bytes;
+    op["start_ps"] = rec.start_ps;
     op["first_start_ps"] = o.first_start.ps();
-    op["end_ps"] = o.end.ps();
-    op["time_ps"] = o.time().ps();
-    op["closed_form_ps"] = seconds_to_ps(o.closed_s);
+    op["end_ps"] = rec.end_ps;
+    op["time_ps"] = rec.time_ps;
+    op["closed_form_ps"] = rec.closed_form_ps;
     if (is_local(o.kind)) {
       op["compute_ps"] = seconds_to_ps(o.compute_s);
       op["memory_ps"] = seconds_to_ps(o.memory_s);
       op["flops_per_chip"] = o.flops;
     } else {
-      op["latency_term_ps"] = seconds_to_ps(o.latency_s);
-      op["bandwidth_term_ps"] = seconds_to_ps(o.bandwidth_s);
-      op["lower_bound_ps"] = seconds_to_ps(o.bound_s);
-      op["lower_bound_term"] = o.bound_term;
+      op["latency_term_ps"] = rec.latency_term_ps;
+      op["bandwidth_term_ps"] = rec.bandwidth_term_ps;
+      op["lower_bound_ps"] = rec.lower_bound_ps;
+      op["lower_bound_term"] = rec.lower_bound_term;
     }
-    if (const std::optional<double> q = ratio(o))
-      op["ratio"] = *q;
+    if (rec.ratio)
+      op["ratio"] = *rec.ratio;
     else
       op["ratio"] = nullptr;
-    op["bound"] = o.bound;
-    if (!o.algorithm.empty()) op["algorithm"] = o.algorithm;
-    if (!o.protocol.empty()) op["protocol"] = o.protocol;
+    op["bound"] = rec.bound;
+    if (!rec.algorithm.empty()) op["algorithm"] = rec.algorithm;
+    if (!rec.protocol.empty()) op["protocol"] = rec.protocol;
     if (!is_local(o.kind)) {
-      op["algbw_bytes_per_s"] = o.algbw_bytes_per_s;
-      op["busbw_bytes_per_s"] = o.busbw_bytes_per_s;
+      op["algbw_bytes_per_s"] = rec.algbw_bytes_per_s;
+      op["busbw_bytes_per_s"] = rec.busbw_bytes_per_s;
     }
-    op["transfers"] = o.transfers;
-    op["link_bytes"] = o.link_bytes;
+    op["transfers"] = rec.transfers;
+    op["link_bytes"] = rec.link_bytes;
     if (!o.sharding_before.empty()) {
       op["sharding_before"] = o.sharding_before;
       op["sharding_after"] = o.sharding_after;
@@ -431,6 +459,8 @@ std::optional<double> difference_percent(Tick native, Tick simgrid) {
 }
 
 }  // namespace
+
+std::string json_number(double v) { return Json(v).dump(); }
 
 std::string format_json(const workloads::Workload& w, const RunResult& r) { return run_json(w, r).dump(2) + "\n"; }
 

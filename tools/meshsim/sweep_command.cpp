@@ -12,19 +12,23 @@
 #include <optional>
 
 #include "base/error.hpp"
-#include "driver/report.hpp"
+#include "base/frames.hpp"
 #include "driver/simulate.hpp"
+#include "studies/sweep.hpp"
 #include "tools/meshsim/commands.hpp"
 #include "tools/meshsim/parallel.hpp"
 #include "tools/meshsim/progress.hpp"
-#include "tools/meshsim/sweep.hpp"
 #include "topology/preset.hpp"
 
 namespace meshsim::cli {
 
 namespace {
 
-using Json = nlohmann::ordered_json;
+using studies::Measured;
+using studies::PointResult;
+using studies::Sweep;
+using studies::SweepPoint;
+using studies::SweepSpec;
 
 struct SweepOptions {
   std::string workload, op, bytes, csv, json, plot, measured, workloads_dir, calibration;
@@ -37,30 +41,29 @@ SweepSpec spec_of(const SweepOptions& o) {
   s.workload = o.workload;
   s.op_kind = o.op;
   s.op_axes = o.axes;
-  if (!o.bytes.empty()) s.bytes = parse_bytes_range(o.bytes);
-  for (const std::string& m : o.meshes) s.meshes.push_back(parse_mesh_shape(m));
+  if (!o.bytes.empty()) s.bytes = studies::parse_bytes_range(o.bytes);
+  for (const std::string& m : o.meshes) s.meshes.push_back(studies::parse_mesh_shape(m));
   s.presets = o.presets;
   s.algorithms = o.algorithms;
   s.calibration = o.calibration;
   return s;
 }
 
-// Every point's outcome, on every rank (share_items): {"run": its run document}
-// or {"error": why}; after its first failure a rank skips the rest of its points.
+// Every point's outcome, on every rank (share_items), as frames (base/frames.hpp):
+// "ok" and the point (studies::encode_point), or "error" and why; after its
+// first failure a rank skips the rest of its points ("skipped").
 std::vector<std::string> simulate_points(const Sweep& sweep, const Parallel& par, Progress& progress) {
   bool failed = false;
   std::vector<std::string> texts =
       share_items(par, sweep.points().size(), [&](std::size_t i, std::size_t done, std::size_t mine) {
-        if (failed) return Json{{"skipped", true}}.dump();
+        if (failed) return pack_texts({"skipped"});
         const SweepPoint& p = sweep.points()[i];
         progress.set_points(done, mine);
         std::string error;
         try {
-          const workloads::Workload w = sweep.workload(p);
           driver::SimulateOptions options;
           options.progress = progress.hook();
-          const driver::RunResult r = driver::simulate(w, options);
-          return Json{{"run", driver::format_json(w, r)}}.dump();
+          return pack_texts({"ok", studies::encode_point(studies::simulate_point(sweep, p, options))});
         } catch (const InputError& e) {
           error = fmt::format("{} (sweep point {}: {})", e.what(), p.index, p.label());
         } catch (const Error& e) {
@@ -71,7 +74,7 @@ std::vector<std::string> simulate_points(const Sweep& sweep, const Parallel& par
           error = fmt::format("internal error: {} (sweep point {}: {})", e.what(), p.index, p.label());
         }
         failed = true;
-        return Json{{"error", error}}.dump();
+        return pack_texts({"error", error});
       });
   progress.clear();
   return texts;
@@ -109,7 +112,7 @@ int run_sweep(const SweepOptions& o) {
       // (a TPU mesh axis per hardware axis: X, Y, Z are x, y, z).
       std::function<bool(const calibrate::MeasuredPoint&)> keep;
       if (!o.op.empty() && o.presets.size() == 1 && o.meshes.size() == 1) {
-        const std::vector<int> mesh = parse_mesh_shape(o.meshes.front());
+        const std::vector<int> mesh = studies::parse_mesh_shape(o.meshes.front());
         std::vector<std::string> axes = o.axes;
         if (axes.empty())
           for (std::size_t i = 0; i < mesh.size(); ++i) axes.push_back(std::string(1, "XYZ"[i]));
@@ -122,7 +125,7 @@ int run_sweep(const SweepOptions& o) {
           return kind_name(p.kind) == op && (!tpu || (p.topology == shape && p.axes == joined));
         };
       }
-      measured = read_measured(o.measured, o.presets.empty() ? std::string() : o.presets.front(), keep);
+      measured = studies::read_measured(o.measured, o.presets.empty() ? std::string() : o.presets.front(), keep);
     }
   });
   if (!early.empty()) return root ? fail(early) : 0;
@@ -139,12 +142,14 @@ int run_sweep(const SweepOptions& o) {
     std::string first_error;
     std::size_t error_point = SIZE_MAX;
     for (std::size_t i = 0; i < texts.size(); ++i) {
-      const Json entry = Json::parse(texts[i]);
-      if (entry.contains("error") && i < error_point) {
+      const std::optional<std::vector<std::string>> entry = unpack_texts(texts[i]);
+      MESHSIM_ASSERT(entry && !entry->empty(), "a point's outcome as simulate_points wrote it");
+      if (entry->front() == "error" && entry->size() == 2 && i < error_point) {
         error_point = i;
-        first_error = entry.at("error").get<std::string>();
+        first_error = (*entry)[1];
       }
-      if (entry.contains("run")) results.push_back({sweep.points()[i], Json::parse(entry.at("run").get<std::string>())});
+      if (entry->front() == "ok" && entry->size() == 2)
+        results.push_back(studies::decode_point(sweep.points()[i], (*entry)[1]));
     }
     if (error_point != SIZE_MAX) return fail(first_error);
     std::sort(results.begin(), results.end(),
@@ -152,9 +157,9 @@ int run_sweep(const SweepOptions& o) {
     if (results.size() != sweep.points().size())
       throw Error(fmt::format("sweep: {} of {} points came back", results.size(), sweep.points().size()));
 
-    if (!o.quiet && !to_stdout) std::fputs(format_sweep_table(sweep, results).c_str(), stdout);
-    if (!o.csv.empty()) write_output(o.csv, format_sweep_csv(results));
-    if (!o.json.empty()) write_output(o.json, format_sweep_json(sweep, results));
+    if (!o.quiet && !to_stdout) std::fputs(studies::format_sweep_table(sweep, results).c_str(), stdout);
+    if (!o.csv.empty()) write_output(o.csv, studies::format_sweep_csv(results));
+    if (!o.json.empty()) write_output(o.json, studies::format_sweep_json(sweep, results));
     if (!o.workloads_dir.empty()) {
       std::error_code ec;
       std::filesystem::create_directories(o.workloads_dir, ec);
@@ -163,7 +168,7 @@ int run_sweep(const SweepOptions& o) {
         write_output((std::filesystem::path(o.workloads_dir) / fmt::format("point_{}.json", p.index)).string(),
                    sweep.workload_text(p));
     }
-    if (!o.plot.empty()) plot_sweep(o.plot, results, measured);
+    if (!o.plot.empty()) studies::plot_sweep(o.plot, results, measured);
     return 0;
   } catch (const Error& e) {
     return root ? fail(e.what()) : 1;  // not agreed on: this rank's own

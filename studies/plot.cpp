@@ -1,4 +1,4 @@
-#include "tools/meshsim/plot.hpp"
+#include "studies/plot.hpp"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -16,7 +16,7 @@
 
 extern char** environ;
 
-namespace meshsim::cli {
+namespace meshsim::studies {
 
 std::string gp_quote(const std::string& s) {
   std::string q = "'";
@@ -77,4 +77,4 @@ void write_plot(const std::string& prefix, const std::string& what, const std::s
   run_gnuplot(prefix + ".gp", prefix + ".gnuplot.log");
 }
 
-}  // namespace meshsim::cli
+}  // namespace meshsim::studies

@@ -1,4 +1,4 @@
-#include "tools/meshsim/sweep.hpp"
+#include "studies/sweep.hpp"
 
 #include <fmt/format.h>
 
@@ -13,17 +13,16 @@
 #include <sstream>
 
 #include "base/error.hpp"
+#include "base/frames.hpp"
 #include "calibrate/measured.hpp"
-#include "tools/meshsim/plot.hpp"
+#include "studies/plot.hpp"
 #include "base/text_file.hpp"
 #include "workloads/imported.hpp"
 #include "workloads/json_workload.hpp"
 
-namespace meshsim::cli {
+namespace meshsim::studies {
 
 namespace {
-
-using Json = nlohmann::ordered_json;
 
 constexpr std::size_t kMaxPoints = 10000;
 
@@ -42,36 +41,25 @@ std::string shape_string(const std::vector<int>& sizes) {
 
 std::string axis_name(std::size_t i) { return std::string(1, static_cast<char>('X' + i)); }
 
-// A number of the run JSON as CSV text: integers exactly, doubles as the run
-// JSON writes them (shortest text that reads back to the same double).
-std::string cell(const Json& v) {
-  if (v.is_null()) return "";
-  if (v.is_string()) return v.get<std::string>();
-  return v.dump();
-}
-
-std::string mesh_of(const Json& run) {
-  std::vector<int> sizes;
-  for (const Json& m : run.at("mesh")) sizes.push_back(m.at("size").get<int>());
-  return shape_string(sizes);
-}
-
-std::string joined(const Json& names, const char* sep) {
+std::string joined(const std::vector<std::string>& names, const char* sep) {
   std::string s;
-  for (const Json& n : names) {
+  for (const std::string& n : names) {
     if (!s.empty()) s += sep;
-    s += n.get<std::string>();
+    s += n;
   }
   return s;
 }
 
-double ps_value(const Json& op, const char* key) { return op.contains(key) ? op.at(key).get<double>() : 0.0; }
+// A cell of the CSV: as the run's --json writes the value, empty when it has none.
+std::string cell(const std::optional<double>& v) { return v ? driver::json_number(*v) : std::string(); }
+
+bool is_comm(const driver::OpRecord& op) { return !is_local(op.kind); }
 
 }  // namespace
 
 // The point's preset as tables and plots show it: "tpu-v5e", "tpu-v5e calibrated".
 std::string preset_label(const PointResult& r) {
-  std::string s = r.run.at("hardware").at("preset").get<std::string>();
+  std::string s = r.preset;
   if (r.point.calibrated) s += " calibrated";
   return s;
 }
@@ -269,11 +257,11 @@ workloads::Workload Sweep::workload(const SweepPoint& p) const {
 std::string format_sweep_table(const Sweep& s, const std::vector<PointResult>& results) {
   bool gpu = false;
   for (const PointResult& r : results)
-    for (const Json& op : r.run.at("ops")) gpu = gpu || op.contains("algorithm");
+    for (const driver::OpRecord& op : r.ops) gpu = gpu || !op.algorithm.empty();
   std::size_t name_width = 10, preset_width = 8;
   for (const PointResult& r : results) {
     preset_width = std::max(preset_width, preset_label(r).size());
-    for (const Json& op : r.run.at("ops")) name_width = std::max(name_width, op.at("name").get<std::string>().size());
+    for (const driver::OpRecord& op : r.ops) name_width = std::max(name_width, op.name.size());
   }
   std::string out = fmt::format("# meshsim sweep: {} ({} point{})\n",
                                 s.spec().workload.empty() ? s.spec().op_kind + " from the command line" : s.spec().workload,
@@ -288,26 +276,22 @@ std::string format_sweep_table(const Sweep& s, const std::vector<PointResult>& r
                   gpu ? "  algorithm/protocol" : "");
   out += head;
   for (const PointResult& r : results) {
-    for (const Json& op : r.run.at("ops")) {
-      const bool comm = op.contains("busbw_bytes_per_s");
-      const double bound = ps_value(op, "lower_bound_ps");
+    for (const driver::OpRecord& op : r.ops) {
+      const bool comm = is_comm(op);
+      const auto time = static_cast<double>(op.time_ps), bound = static_cast<double>(op.lower_bound_ps);
       out += fmt::format(
           "  {:>5}  {:<{}} {:<9} {:<{}} {:<14} {:>14} {:>13.3f} {:>12} {:>12} {:>13.3f} {:>7}  {:<9} {:>13} {:>7}{}\n",
-          r.point.index,
-          preset_label(r), preset_width, mesh_of(r.run),
-          op.at("name").get<std::string>(), name_width, op.at("kind").get<std::string>(),
-          op.at("kind") == "matmul" ? std::string("-") : std::to_string(op.at("bytes").get<std::uint64_t>()),
-          ps_value(op, "time_ps") * 1e-6,
-          comm ? fmt::format("{:.2f}", op.at("algbw_bytes_per_s").get<double>() / 1e9) : std::string("-"),
-          comm ? fmt::format("{:.2f}", op.at("busbw_bytes_per_s").get<double>() / 1e9) : std::string("-"),
-          ps_value(op, "closed_form_ps") * 1e-6,
-          op.at("ratio").is_null() ? std::string("-") : fmt::format("{:.4f}", op.at("ratio").get<double>()),
-          op.at("bound").get<std::string>(), bound > 0 ? fmt::format("{:.3f}", bound * 1e-6) : std::string("-"),
-          bound > 0 ? fmt::format("{:.4f}", ps_value(op, "time_ps") / bound) : std::string("-"),
-          gpu ? "  " + (!op.contains("algorithm")  ? std::string("-")
-                        : !op.contains("protocol") ? op.at("algorithm").get<std::string>()
-                                                   : op.at("algorithm").get<std::string>() + "/" +
-                                                         op.at("protocol").get<std::string>())
+          r.point.index, preset_label(r), preset_width, shape_string(r.mesh), op.name, name_width, kind_name(op.kind),
+          op.kind == OpKind::Matmul ? std::string("-") : std::to_string(op.bytes), time * 1e-6,
+          comm ? fmt::format("{:.2f}", op.algbw_bytes_per_s / 1e9) : std::string("-"),
+          comm ? fmt::format("{:.2f}", op.busbw_bytes_per_s / 1e9) : std::string("-"),
+          static_cast<double>(op.closed_form_ps) * 1e-6,
+          op.ratio ? fmt::format("{:.4f}", *op.ratio) : std::string("-"), op.bound,
+          bound > 0 ? fmt::format("{:.3f}", bound * 1e-6) : std::string("-"),
+          bound > 0 ? fmt::format("{:.4f}", time / bound) : std::string("-"),
+          gpu ? "  " + (op.algorithm.empty()   ? std::string("-")
+                        : op.protocol.empty() ? op.algorithm
+                                              : op.algorithm + "/" + op.protocol)
               : "");
     }
   }
@@ -334,40 +318,117 @@ std::string format_sweep_csv(const std::vector<PointResult>& results) {
   for (const PointResult& r : results) calibrated = calibrated || r.point.calibrated;
   out += calibrated ? ",calibrated\n" : "\n";
   for (const PointResult& r : results) {
-    for (const Json& op : r.run.at("ops")) {
-      auto get = [&](const char* key) { return op.contains(key) ? cell(op.at(key)) : std::string(); };
+    for (const driver::OpRecord& op : r.ops) {
+      const bool comm = is_comm(op);
+      // The communication columns are empty for a local op (the run's --json has no such keys).
+      const auto when_comm = [&](const std::string& v) { return comm ? v : std::string(); };
       out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.point.index,
-                         cell(r.run.at("hardware").at("preset")), mesh_of(r.run), get("name"), get("kind"),
-                         joined(op.at("mesh_axes"), " "), get("bytes"), get("time_ps"), get("closed_form_ps"),
-                         get("latency_term_ps"), get("bandwidth_term_ps"), get("ratio"), get("bound"),
-                         get("algorithm"), get("protocol"), get("algbw_bytes_per_s"), get("busbw_bytes_per_s"),
-                         get("transfers"), get("link_bytes"), get("start_ps"), get("end_ps"), get("lower_bound_ps"),
-                         get("lower_bound_term"));
+                         r.preset, shape_string(r.mesh), op.name, kind_name(op.kind), joined(op.mesh_axes, " "),
+                         op.bytes, op.time_ps, op.closed_form_ps, when_comm(std::to_string(op.latency_term_ps)),
+                         when_comm(std::to_string(op.bandwidth_term_ps)), cell(op.ratio), op.bound, op.algorithm,
+                         op.protocol, when_comm(driver::json_number(op.algbw_bytes_per_s)),
+                         when_comm(driver::json_number(op.busbw_bytes_per_s)), op.transfers, op.link_bytes,
+                         op.start_ps, op.end_ps, when_comm(std::to_string(op.lower_bound_ps)),
+                         when_comm(op.lower_bound_term));
       if (calibrated) out.insert(out.size() - 1, r.point.calibrated ? ",true" : ",false");
     }
   }
   return out;
 }
 
-std::string format_sweep_json(const Sweep& s, const std::vector<PointResult>& results) {
-  Json j;
-  j["format"] = "meshsim-sweep";
-  j["format_version"] = 1;
-  j["workload"] = s.spec().workload.empty() ? Json(nullptr) : Json(s.spec().workload);
-  Json points = Json::array();
-  for (const PointResult& r : results) {
-    Json p;
-    p["point"] = r.point.index;
-    p["preset"] = r.point.preset.empty() ? Json(nullptr) : Json(r.point.preset);
-    p["mesh"] = r.point.mesh.empty() ? Json(nullptr) : Json(r.point.mesh);
-    p["algorithm"] = r.point.algorithm.empty() ? Json(nullptr) : Json(r.point.algorithm);
-    p["bytes"] = r.point.bytes ? Json(*r.point.bytes) : Json(nullptr);
-    if (r.point.calibrated) p["calibrated"] = true;
-    p["run"] = r.run;
-    points.push_back(std::move(p));
+PointResult simulate_point(const Sweep& s, const SweepPoint& p, const driver::SimulateOptions& options) {
+  const workloads::Workload w = s.workload(p);
+  const driver::RunResult r = driver::simulate(w, options);
+  PointResult out;
+  out.point = p;
+  out.preset = w.hardware.preset;
+  for (const workloads::MeshAxis& m : w.mesh) out.mesh.push_back(m.size);
+  for (const driver::OpResult& o : r.ops) out.ops.push_back(driver::op_record(o));
+  out.run = driver::format_json(w, r);
+  return out;
+}
+
+namespace {
+
+// Fields of an encoded point: the run, the preset, the mesh, then these per op.
+constexpr std::size_t kHead = 3, kOpFields = 20;
+
+// A double as text that reads back to the same double.
+std::string exact(double v) { return fmt::format("{}", v); }
+
+template <class T>
+T number(const std::string& text) {
+  T v{};
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  MESHSIM_ASSERT(ec == std::errc() && end == text.data() + text.size(), "a number encode_point wrote");
+  return v;
+}
+
+// "a b c" as {"a", "b", "c"}; "" as none.
+std::vector<std::string> split(const std::string& text, char sep) {
+  std::vector<std::string> out;
+  for (std::size_t start = 0; !text.empty();) {
+    const std::size_t end = text.find(sep, start);
+    out.push_back(text.substr(start, end - start));
+    if (end == std::string::npos) break;
+    start = end + 1;
   }
-  j["points"] = std::move(points);
-  return j.dump(2) + "\n";
+  return out;
+}
+
+}  // namespace
+
+std::string encode_point(const PointResult& r) {
+  std::vector<std::string> f = {r.run, r.preset, shape_string(r.mesh)};
+  for (const driver::OpRecord& op : r.ops) {
+    const std::string kind(kind_name(op.kind));
+    f.insert(f.end(), {op.name, kind, joined(op.mesh_axes, " "), std::to_string(op.bytes),
+                       std::to_string(op.start_ps), std::to_string(op.end_ps), std::to_string(op.time_ps),
+                       std::to_string(op.closed_form_ps), std::to_string(op.latency_term_ps),
+                       std::to_string(op.bandwidth_term_ps), std::to_string(op.lower_bound_ps), op.lower_bound_term,
+                       exact(op.algbw_bytes_per_s), exact(op.busbw_bytes_per_s),
+                       op.ratio ? exact(*op.ratio) : std::string(), op.bound, op.algorithm, op.protocol,
+                       std::to_string(op.transfers), std::to_string(op.link_bytes)});
+  }
+  return pack_texts(f);
+}
+
+PointResult decode_point(const SweepPoint& p, std::string_view text) {
+  const std::optional<std::vector<std::string>> f = unpack_texts(std::string(text));
+  MESHSIM_ASSERT(f && f->size() >= kHead && (f->size() - kHead) % kOpFields == 0, "a point encode_point wrote");
+  PointResult r;
+  r.point = p;
+  r.run = (*f)[0];
+  r.preset = (*f)[1];
+  for (const std::string& size : split((*f)[2], 'x')) r.mesh.push_back(number<int>(size));
+  for (std::size_t at = kHead; at < f->size(); at += kOpFields) {
+    const auto field = [&](std::size_t i) -> const std::string& { return (*f)[at + i]; };
+    driver::OpRecord op;
+    op.name = field(0);
+    const std::optional<OpKind> kind = parse_kind(field(1));
+    MESHSIM_ASSERT(kind.has_value(), "an op kind encode_point wrote");
+    op.kind = *kind;
+    op.mesh_axes = split(field(2), ' ');
+    op.bytes = number<std::uint64_t>(field(3));
+    op.start_ps = number<std::int64_t>(field(4));
+    op.end_ps = number<std::int64_t>(field(5));
+    op.time_ps = number<std::int64_t>(field(6));
+    op.closed_form_ps = number<std::int64_t>(field(7));
+    op.latency_term_ps = number<std::int64_t>(field(8));
+    op.bandwidth_term_ps = number<std::int64_t>(field(9));
+    op.lower_bound_ps = number<std::int64_t>(field(10));
+    op.lower_bound_term = field(11);
+    op.algbw_bytes_per_s = number<double>(field(12));
+    op.busbw_bytes_per_s = number<double>(field(13));
+    if (!field(14).empty()) op.ratio = number<double>(field(14));
+    op.bound = field(15);
+    op.algorithm = field(16);
+    op.protocol = field(17);
+    op.transfers = number<std::uint64_t>(field(18));
+    op.link_bytes = number<std::uint64_t>(field(19));
+    r.ops.push_back(std::move(op));
+  }
+  return r;
 }
 
 std::vector<Measured> read_measured(const std::string& path, const std::string& hardware,
@@ -447,7 +508,7 @@ std::string size_label(double bytes) {
 
 struct Series {
   std::string title;
-  std::vector<const Json*> ops;  // sorted by bytes
+  std::vector<const driver::OpRecord*> ops;  // sorted by bytes
 };
 
 }  // namespace
@@ -458,10 +519,9 @@ void plot_sweep(const std::string& prefix, const std::vector<PointResult>& resul
   std::vector<Series> series;
   std::map<std::string, std::size_t> index;
   for (const PointResult& r : results) {
-    for (const Json& op : r.run.at("ops")) {
-      if (op.at("kind") == "matmul" || !op.contains("busbw_bytes_per_s")) continue;
-      std::string title = preset_label(r) + " " + mesh_of(r.run) + " " +
-                          op.at("name").get<std::string>();
+    for (const driver::OpRecord& op : r.ops) {
+      if (op.kind == OpKind::Matmul || !is_comm(op)) continue;
+      std::string title = preset_label(r) + " " + shape_string(r.mesh) + " " + op.name;
       if (!r.point.algorithm.empty()) title += " " + r.point.algorithm;
       auto [it, added] = index.emplace(title, series.size());
       if (added) series.push_back({title, {}});
@@ -473,9 +533,8 @@ void plot_sweep(const std::string& prefix, const std::vector<PointResult>& resul
   if (series.empty() || distinct_bytes < 2)
     throw Error("--plot: needs a sweep over bytes (--bytes FROM:TO) of at least one collective or send");
   for (Series& s : series)
-    std::stable_sort(s.ops.begin(), s.ops.end(), [](const Json* a, const Json* b) {
-      return a->at("bytes").get<std::uint64_t>() < b->at("bytes").get<std::uint64_t>();
-    });
+    std::stable_sort(s.ops.begin(), s.ops.end(),
+                     [](const driver::OpRecord* a, const driver::OpRecord* b) { return a->bytes < b->bytes; });
 
   // The data: one block per series, then the measured points.
   std::string dat = "# meshsim sweep plot data; one block per series (gnuplot index), then the measured points\n";
@@ -485,30 +544,27 @@ void plot_sweep(const std::string& prefix, const std::vector<PointResult>& resul
     dat += fmt::format("# {}\n# bytes time_us latency_term_us bandwidth_term_us closed_form_us algbw_GBps busbw_GBps "
                        "closed_busbw_GBps bandwidth_term_busbw_GBps lower_bound_us lower_bound_busbw_GBps\n",
                        s.title);
-    for (const Json* op : s.ops) {
-      const std::uint64_t bytes = op->at("bytes").get<std::uint64_t>();
-      lo = std::min(lo, bytes);
-      hi = std::max(hi, bytes);
-      const double time = ps_value(*op, "time_ps"), closed = ps_value(*op, "closed_form_ps"),
-                   lat = ps_value(*op, "latency_term_ps"), bw = ps_value(*op, "bandwidth_term_ps");
-      const double busbw = op->at("busbw_bytes_per_s").get<double>() / 1e9;
-      const double bound = ps_value(*op, "lower_bound_ps");
-      dat += fmt::format("{} {:.6f} {:.6f} {:.6f} {:.6f} {:.6f} {:.6f} {:.6f} {:.6f} {:.6f} {:.6f}\n", bytes, time * 1e-6,
-                         lat * 1e-6, bw * 1e-6, closed * 1e-6, op->at("algbw_bytes_per_s").get<double>() / 1e9, busbw,
+    for (const driver::OpRecord* op : s.ops) {
+      lo = std::min(lo, op->bytes);
+      hi = std::max(hi, op->bytes);
+      const auto time = static_cast<double>(op->time_ps), closed = static_cast<double>(op->closed_form_ps),
+                 lat = static_cast<double>(op->latency_term_ps), bw = static_cast<double>(op->bandwidth_term_ps);
+      const double busbw = op->busbw_bytes_per_s / 1e9;
+      const auto bound = static_cast<double>(op->lower_bound_ps);
+      dat += fmt::format("{} {:.6f} {:.6f} {:.6f} {:.6f} {:.6f} {:.6f} {:.6f} {:.6f} {:.6f} {:.6f}\n", op->bytes,
+                         time * 1e-6, lat * 1e-6, bw * 1e-6, closed * 1e-6, op->algbw_bytes_per_s / 1e9, busbw,
                          closed > 0 ? busbw * time / closed : 0.0, bw > 0 ? busbw * time / bw : 0.0, bound * 1e-6,
                          bound > 0 ? busbw * time / bound : 0.0);
     }
     dat += "\n\n";
     // The knee: the size at which the (linear) bandwidth term reaches the latency term.
-    const Json& last = *s.ops.back();
-    const double lat = ps_value(last, "latency_term_ps"), bw = ps_value(last, "bandwidth_term_ps");
-    knees.push_back(bw > 0 && lat > 0 ? static_cast<double>(last.at("bytes").get<std::uint64_t>()) * lat / bw : 0.0);
+    const driver::OpRecord& last = *s.ops.back();
+    const auto lat = static_cast<double>(last.latency_term_ps), bw = static_cast<double>(last.bandwidth_term_ps);
+    knees.push_back(bw > 0 && lat > 0 ? static_cast<double>(last.bytes) * lat / bw : 0.0);
   }
   // Measured bus bandwidth with the first series's bus factor (busbw / algbw).
-  const Json& ref = *series.front().ops.front();
-  const double factor = ref.at("algbw_bytes_per_s").get<double>() > 0
-                            ? ref.at("busbw_bytes_per_s").get<double>() / ref.at("algbw_bytes_per_s").get<double>()
-                            : 1.0;
+  const driver::OpRecord& ref = *series.front().ops.front();
+  const double factor = ref.algbw_bytes_per_s > 0 ? ref.busbw_bytes_per_s / ref.algbw_bytes_per_s : 1.0;
   if (!measured.empty()) {
     dat += "# measured\n# bytes time_us busbw_GBps\n";
     for (const Measured& m : measured) {
@@ -592,4 +648,4 @@ void plot_sweep(const std::string& prefix, const std::vector<PointResult>& resul
   write_plot(prefix, "meshsim sweep plot", dat, body, 1100, 1000);
 }
 
-}  // namespace meshsim::cli
+}  // namespace meshsim::studies

@@ -1,5 +1,5 @@
 #pragma once
-// meshsim sweep: one workload run over ranges of bytes, mesh shapes, presets and
+// meshsim sweep (a study): one workload run over ranges of bytes, mesh shapes, presets and
 // GPU algorithms. A point is the base workload's spec (read by the JSON
 // frontend, with the point's preset) with those values put in
 // (workloads::apply_edits), built and checked by the same builder as `meshsim
@@ -10,16 +10,17 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "calibrate/calibration.hpp"
 #include "calibrate/measured.hpp"
+#include "driver/report.hpp"
+#include "driver/simulate.hpp"
 #include "workloads/spec.hpp"
 #include "workloads/workload.hpp"
 
-namespace meshsim::cli {
+namespace meshsim::studies {
 
 struct SweepSpec {
   std::string workload;               // a workload file; empty: the collective below
@@ -44,10 +45,13 @@ struct SweepPoint {
   workloads::WorkloadEdits edits() const;
 };
 
-// What one point gave: the `meshsim run --json` document of its workload.
+// What one point gave, as `meshsim run --json` reports its workload.
 struct PointResult {
   SweepPoint point;
-  nlohmann::ordered_json run;
+  std::string preset;                // its hardware's preset
+  std::vector<int> mesh;             // its mesh axes' sizes
+  std::vector<driver::OpRecord> ops;
+  std::string run;                   // the --json document (format_json)
 };
 
 class Sweep {
@@ -72,6 +76,13 @@ class Sweep {
   std::vector<SweepPoint> points_;
   std::shared_ptr<const calibrate::Calibration> calibration_;
 };
+
+// The point simulated: its workload built (Sweep::workload) and run.
+PointResult simulate_point(const Sweep& s, const SweepPoint& p, const driver::SimulateOptions& options);
+// A result as text for the ranks of an MPI run to pass around, and back
+// (exactly: every double reads back to the same double).
+std::string encode_point(const PointResult& r);
+PointResult decode_point(const SweepPoint& p, std::string_view text);
 
 // "1024", "64K", "1M", "1G" (K = 2^10, as nccl-tests) as bytes; nullopt when malformed.
 std::optional<std::uint64_t> parse_size(const std::string& text);
@@ -105,4 +116,4 @@ std::vector<Measured> read_measured(const std::string& path, const std::string& 
 void plot_sweep(const std::string& prefix, const std::vector<PointResult>& results,
                 const std::vector<Measured>& measured);
 
-}  // namespace meshsim::cli
+}  // namespace meshsim::studies

@@ -4,7 +4,7 @@
 // pictures, so that `gnuplot PREFIX.gp` redraws them.
 #include <string>
 
-namespace meshsim::cli {
+namespace meshsim::studies {
 
 // A string for a gnuplot script, in single quotes.
 std::string gp_quote(const std::string& s);
@@ -15,4 +15,4 @@ std::string gp_quote(const std::string& s);
 void write_plot(const std::string& prefix, const std::string& what, const std::string& data, const std::string& body,
                 int width, int height);
 
-}  // namespace meshsim::cli
+}  // namespace meshsim::studies
