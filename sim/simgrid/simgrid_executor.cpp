@@ -226,8 +226,7 @@ class Controller {
       if (id == kDone) return;
       const FlowGraph::Node& n = g_.node(id);
       if (n.kind == FlowGraph::Kind::Flow) {
-        static int payload = 0;  // SimGrid sends a pointer; the bytes are simulated
-        mailbox_[flow_dst_[id - g_.num_tasks()]]->put(&payload, n.amount);
+        mailbox_[flow_dst_[id - g_.num_tasks()]]->put(&payload_, n.amount);
       } else if (n.kind == FlowGraph::Kind::Join) {
         s4u::this_actor::sleep_for(Tick::from_ps(static_cast<std::int64_t>(n.amount)).seconds());
       } else {
@@ -322,6 +321,7 @@ class Controller {
   std::vector<s4u::Host*> compute_hosts_;
   std::vector<std::uint32_t> ready_;
   std::vector<Worker> workers_;
+  int payload_ = 0;  // what every flow's message points to: SimGrid sends a pointer, the bytes are simulated
   std::vector<std::vector<std::size_t>> idle_;  // per host: its sleeping workers
   std::vector<s4u::Host*> all_hosts_;           // every host, aliases included
   std::vector<s4u::Host*> node_host_;           // per node: its host (alias 0)

@@ -15,16 +15,23 @@ int fail(const std::string& message) {
   return 1;
 }
 
-int guarded(const std::function<int()>& body) {
+Failure failure_of(const std::function<void()>& body) {
   try {
-    return body();
+    body();
+    return {};
   } catch (const Error& e) {
-    return fail(e.what());
+    return {e.what(), true};
   } catch (const std::bad_alloc&) {
-    return fail("out of memory");
+    return {"out of memory", false};
   } catch (const std::exception& e) {
-    return fail(std::string("internal error: ") + e.what());
+    return {std::string("internal error: ") + e.what(), false};
   }
+}
+
+int guarded(const std::function<int()>& body) {
+  int code = 0;
+  const Failure f = failure_of([&] { code = body(); });
+  return f.message.empty() ? code : fail(f.message);
 }
 
 void write_output(const std::string& path, const std::string& text) {

@@ -27,10 +27,23 @@ Subcommand add_validate_command(CLI::App& app);
 // meshsim chakra WORKLOAD PREFIX: the workload as a Chakra trace (chakra_command.cpp).
 Subcommand add_chakra_command(CLI::App& app);
 
+// The one error path of every subcommand. A failure is one line on stderr,
+// "meshsim: error: MESSAGE", and exit code 1; under mpirun the ranks follow
+// guarded_rank (parallel.hpp).
+
 // Prints "meshsim: error: MESSAGE" on stderr and returns 1.
 int fail(const std::string& message);
-// body()'s exit code; an Error, running out of memory or any other exception
-// printed as one error line (fail) and exit code 1.
+
+// What body() threw: an Error's text (`error`: the input or the environment is
+// at fault), "out of memory", or "internal error: ..." for any other exception;
+// an empty message when it returned.
+struct Failure {
+  std::string message;
+  bool error = false;
+};
+Failure failure_of(const std::function<void()>& body);
+
+// body()'s exit code, or its failure printed (fail) and 1.
 int guarded(const std::function<int()>& body);
 
 // Writes `text` to the file `path` ("-": stdout); throws Error "PATH: cannot write file".

@@ -72,12 +72,6 @@ kernels::cuda::Repeat repeat_of(const Options& o) {
   return r;
 }
 
-// Under mpirun a failure is agreed on (every rank fails alike) and rank 0 says
-// why; its exit status is the job's. The other ranks end with this: a rank ending
-// with 1 makes mpirun end the job at once, which could stop rank 0 before it has
-// written its line.
-constexpr int kReportedByRank0 = 0;
-
 // The tool's MPI ranks as the backend's coordinator (one GPU per process).
 class MpiCoordinator final : public kernels::cuda::Coordinator {
  public:
@@ -132,19 +126,17 @@ int run_replay(const Options& o) {
                                : fmt::format("replay: {}", e.what());
   }
   bad_limit = par.first_error(bad_limit);  // each node's ranks have their own environment
-  if (!bad_limit.empty()) {
-    if (par.rank() != 0) return kReportedByRank0;
-    throw Error(bad_limit);
-  }
+  // Under mpirun a failure is agreed on (every rank fails alike) and rank 0
+  // says why (the ranks' rule of exit codes: cli::guarded_rank).
+  if (!bad_limit.empty()) return cli::shared_failure(par, bad_limit);
   replay::Measurements m;
   if (par.size() > 1) {
     try {
       m = replay_ranks(w, plan, repeat_of(o), par, nccl_log);
-    } catch (const Error&) {
-      if (par.rank() != 0) return kReportedByRank0;
-      throw;
+    } catch (const Error& e) {
+      return cli::shared_failure(par, e.what());
     }
-    if (par.rank() != 0) return kReportedByRank0;  // rank 0 writes, prints and fails if stopped
+    if (par.rank() != 0) return cli::kReportedByRank0;  // rank 0 writes, prints and fails if stopped
   } else {
     m = replay::replay(w, plan, usable_gpus("replay"), repeat_of(o), &nccl_log);
   }
@@ -178,10 +170,9 @@ int run_calibrate(const Options& o) {
   replay::NcclTuningLog nccl_log;  // before MPI starts and before NCCL first runs
   {
     const cli::Parallel par;
-    if (par.size() > 1) {
-      if (par.rank() != 0) return kReportedByRank0;
-      throw Error("calibrate: runs in one process on the GPUs it sees (one node); start it without mpirun");
-    }
+    if (par.size() > 1)
+      return cli::shared_failure(par,
+                                 "calibrate: runs in one process on the GPUs it sees (one node); start it without mpirun");
   }
   const kernels::cuda::Probe probe = usable_gpus("calibrate");
   replay::SuiteOptions suite;

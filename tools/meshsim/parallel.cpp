@@ -1,10 +1,11 @@
 // The part of Parallel common to the MPI and the serial builds.
-#include <exception>
-#include <new>
+#include <fmt/format.h>
+
 #include <optional>
 
 #include "base/error.hpp"
 #include "base/frames.hpp"
+#include "tools/meshsim/commands.hpp"
 #include "tools/meshsim/parallel.hpp"
 
 namespace meshsim::cli {
@@ -36,17 +37,22 @@ std::vector<std::string> share_items(const Parallel& par, std::size_t count,
 }
 
 std::string agreed_error(const Parallel& par, const std::function<void()>& check) {
-  std::string mine;
-  try {
-    check();
-  } catch (const Error& e) {
-    mine = e.what();
-  } catch (const std::bad_alloc&) {
-    mine = "out of memory";
-  } catch (const std::exception& e) {
-    mine = std::string("internal error: ") + e.what();
-  }
-  return par.first_error(mine);
+  return par.first_error(failure_of(check).message);
+}
+
+int shared_failure(const Parallel& par, const std::string& message) {
+  return par.rank() == 0 ? fail(message) : kReportedByRank0;
+}
+
+int own_failure(const Parallel& par, const std::string& message) {
+  return fail(par.rank() == 0 ? message : fmt::format("rank {}: {}", par.rank(), message));
+}
+
+int guarded_rank(const Parallel& par, bool errors_shared, const std::function<int()>& body) {
+  int code = 0;
+  const Failure f = failure_of([&] { code = body(); });
+  if (f.message.empty()) return code;
+  return f.error && errors_shared ? shared_failure(par, f.message) : own_failure(par, f.message);
 }
 
 }  // namespace meshsim::cli

@@ -55,6 +55,19 @@ std::vector<std::string> share_items(const Parallel& par, std::size_t count,
 // rank ("" when every rank passed). A collective call.
 std::string agreed_error(const Parallel& par, const std::function<void()>& check);
 
+// The one rule of the ranks' exit codes (sweep, search, replay). A failure
+// every rank shares (an agreed error, a result every rank sees) is said by rank
+// 0, which ends with 1, while the others end with 0: a rank ending with 1 makes
+// mpirun stop the job, perhaps before rank 0 has said why. A failure of one
+// rank's own is said by that rank (naming it, when it is not rank 0) and ends
+// it with 1.
+constexpr int kReportedByRank0 = 0;
+int shared_failure(const Parallel& par, const std::string& message);
+int own_failure(const Parallel& par, const std::string& message);
+// body()'s exit code, or its failure by the rule: an Error is every rank's when
+// `errors_shared`, anything else (out of memory, a bug) this rank's own.
+int guarded_rank(const Parallel& par, bool errors_shared, const std::function<int()>& body);
+
 // Whether this build can use MPI.
 bool mpi_built();
 

@@ -25,8 +25,8 @@ struct SearchOptions {
 };
 
 int run_search_command(const SearchOptions& o) {
-  // As in sweep: what a rank can get wrong on its own is agreed on first; only
-  // rank 0 speaks, and only rank 0's exit status fails the job.
+  // As in sweep: what a rank can get wrong on its own is agreed on first; then
+  // the ranks' rule of exit codes (guarded_rank, parallel.hpp).
   std::unique_ptr<Parallel> par;
   try {
     par = std::make_unique<Parallel>();
@@ -44,8 +44,11 @@ int run_search_command(const SearchOptions& o) {
     if (o.json == "-" && o.workload == "-") throw Error("--workload: only one of --json and --workload can go to stdout");
     spec = std::make_unique<search::SearchSpec>(search::load_spec(o.spec));
   });
-  if (!early.empty()) return root ? fail(early) : 0;
-  try {
+  if (!early.empty()) return shared_failure(*par, early);
+  // Every rank runs the same search (the plans and their order are the same
+  // everywhere); only the simulations are shared, and every rank sees every
+  // result, so an Error is every rank's.
+  return guarded_rank(*par, true, [&] {
     search::SearchOptions options;
     options.top = o.top;
     options.exhaustive = o.exhaustive;
@@ -55,9 +58,6 @@ int run_search_command(const SearchOptions& o) {
     options.map = [&](std::size_t n, const std::function<std::string(std::size_t)>& run) {
       return share_items(*par, n, [&](std::size_t i, std::size_t, std::size_t) { return run(i); });
     };
-    // Every rank runs the same search (the plans and their order are the same
-    // everywhere); only the simulations are shared, and every rank sees every
-    // result, so a failure is every rank's.
     const search::SearchResult r = search::run_search(*spec, options);
     if (!root) return 0;
     if (o.json != "-" && o.workload != "-") std::fputs(search::format_search(*spec, r, o.top).c_str(), stdout);
@@ -66,13 +66,7 @@ int run_search_command(const SearchOptions& o) {
       write_output(o.workload, search::plan_workload(*spec, r.ranked.front().plan).dump(2) + "\n");
     if (!o.plot.empty()) studies::plot_pareto(o.plot, *spec, r);
     return 0;
-  } catch (const Error& e) {
-    return root ? fail(e.what()) : 0;
-  } catch (const std::bad_alloc&) {
-    return root ? fail("out of memory") : 1;
-  } catch (const std::exception& e) {
-    return root ? fail(std::string("internal error: ") + e.what()) : 1;
-  }
+  });
 }
 
 }  // namespace

@@ -83,9 +83,8 @@ std::vector<std::string> simulate_points(const Sweep& sweep, const Parallel& par
 int run_sweep(const SweepOptions& o) {
   // Everything a rank can get wrong on its own is checked on every rank before
   // any simulation and agreed on (each node reads its own files): the first
-  // failure by rank fails every rank, and only rank 0 says so. Its exit status is
-  // the job's: the others end with 0, since a rank ending with 1 makes mpirun end
-  // the job at once, which could stop rank 0 before it has said why.
+  // failure by rank fails every rank, and only rank 0 says so (the ranks' rule
+  // of exit codes: guarded_rank, parallel.hpp).
   std::unique_ptr<Parallel> par;
   try {
     par = std::make_unique<Parallel>();
@@ -128,16 +127,18 @@ int run_sweep(const SweepOptions& o) {
       measured = studies::read_measured(o.measured, o.presets.empty() ? std::string() : o.presets.front(), keep);
     }
   });
-  if (!early.empty()) return root ? fail(early) : 0;
-  try {
+  if (!early.empty()) return shared_failure(*par, early);
+  // A point's failure comes back in its text, and rank 0 says the first; what
+  // else fails is the rank's own (the others write nothing).
+  return guarded_rank(*par, false, [&] {
     const Sweep& sweep = *checked;
 
     const bool to_stdout = o.csv == "-" || o.json == "-";
     Progress progress(o.quiet || !root);
     const std::vector<std::string> texts = simulate_points(sweep, *par, progress);
-    // A rank's own failure is in every rank's texts: rank 0 prints the first and
+    // A point's failure is in every rank's texts: rank 0 prints the first and
     // fails the job; the others end with 0 (see above).
-    if (!root) return 0;
+    if (!root) return kReportedByRank0;
     std::vector<PointResult> results;
     std::string first_error;
     std::size_t error_point = SIZE_MAX;
@@ -170,13 +171,7 @@ int run_sweep(const SweepOptions& o) {
     }
     if (!o.plot.empty()) studies::plot_sweep(o.plot, results, measured);
     return 0;
-  } catch (const Error& e) {
-    return root ? fail(e.what()) : 1;  // not agreed on: this rank's own
-  } catch (const std::bad_alloc&) {
-    return root ? fail("out of memory") : 1;
-  } catch (const std::exception& e) {
-    return root ? fail(std::string("internal error: ") + e.what()) : 1;
-  }
+  });
 }
 
 }  // namespace
