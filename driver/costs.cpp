@@ -311,9 +311,11 @@ collectives::Schedule torus_schedule(const workloads::Op& op) {
 }
 
 collectives::ClosedForm communication_closed_form(const workloads::Op& op, const workloads::Workload& w,
-                                    const topology::Torus& torus) {
-  if (w.hardware.gpu)
-    return communication_closed_form(op, w, torus, w.make_fabric());
+                                                  const topology::Torus& torus, const topology::Fabric* fabric) {
+  if (w.hardware.gpu) {
+    MESHSIM_ASSERT(fabric != nullptr, "a GPU system's fabric");
+    return communication_closed_form(op, w, torus, *fabric);
+  }
   return torus_closed_form(op, w, torus);
 }
 

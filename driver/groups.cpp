@@ -7,7 +7,8 @@
 
 namespace meshsim::driver {
 
-std::optional<TranslatedGroups> translated_groups(const workloads::Workload& w, const topology::Torus& t) {
+std::optional<TranslatedGroups> translated_groups(const workloads::Workload& w, const topology::Torus& t,
+                                                  const topology::Fabric* fabric) {
   // A twisted wraparound lands shifted along other axes: its groups are not
   // translates of each other.
   if (w.training || t.twisted()) return std::nullopt;
@@ -28,7 +29,8 @@ std::optional<TranslatedGroups> translated_groups(const workloads::Workload& w, 
     if (in_a[0]) return std::nullopt;
     for (int a = 1; a < t.num_axes(); ++a)
       if (!in_a[static_cast<std::size_t>(a)] && t.axis(a).size > 1) return std::nullopt;
-    const topology::Fabric f = w.make_fabric();
+    MESHSIM_ASSERT(fabric != nullptr, "a GPU system's fabric");
+    const topology::Fabric& f = *fabric;
     if (f.pods() > 1 && f.core_cables() < f.leaves_per_pod() * f.spine_cables()) return std::nullopt;
   }
   std::vector<int> others;  // the axes that tell the groups apart
@@ -61,7 +63,7 @@ workloads::Workload first_group(const workloads::Workload& w, const TranslatedGr
 }
 
 sim::Reduced::Class translated_class(const TranslatedGroups& g, const workloads::Workload& w, const topology::Torus& t,
-                                     const Expanded& ex) {
+                                     const Expanded& ex, const topology::Fabric* fabric) {
   // A chip's resources, as ids and how far they move per chip of offset.
   std::vector<std::uint32_t> resources;
   std::vector<std::uint32_t> scale;
@@ -72,7 +74,8 @@ sim::Reduced::Class translated_class(const TranslatedGroups& g, const workloads:
     const std::uint32_t n = t.num_chips();
     for (topology::ChipId c : *g.first)
       for (std::uint32_t block = 0; block < 4; ++block) resources.push_back(block * n + c), scale.push_back(1);
-    const topology::Fabric f = w.make_fabric();
+    MESHSIM_ASSERT(fabric != nullptr, "a GPU system's fabric");
+    const topology::Fabric& f = *fabric;
     if (g.first->size() > 1 && f.node_of(g.first->back()) != 0) {
       // Rail 0: its leaves' cables, and their core cables; rail k's are the same
       // ids moved by k leaves (or k leaf cables on the core).

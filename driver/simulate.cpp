@@ -507,10 +507,11 @@ RunSize group_size(const workloads::Workload& first, const topology::Torus& toru
 
 RunSize run_size(const workloads::Workload& w, const topology::Torus& torus, const SimulateOptions& options) {
   if (may_reduce_run(options)) {
-    if (const std::optional<TranslatedGroups> groups = translated_groups(w, torus))
-      return group_size(first_group(w, *groups), torus, *groups);
     std::optional<GpuChoices> own;
-    if (std::optional<RunSize> size = translation_size(w, torus, choices_for(nullptr, own, w, torus))) return *size;
+    GpuChoices* gpu = choices_for(nullptr, own, w, torus);
+    if (const std::optional<TranslatedGroups> groups = translated_groups(w, torus, gpu ? &gpu->fabric() : nullptr))
+      return group_size(first_group(w, *groups), torus, *groups, gpu);
+    if (std::optional<RunSize> size = translation_size(w, torus, gpu)) return *size;
   }
   return estimate_run(w, torus);
 }
@@ -543,7 +544,7 @@ RunPlan plan_run(const workloads::Workload& w, const topology::Torus& torus, con
   if (may_reduce_run(options)) {
     // Identical independent groups known from the workload (driver/groups.hpp):
     // group 0 alone is built and run.
-    if (std::optional<TranslatedGroups> groups = translated_groups(w, torus)) {
+    if (std::optional<TranslatedGroups> groups = translated_groups(w, torus, gpu ? &gpu->fabric() : nullptr)) {
       plan.kind = RunPlan::Kind::Group;
       plan.first = first_group(w, *groups);
       plan.size = group_size(*plan.first, torus, *groups, gpu);
@@ -581,7 +582,8 @@ RunResult simulate(const workloads::Workload& w, const SimulateOptions& options)
   switch (plan.kind) {
     case RunPlan::Kind::Group: {
       const Expanded ex = expand(*plan.first, torus, gpu);
-      const sim::Reduced::Class translated = translated_class(*plan.groups, w, torus, ex);
+      const sim::Reduced::Class translated =
+          translated_class(*plan.groups, w, torus, ex, gpu ? &gpu->fabric() : nullptr);
       return *run_native(w, torus, ex, options, gpu, &translated);
     }
     case RunPlan::Kind::Quotient:
@@ -635,7 +637,7 @@ std::optional<RunResult> run_native(const workloads::Workload& w, const topology
   std::optional<Translations> translations;
   if (!translated) {
     const std::vector<Shift> axes = translated_axes(w, torus, gpu);
-    if (!axes.empty() && !translated_groups(w, torus))
+    if (!axes.empty() && !translated_groups(w, torus, gpu ? &gpu->fabric() : nullptr))
       translations = Translations::find(torus, ex, axes, gpu ? &gpu->fabric() : nullptr);
   }
   BigVector<std::uint32_t> keys;

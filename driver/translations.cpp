@@ -174,15 +174,6 @@ bool may_translate(const workloads::Workload& w, const topology::Torus& t) { ret
 
 Translations::Translations(const topology::Torus& t, const Expanded& ex) : t_(&t), ex_(&ex) {}
 
-std::optional<Translations> Translations::find(const workloads::Workload& w, const topology::Torus& t,
-                                               const Expanded& ex) {
-  const std::vector<Shift> axes = translated_axes(w, t);
-  if (axes.empty()) return std::nullopt;
-  if (!w.hardware.gpu) return find(t, ex, axes, nullptr);
-  const topology::Fabric fabric = w.make_fabric();
-  return find(t, ex, axes, &fabric);
-}
-
 std::optional<Translations> Translations::find(const topology::Torus& t, const Expanded& ex,
                                                const std::vector<Shift>& axes, const topology::Fabric* fabric) {
   if (axes.empty()) return std::nullopt;

@@ -92,14 +92,14 @@ bool may_translate(const workloads::Workload& w, const topology::Torus& t);
 
 class Translations {
  public:
-  // The translations of `t` that may leave `ex` (expanded from `w` on `t`)
-  // unchanged; nothing when the program cannot be invariant (a slot holding
-  // fewer or more tasks than its translates). Two passes over the tasks, no
-  // per-task memory: most of a failed attempt's cost is the quotient's short run.
-  static std::optional<Translations> find(const workloads::Workload& w, const topology::Torus& t, const Expanded& ex);
-  // The same along `axes` (translated_axes of the whole workload when `ex` is one op of it);
-  // `fabric`: the GPU fabric `ex` is on (its links are the fabric's, `t` the
-  // GPUs' coordinates); null on a torus.
+  // The translations of `t` along `axes` (translated_axes of the whole
+  // workload `ex` was expanded from, or of which it is one op) that may leave
+  // `ex` unchanged; nothing when the program cannot be invariant (a slot
+  // holding fewer or more tasks than its translates). Two passes over the
+  // tasks, no per-task memory: most of a failed attempt's cost is the
+  // quotient's short run. `fabric`: the GPU fabric `ex` is on (its links are
+  // the fabric's, `t` the GPUs' coordinates; the run's, GpuChoices::fabric);
+  // null on a torus.
   static std::optional<Translations> find(const topology::Torus& t, const Expanded& ex,
                                           const std::vector<Shift>& axes, const topology::Fabric* fabric);
   // Nothing when an edge would join a task to itself (the builders' order of

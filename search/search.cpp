@@ -17,7 +17,7 @@
 #include "driver/bounds.hpp"
 #include "driver/costs.hpp"
 #include "driver/simulate.hpp"
-#include "driver/training_report.hpp"
+#include "reports/training_report.hpp"
 #include "search/search_detail.hpp"
 #include "topology/fabric.hpp"
 #include "topology/gpu_preset.hpp"
@@ -380,11 +380,11 @@ std::string simulate_text(const SearchSpec& spec, const Plan& plan) {
   try {
     const workloads::Workload w = build_plan(spec, plan);
     const driver::RunResult run = driver::simulate(w);
-    const driver::TrainingResult t = driver::training_result(w, run);
+    const reports::TrainingResult t = reports::training_result(w, run);
     Outcome o;
     o.step = t.step.ps();
     o.mfu = t.mfu;
-    for (const driver::StageBreakdown& s : t.stages) {
+    for (const reports::StageBreakdown& s : t.stages) {
       const std::array<Tick, kStrategies> e{s.tensor, s.expert, s.context, s.fsdp, s.data, s.pipeline};
       for (std::size_t i = 0; i < kStrategies; ++i) o.exposed[i] = std::max(o.exposed[i], e[i].ps());
       for (std::size_t role = 0; role < s.in_flight.size(); ++role) {

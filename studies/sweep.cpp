@@ -51,9 +51,9 @@ std::string joined(const std::vector<std::string>& names, const char* sep) {
 }
 
 // A cell of the CSV: as the run's --json writes the value, empty when it has none.
-std::string cell(const std::optional<double>& v) { return v ? driver::json_number(*v) : std::string(); }
+std::string cell(const std::optional<double>& v) { return v ? reports::json_number(*v) : std::string(); }
 
-bool is_comm(const driver::OpRecord& op) { return !is_local(op.kind); }
+bool is_comm(const reports::OpRecord& op) { return !is_local(op.kind); }
 
 }  // namespace
 
@@ -257,11 +257,11 @@ workloads::Workload Sweep::workload(const SweepPoint& p) const {
 std::string format_sweep_table(const Sweep& s, const std::vector<PointResult>& results) {
   bool gpu = false;
   for (const PointResult& r : results)
-    for (const driver::OpRecord& op : r.ops) gpu = gpu || !op.algorithm.empty();
+    for (const reports::OpRecord& op : r.ops) gpu = gpu || !op.algorithm.empty();
   std::size_t name_width = 10, preset_width = 8;
   for (const PointResult& r : results) {
     preset_width = std::max(preset_width, preset_label(r).size());
-    for (const driver::OpRecord& op : r.ops) name_width = std::max(name_width, op.name.size());
+    for (const reports::OpRecord& op : r.ops) name_width = std::max(name_width, op.name.size());
   }
   std::string out = fmt::format("# meshsim sweep: {} ({} point{})\n",
                                 s.spec().workload.empty() ? s.spec().op_kind + " from the command line" : s.spec().workload,
@@ -276,7 +276,7 @@ std::string format_sweep_table(const Sweep& s, const std::vector<PointResult>& r
                   gpu ? "  algorithm/protocol" : "");
   out += head;
   for (const PointResult& r : results) {
-    for (const driver::OpRecord& op : r.ops) {
+    for (const reports::OpRecord& op : r.ops) {
       const bool comm = is_comm(op);
       const auto time = static_cast<double>(op.time_ps), bound = static_cast<double>(op.lower_bound_ps);
       out += fmt::format(
@@ -318,7 +318,7 @@ std::string format_sweep_csv(const std::vector<PointResult>& results) {
   for (const PointResult& r : results) calibrated = calibrated || r.point.calibrated;
   out += calibrated ? ",calibrated\n" : "\n";
   for (const PointResult& r : results) {
-    for (const driver::OpRecord& op : r.ops) {
+    for (const reports::OpRecord& op : r.ops) {
       const bool comm = is_comm(op);
       // The communication columns are empty for a local op (the run's --json has no such keys).
       const auto when_comm = [&](const std::string& v) { return comm ? v : std::string(); };
@@ -326,8 +326,8 @@ std::string format_sweep_csv(const std::vector<PointResult>& results) {
                          r.preset, shape_string(r.mesh), op.name, kind_name(op.kind), joined(op.mesh_axes, " "),
                          op.bytes, op.time_ps, op.closed_form_ps, when_comm(std::to_string(op.latency_term_ps)),
                          when_comm(std::to_string(op.bandwidth_term_ps)), cell(op.ratio), op.bound, op.algorithm,
-                         op.protocol, when_comm(driver::json_number(op.algbw_bytes_per_s)),
-                         when_comm(driver::json_number(op.busbw_bytes_per_s)), op.transfers, op.link_bytes,
+                         op.protocol, when_comm(reports::json_number(op.algbw_bytes_per_s)),
+                         when_comm(reports::json_number(op.busbw_bytes_per_s)), op.transfers, op.link_bytes,
                          op.start_ps, op.end_ps, when_comm(std::to_string(op.lower_bound_ps)),
                          when_comm(op.lower_bound_term));
       if (calibrated) out.insert(out.size() - 1, r.point.calibrated ? ",true" : ",false");
@@ -343,8 +343,8 @@ PointResult simulate_point(const Sweep& s, const SweepPoint& p, const driver::Si
   out.point = p;
   out.preset = w.hardware.preset;
   for (const workloads::MeshAxis& m : w.mesh) out.mesh.push_back(m.size);
-  for (const driver::OpResult& o : r.ops) out.ops.push_back(driver::op_record(o));
-  out.run = driver::format_json(w, r);
+  for (const driver::OpResult& o : r.ops) out.ops.push_back(reports::op_record(o));
+  out.run = reports::format_json(w, r);
   return out;
 }
 
@@ -380,7 +380,7 @@ std::vector<std::string> split(const std::string& text, char sep) {
 
 std::string encode_point(const PointResult& r) {
   std::vector<std::string> f = {r.run, r.preset, shape_string(r.mesh)};
-  for (const driver::OpRecord& op : r.ops) {
+  for (const reports::OpRecord& op : r.ops) {
     const std::string kind(kind_name(op.kind));
     f.insert(f.end(), {op.name, kind, joined(op.mesh_axes, " "), std::to_string(op.bytes),
                        std::to_string(op.start_ps), std::to_string(op.end_ps), std::to_string(op.time_ps),
@@ -403,7 +403,7 @@ PointResult decode_point(const SweepPoint& p, std::string_view text) {
   for (const std::string& size : split((*f)[2], 'x')) r.mesh.push_back(number<int>(size));
   for (std::size_t at = kHead; at < f->size(); at += kOpFields) {
     const auto field = [&](std::size_t i) -> const std::string& { return (*f)[at + i]; };
-    driver::OpRecord op;
+    reports::OpRecord op;
     op.name = field(0);
     const std::optional<OpKind> kind = parse_kind(field(1));
     MESHSIM_ASSERT(kind.has_value(), "an op kind encode_point wrote");
@@ -508,7 +508,7 @@ std::string size_label(double bytes) {
 
 struct Series {
   std::string title;
-  std::vector<const driver::OpRecord*> ops;  // sorted by bytes
+  std::vector<const reports::OpRecord*> ops;  // sorted by bytes
 };
 
 }  // namespace
@@ -519,7 +519,7 @@ void plot_sweep(const std::string& prefix, const std::vector<PointResult>& resul
   std::vector<Series> series;
   std::map<std::string, std::size_t> index;
   for (const PointResult& r : results) {
-    for (const driver::OpRecord& op : r.ops) {
+    for (const reports::OpRecord& op : r.ops) {
       if (op.kind == OpKind::Matmul || !is_comm(op)) continue;
       std::string title = preset_label(r) + " " + shape_string(r.mesh) + " " + op.name;
       if (!r.point.algorithm.empty()) title += " " + r.point.algorithm;
@@ -534,7 +534,7 @@ void plot_sweep(const std::string& prefix, const std::vector<PointResult>& resul
     throw Error("--plot: needs a sweep over bytes (--bytes FROM:TO) of at least one collective or send");
   for (Series& s : series)
     std::stable_sort(s.ops.begin(), s.ops.end(),
-                     [](const driver::OpRecord* a, const driver::OpRecord* b) { return a->bytes < b->bytes; });
+                     [](const reports::OpRecord* a, const reports::OpRecord* b) { return a->bytes < b->bytes; });
 
   // The data: one block per series, then the measured points.
   std::string dat = "# meshsim sweep plot data; one block per series (gnuplot index), then the measured points\n";
@@ -544,7 +544,7 @@ void plot_sweep(const std::string& prefix, const std::vector<PointResult>& resul
     dat += fmt::format("# {}\n# bytes time_us latency_term_us bandwidth_term_us closed_form_us algbw_GBps busbw_GBps "
                        "closed_busbw_GBps bandwidth_term_busbw_GBps lower_bound_us lower_bound_busbw_GBps\n",
                        s.title);
-    for (const driver::OpRecord* op : s.ops) {
+    for (const reports::OpRecord* op : s.ops) {
       lo = std::min(lo, op->bytes);
       hi = std::max(hi, op->bytes);
       const auto time = static_cast<double>(op->time_ps), closed = static_cast<double>(op->closed_form_ps),
@@ -558,12 +558,12 @@ void plot_sweep(const std::string& prefix, const std::vector<PointResult>& resul
     }
     dat += "\n\n";
     // The knee: the size at which the (linear) bandwidth term reaches the latency term.
-    const driver::OpRecord& last = *s.ops.back();
+    const reports::OpRecord& last = *s.ops.back();
     const auto lat = static_cast<double>(last.latency_term_ps), bw = static_cast<double>(last.bandwidth_term_ps);
     knees.push_back(bw > 0 && lat > 0 ? static_cast<double>(last.bytes) * lat / bw : 0.0);
   }
   // Measured bus bandwidth with the first series's bus factor (busbw / algbw).
-  const driver::OpRecord& ref = *series.front().ops.front();
+  const reports::OpRecord& ref = *series.front().ops.front();
   const double factor = ref.algbw_bytes_per_s > 0 ? ref.busbw_bytes_per_s / ref.algbw_bytes_per_s : 1.0;
   if (!measured.empty()) {
     dat += "# measured\n# bytes time_us busbw_GBps\n";

@@ -15,7 +15,7 @@
 
 #include "calibrate/calibration.hpp"
 #include "calibrate/measured.hpp"
-#include "driver/report.hpp"
+#include "reports/report.hpp"
 #include "driver/simulate.hpp"
 #include "workloads/spec.hpp"
 #include "workloads/workload.hpp"
@@ -50,7 +50,7 @@ struct PointResult {
   SweepPoint point;
   std::string preset;                // its hardware's preset
   std::vector<int> mesh;             // its mesh axes' sizes
-  std::vector<driver::OpRecord> ops;
+  std::vector<reports::OpRecord> ops;
   std::string run;                   // the --json document (format_json)
 };
 

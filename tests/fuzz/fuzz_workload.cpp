@@ -10,8 +10,8 @@
 #include <string_view>
 
 #include "base/error.hpp"
-#include "driver/explain.hpp"
-#include "driver/report.hpp"
+#include "reports/explain.hpp"
+#include "reports/report.hpp"
 #include "driver/simulate.hpp"
 #include "workloads/workload.hpp"
 
@@ -19,7 +19,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   try {
     const meshsim::workloads::Workload w = meshsim::workloads::parse_workload(text, "fuzz.json");
-    (void)meshsim::driver::format_explain(w);
+    (void)meshsim::reports::format_explain(w);
     // Small runs only: the bounds refuse the rest before anything is built.
     meshsim::driver::SimulateOptions options;
     options.limits.max_transfers = 20000;
@@ -27,8 +27,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     options.busiest_links = 3;
     options.critical_path = true;
     const meshsim::driver::RunResult r = meshsim::driver::simulate(w, options);
-    (void)meshsim::driver::format_table(w, r);
-    (void)meshsim::driver::format_json(w, r);
+    (void)meshsim::reports::format_table(w, r);
+    (void)meshsim::reports::format_json(w, r);
   } catch (const meshsim::Error& e) {
     const std::string_view message = e.what();
     if (message.empty() || message.find('\n') != std::string_view::npos) std::abort();  // one line, always

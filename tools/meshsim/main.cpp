@@ -6,7 +6,7 @@
 #include <optional>
 #include <string>
 
-#include "driver/explain.hpp"
+#include "reports/explain.hpp"
 #include "tools/meshsim/commands.hpp"
 #include "tools/meshsim/hardware_commands.hpp"
 #include "workloads/workload.hpp"
@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
     if (const std::optional<int> rc = hardware_command()) return *rc;
     if (explain->parsed()) {
       const meshsim::workloads::Workload w = meshsim::workloads::load_workload(explain_path);
-      std::fputs(meshsim::driver::format_explain(w).c_str(), stdout);
+      std::fputs(meshsim::reports::format_explain(w).c_str(), stdout);
       return 0;
     }
     return 0;

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "base/error.hpp"
-#include "driver/report.hpp"
+#include "reports/report.hpp"
 #include "driver/simulate.hpp"
 #include "frontends/load.hpp"
 #include "tools/meshsim/commands.hpp"
@@ -175,15 +175,15 @@ int run_workload(RunState& st) {
       options.engine = meshsim::driver::EngineKind::SimGrid;
       const meshsim::driver::RunResult simgrid = meshsim::driver::simulate(w, options);
       progress.clear();
-      if (!quiet && !json_to_stdout) std::fputs(meshsim::driver::format_comparison(w, native, simgrid).c_str(), stdout);
-      if (!json_path.empty()) write_output(json_path, meshsim::driver::format_comparison_json(w, native, simgrid));
+      if (!quiet && !json_to_stdout) std::fputs(meshsim::reports::format_comparison(w, native, simgrid).c_str(), stdout);
+      if (!json_path.empty()) write_output(json_path, meshsim::reports::format_comparison_json(w, native, simgrid));
     } else {
       if (engine == "simgrid") options.engine = meshsim::driver::EngineKind::SimGrid;
       const meshsim::driver::RunResult result = meshsim::driver::simulate(w, options);
       progress.clear();
       if (!result.trace_warning.empty()) std::fprintf(stderr, "meshsim: warning: %s\n", result.trace_warning.c_str());
-      if (!quiet && !json_to_stdout) std::fputs((imported + meshsim::driver::format_table(w, result)).c_str(), stdout);
-      if (!json_path.empty()) write_output(json_path, meshsim::driver::format_json(w, result));
+      if (!quiet && !json_to_stdout) std::fputs((imported + meshsim::reports::format_table(w, result)).c_str(), stdout);
+      if (!json_path.empty()) write_output(json_path, meshsim::reports::format_json(w, result));
     }
     if (verify && w.training) {
       const meshsim::verify::Report report = meshsim::verify::verify_training(w);

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "driver/costs.hpp"
-#include "driver/explain.hpp"
+#include "reports/explain.hpp"
 #include "driver/expand.hpp"
 #include "driver/simulate.hpp"
 #include "driver/translations.hpp"
@@ -1044,7 +1044,7 @@ TEST_CASE("GPU: NCCL's base latency: once per collective, by algorithm and proto
   CHECK(nvls(hop(1e-6)).time().seconds() == Approx(25e-6).epsilon(0.001));
   CHECK(nvls(hop(8e-6)).time().seconds() == Approx(32e-6).epsilon(0.001));
   // explain counts it as the report's closed form does.
-  const std::string explained = driver::format_explain(workloads::parse_workload(
+  const std::string explained = reports::format_explain(workloads::parse_workload(
       R"({"hardware": "h100-dgx", "mesh": {"X": 8}, "arrays": {
           "A": {"shape": {"I": 8, "J": 64}, "dtype": "bf16", "sharding": "A[I, J_X]"},
           "B": {"shape": {"J": 64, "K": 8}, "dtype": "bf16", "sharding": "B[J_X, K]"}},

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "driver/groups.hpp"
-#include "driver/report.hpp"
+#include "reports/report.hpp"
 #include "driver/simulate.hpp"
 #include "workloads/workload.hpp"
 
@@ -17,10 +17,14 @@ namespace {
 
 workloads::Workload parse(const std::string& text) { return workloads::parse_workload(text, "t.json"); }
 
-std::optional<driver::TranslatedGroups> groups_of(const std::string& text) {
-  const workloads::Workload w = parse(text);
-  return driver::translated_groups(w, w.make_torus());
+// The groups of `w` on its system (a GPU system's fabric built here).
+std::optional<driver::TranslatedGroups> groups_in(const workloads::Workload& w) {
+  if (!w.hardware.gpu) return driver::translated_groups(w, w.make_torus(), nullptr);
+  const topology::Fabric fabric = w.make_fabric();
+  return driver::translated_groups(w, w.make_torus(), &fabric);
 }
+
+std::optional<driver::TranslatedGroups> groups_of(const std::string& text) { return groups_in(parse(text)); }
 
 // The --json document (with the 8 busiest links) of a run, reduced or not.
 std::string json(const std::string& text, bool reduce) {
@@ -28,7 +32,7 @@ std::string json(const std::string& text, bool reduce) {
   driver::SimulateOptions o;
   o.reduce = reduce;
   o.busiest_links = 8;
-  return driver::format_json(w, driver::simulate(w, o));
+  return reports::format_json(w, driver::simulate(w, o));
 }
 
 // An all-reduce named ar<bytes><its axes' letters>.
@@ -117,7 +121,7 @@ TEST_CASE("groups: group 0 alone gives the full simulation's bytes", "[groups]")
   for (const std::string& text : cases) {
     INFO(text);
     const workloads::Workload w = parse(text);
-    REQUIRE(driver::translated_groups(w, w.make_torus()).has_value());
+    REQUIRE(groups_in(w).has_value());
     const driver::RunResult r = driver::simulate(w);
     CHECK(r.reduced_classes == 1);
     CHECK(r.simulated_transfers < r.transfers);

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "driver/report.hpp"
+#include "reports/report.hpp"
 #include "driver/simulate.hpp"
 #include "workloads/workload.hpp"
 
@@ -26,7 +26,7 @@ Run run(const workloads::Workload& w, unsigned threads, bool reduce) {
   o.reduce = reduce;
   o.busiest_links = 8;
   const driver::RunResult r = driver::simulate(w, o);
-  return {driver::format_json(w, r), r.threads, r.windows};
+  return {reports::format_json(w, r), r.threads, r.windows};
 }
 
 }  // namespace

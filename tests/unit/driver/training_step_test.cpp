@@ -7,7 +7,7 @@
 #include <string>
 
 #include "driver/simulate.hpp"
-#include "driver/training_report.hpp"
+#include "reports/training_report.hpp"
 #include "workloads/workload.hpp"
 
 using namespace meshsim;
@@ -17,13 +17,13 @@ namespace {
 struct Step {
   workloads::Workload w;
   driver::RunResult run;
-  driver::TrainingResult result;
+  reports::TrainingResult result;
 };
 
 Step simulate(const std::string& text) {
   Step s{workloads::parse_workload(text, "t.json"), {}, {}};
   s.run = driver::simulate(s.w);
-  s.result = driver::training_result(s.w, s.run);
+  s.result = reports::training_result(s.w, s.run);
   return s;
 }
 
@@ -54,7 +54,7 @@ Tick total(const Step& s, workloads::Role role) {
 // the last backward is outside the bubble formula.
 double bubble_ratio(const Step& s) {
   Tick slowest, optimizer;
-  for (const driver::StageBreakdown& b : s.result.stages) {
+  for (const reports::StageBreakdown& b : s.result.stages) {
     slowest = max(slowest, b.compute);
     optimizer = max(optimizer, b.optimizer);
   }
@@ -137,7 +137,7 @@ TEST_CASE("Training step: the breakdown adds up to the step and MFU is model FLO
     "mesh": {"P": 2, "T": 2, "D": 2}, "training": {"model": )") + model(4, 1024) +
                           R"(, "global_batch": 8, "parallelism": {"pipeline": "P", "tensor": ["T"], "data": ["D"],
     "sequence_parallel": true}}})");
-  for (const driver::StageBreakdown& b : s.result.stages)
+  for (const reports::StageBreakdown& b : s.result.stages)
     CHECK(b.compute + b.tensor + b.expert + b.context + b.fsdp + b.data + b.pipeline + b.optimizer + b.idle ==
           s.result.step);
   CHECK(s.result.mfu == Approx(s.result.model_flops / (s.result.step.seconds() * 8 * 4.59e14)));

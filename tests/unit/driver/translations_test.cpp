@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "driver/expand.hpp"
-#include "driver/report.hpp"
+#include "reports/report.hpp"
 #include "driver/simulate.hpp"
 #include "driver/translations.hpp"
 #include "workloads/workload.hpp"
@@ -20,6 +20,16 @@
 using namespace meshsim;
 
 namespace {
+
+// The translations that may leave `ex` (expanded from `w` on `t`) unchanged,
+// along translated_axes(w, t), on w's fabric when it is a GPU system's.
+std::optional<driver::Translations> find_translations(const workloads::Workload& w, const topology::Torus& t,
+                                                      const driver::Expanded& ex) {
+  const std::vector<driver::Shift> axes = driver::translated_axes(w, t);
+  if (!w.hardware.gpu) return driver::Translations::find(t, ex, axes, nullptr);
+  const topology::Fabric fabric = w.make_fabric();
+  return driver::Translations::find(t, ex, axes, &fabric);
+}
 
 workloads::Workload parse(const std::string& text) { return workloads::parse_workload(text, "t.json"); }
 
@@ -35,7 +45,7 @@ Run run(const std::string& text, bool reduce) {
   o.reduce = reduce;
   o.busiest_links = 8;
   const driver::RunResult r = driver::simulate(w, o);
-  return {driver::format_json(w, r), r.translations, r.simulated_transfers};
+  return {reports::format_json(w, r), r.translations, r.simulated_transfers};
 }
 
 const std::string kV4 = R"({"hardware": "tpu-v4", "mesh": {"X": 4, "Y": 4, "Z": 8}, "ops": [)";
@@ -216,7 +226,7 @@ TEST_CASE("translations: the quotient's tasks and the automorphism check", "[tra
       parse(kV4 + R"({"name": "ar", "kind": "all_reduce", "bytes": 16777216, "axes": ["X", "Y", "Z"]}]})");
   const topology::Torus t = w.make_torus();
   const driver::Expanded ex = driver::expand(w, t);
-  std::optional<driver::Translations> x = driver::Translations::find(w, t, ex);
+  std::optional<driver::Translations> x = find_translations(w, t, ex);
   REQUIRE(x.has_value());
   CHECK(x->copies() == 128);
   const std::optional<driver::TranslationQuotient> q = x->quotient();
@@ -253,7 +263,7 @@ TEST_CASE("translations: the quotient's tasks and the automorphism check", "[tra
   REQUIRE(changed);
   driver::Expanded bumped = ex;
   bumped.program = std::move(b).finish();
-  std::optional<driver::Translations> y = driver::Translations::find(w, t, bumped);
+  std::optional<driver::Translations> y = find_translations(w, t, bumped);
   REQUIRE(y.has_value());
   CHECK_FALSE(y->verify());
   // Through the driver: the bumped program runs in full, as --no-reduce would.
@@ -264,7 +274,7 @@ TEST_CASE("translations: the quotient's tasks and the automorphism check", "[tra
   // simulate_expanded runs the program it is given, with the tie keys of its
   // translations: the bumped one in full either way.
   CHECK(a.translations == 0);
-  CHECK(driver::format_json(w, a) == driver::format_json(w, c));
+  CHECK(reports::format_json(w, a) == reports::format_json(w, c));
 }
 
 TEST_CASE("translations: the quotient built op by op is the whole program's", "[translations]") {
@@ -314,7 +324,7 @@ TEST_CASE("translations: the quotient built op by op is the whole program's", "[
     const workloads::Workload w = parse(text);
     const topology::Torus t = w.make_torus();
     const driver::Expanded ex = driver::expand(w, t);
-    const std::optional<driver::Translations> x = driver::Translations::find(w, t, ex);
+    const std::optional<driver::Translations> x = find_translations(w, t, ex);
     REQUIRE(x.has_value());
     REQUIRE(x->verify());
     const std::optional<driver::TranslationQuotient> whole = x->quotient();
@@ -421,7 +431,7 @@ TEST_CASE("translations: only on an untwisted TPU torus with a wrapped axis, or 
   const topology::Torus ct = cables.make_torus();
   CHECK(driver::translated_axes(cables, ct) == std::vector<driver::Shift>{{1, 2}});
   const driver::Expanded cx = driver::expand(cables, ct);
-  std::optional<driver::Translations> moved = driver::Translations::find(cables, ct, cx);
+  std::optional<driver::Translations> moved = find_translations(cables, ct, cx);
   REQUIRE(moved.has_value());
   CHECK(moved->copies() == 2);
   CHECK(moved->verify());
@@ -432,7 +442,7 @@ TEST_CASE("translations: only on an untwisted TPU torus with a wrapped axis, or 
       "ops": [{"name": "ag", "kind": "all_gather", "bytes": 1048576, "axes": ["N"]}]})");
   const topology::Torus pt = partial.make_torus();
   CHECK(driver::translated_axes(partial, pt) == std::vector<driver::Shift>{{1, 1}});
-  CHECK_FALSE(driver::Translations::find(partial, pt, driver::expand(partial, pt)).has_value());
+  CHECK_FALSE(find_translations(partial, pt, driver::expand(partial, pt)).has_value());
   CHECK_FALSE(may(R"({"hardware": "tpu-v5e", "mesh": {"X": 4, "Y": 8}, "ops": [
                       {"name": "ag", "kind": "all_gather", "bytes": 1024, "axes": ["X", "Y"]}]})"));
 }
@@ -467,7 +477,7 @@ TEST_CASE("translations: NCCL's tree turns every node's GPUs, not a spine's cabl
   const topology::Torus t = one.make_torus();
   CHECK(driver::translated_axes(one, t) == std::vector<driver::Shift>{{0, 1}});
   const driver::Expanded ex = driver::expand(one, t);
-  const std::optional<driver::Translations> x = driver::Translations::find(one, t, ex);
+  const std::optional<driver::Translations> x = find_translations(one, t, ex);
   REQUIRE(x);
   CHECK(x->copies() == 8);
   CHECK(x->quotient());
@@ -492,7 +502,7 @@ TEST_CASE("translations: NCCL's tree turns every node's GPUs, not a spine's cabl
   const workloads::Workload two = workload(R"(, "leaf_nodes": 2, "spines": 2)");
   const topology::Torus t2 = two.make_torus();
   CHECK(driver::translated_axes(two, t2) == std::vector<driver::Shift>{{0, 1}});
-  CHECK_FALSE(driver::Translations::find(two, t2, driver::expand(two, t2)));
+  CHECK_FALSE(find_translations(two, t2, driver::expand(two, t2)));
   CHECK(driver::simulate(two).simulated_transfers == driver::expand(two, t2).op_transfers[0]);
 }
 
@@ -510,7 +520,7 @@ TEST_CASE("translations: a one-op quotient is its op's, also laid out rail by ra
                                         op + "}]}");
     const topology::Torus t = w.make_torus();
     const driver::Expanded ex = driver::expand(w, t);
-    const std::optional<driver::Translations> x = driver::Translations::find(w, t, ex);
+    const std::optional<driver::Translations> x = find_translations(w, t, ex);
     REQUIRE(x);
     REQUIRE(x->verify());
     const std::optional<driver::TranslationQuotient> whole = x->quotient();
@@ -573,6 +583,6 @@ TEST_CASE("translations: NCCL's tree over an even number of nodes is its mirror'
   const workloads::Workload w = parse(even);
   const driver::RunResult r = driver::simulate(w);
   CHECK(r.mirrored);
-  CHECK_THAT(driver::reduction_note(r), Catch::Contains("one task of each set of 16 images (rotations of every node's "
+  CHECK_THAT(reports::reduction_note(r), Catch::Contains("one task of each set of 16 images (rotations of every node's "
                                                         "GPUs and the mirror of the nodes"));
 }

@@ -42,7 +42,7 @@ TEST_CASE("sweep: a point's result reads back from its text exactly", "[studies]
     CHECK(back.run == r.run);
     REQUIRE(back.ops.size() == r.ops.size());
     for (std::size_t i = 0; i < r.ops.size(); ++i) {
-      const driver::OpRecord &a = r.ops[i], &b = back.ops[i];
+      const reports::OpRecord &a = r.ops[i], &b = back.ops[i];
       CHECK(a.name == b.name);
       CHECK(a.kind == b.kind);
       CHECK(a.mesh_axes == b.mesh_axes);

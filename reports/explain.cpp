@@ -1,4 +1,4 @@
-#include "driver/explain.hpp"
+#include "reports/explain.hpp"
 
 #include <fmt/format.h>
 
@@ -7,7 +7,15 @@
 #include "driver/costs.hpp"
 #include "workloads/training_formulas.hpp"
 
-namespace meshsim::driver {
+namespace meshsim::reports {
+
+using driver::communication_closed_form;
+using driver::elementwise_cost;
+using driver::GpuChoice;
+using driver::GpuChoices;
+using driver::matmul_cost;
+using driver::matmul_flops;
+using driver::op_fixed_cost;
 
 namespace {
 
@@ -24,7 +32,8 @@ std::string fixed_term(double fixed_s) {
   return fixed_s > 0 ? fmt::format("fixed cost {} + ", us(fixed_s)) : std::string();
 }
 
-std::string step_line(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus) {
+std::string step_line(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus,
+                      GpuChoices* gpu) {
   if (op.kind == OpKind::Matmul) {
     const kernels::Roofline r = matmul_cost(op, w.hardware, w.file);
     const double flops = matmul_flops(op);
@@ -41,7 +50,7 @@ std::string step_line(const workloads::Op& op, const workloads::Workload& w, con
     // The cheat sheet's torus terms do not apply: the closed form of the
     // algorithm the GPU fabric runs (docs/MODEL.md, "GPU fabrics"). A matmul's
     // steps are collectives, never sends.
-    const GpuChoice choice = gpu_algorithm(op, w, torus, w.make_fabric());
+    const GpuChoice& choice = (*gpu)(op);
     const collectives::ClosedForm& f = choice.closed;
     std::uint64_t gpus = 1;
     for (int a : op.hw_axes) gpus *= static_cast<std::uint64_t>(torus.axis(a).size);
@@ -59,7 +68,7 @@ std::string step_line(const workloads::Op& op, const workloads::Workload& w, con
                        f.additive ? " +" : ",", us(f.bandwidth_s),
                        fixed_s + f.latency_s > f.bandwidth_s ? "latency" : "bandwidth");
   }
-  const collectives::ClosedForm f = communication_closed_form(op, w, torus);
+  const collectives::ClosedForm f = communication_closed_form(op, w, torus, nullptr);
   const double wbi = 2.0 * static_cast<double>(w.hardware.ici.bandwidth_bytes_per_s);
   std::string sizes;
   int sum = 0;
@@ -117,7 +126,7 @@ std::string training_line(const workloads::Op& op, const workloads::Workload& w,
                          w.hardware.chip.hbm_bandwidth_bytes_per_s,
                          us(elementwise_cost(op, w.hardware, w.file).time().seconds()));
     default: {
-      const collectives::ClosedForm f = communication_closed_form(op, w, torus);
+      const collectives::ClosedForm f = communication_closed_form(op, w, torus, gpu ? &gpu->fabric() : nullptr);
       if (op.kind == OpKind::Send)
         return fmt::format("{}: send of {} bytes from each of {} chips to its partner at once; closed form of one "
                            "{} (latency {}, bandwidth {})",
@@ -212,6 +221,8 @@ std::string training_explain(const workloads::Workload& w) {
 std::string format_explain(const workloads::Workload& w) {
   if (w.training) return training_explain(w);
   const topology::Torus torus = w.make_torus();
+  std::optional<GpuChoices> choices;  // one fabric and one memo for every line
+  if (w.hardware.gpu) choices.emplace(w, torus);
   std::string out;
   if (w.explanations.empty()) return "no matmuls or layers to explain (collectives are explained by meshsim run)\n";
   for (const workloads::MatmulExplanation& e : w.explanations) {
@@ -222,10 +233,10 @@ std::string format_explain(const workloads::Workload& w) {
       out += e.seed_case > 0 ? fmt::format("  [case {}]\n", e.seed_case) : "  [contracting dim resharded]\n";
     }
     for (const std::string& line : e.lines) out += fmt::format("  {}\n", line);
-    for (std::uint32_t id : e.ops) out += fmt::format("  step {}\n", step_line(w.ops[id], w, torus));
+    for (std::uint32_t id : e.ops) out += fmt::format("  step {}\n", step_line(w.ops[id], w, torus, choices ? &*choices : nullptr));
     out += "\n";
   }
   return out;
 }
 
-}  // namespace meshsim::driver
+}  // namespace meshsim::reports

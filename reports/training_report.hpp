@@ -11,7 +11,7 @@
 #include "driver/simulate.hpp"
 #include "workloads/workload.hpp"
 
-namespace meshsim::driver {
+namespace meshsim::reports {
 
 // One stage's step time split into disjoint parts: time computing (the local
 // kernels), the optimizer step, then communication that no computation hides,
@@ -35,7 +35,7 @@ struct TrainingResult {
   std::uint32_t chips = 0;
 };
 
-TrainingResult training_result(const workloads::Workload& w, const RunResult& r);
-std::string format_training_table(const workloads::Workload& w, const RunResult& r);
+TrainingResult training_result(const workloads::Workload& w, const driver::RunResult& r);
+std::string format_training_table(const workloads::Workload& w, const driver::RunResult& r);
 
-}  // namespace meshsim::driver
+}  // namespace meshsim::reports

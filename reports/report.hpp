@@ -9,7 +9,7 @@
 #include "driver/simulate.hpp"
 #include "workloads/workload.hpp"
 
-namespace meshsim::driver {
+namespace meshsim::reports {
 
 // One op of a run as the reports give it (an entry of the --json "ops", a row
 // of a sweep): integer picoseconds, the closed form's terms rounded to them.
@@ -29,21 +29,21 @@ struct OpRecord {
   std::string algorithm, protocol;
   std::uint64_t transfers = 0, link_bytes = 0;
 };
-OpRecord op_record(const OpResult& o);
+OpRecord op_record(const driver::OpResult& o);
 
 // A double as the --json documents write it: the shortest text that reads back
 // to the same double (and "1.0" for a whole number).
 std::string json_number(double v);
 
-std::string format_table(const workloads::Workload& w, const RunResult& r);
+std::string format_table(const workloads::Workload& w, const driver::RunResult& r);
 // One line when the run was reduced (sim/reduce.hpp): what was simulated; else "".
-std::string reduction_note(const RunResult& r);
+std::string reduction_note(const driver::RunResult& r);
 // The --json document; field names and units are documented in docs/OUTPUT.md.
-std::string format_json(const workloads::Workload& w, const RunResult& r);
+std::string format_json(const workloads::Workload& w, const driver::RunResult& r);
 
 // --engine all: both engines per op, side by side, with the difference in percent.
-std::string format_comparison(const workloads::Workload& w, const RunResult& native, const RunResult& simgrid);
+std::string format_comparison(const workloads::Workload& w, const driver::RunResult& native, const driver::RunResult& simgrid);
 // Its --json document: per-op differences, then each engine's full run document.
-std::string format_comparison_json(const workloads::Workload& w, const RunResult& native, const RunResult& simgrid);
+std::string format_comparison_json(const workloads::Workload& w, const driver::RunResult& native, const driver::RunResult& simgrid);
 
-}  // namespace meshsim::driver
+}  // namespace meshsim::reports

@@ -1,4 +1,4 @@
-#include "driver/report.hpp"
+#include "reports/report.hpp"
 
 #include <fmt/format.h>
 
@@ -7,11 +7,16 @@
 #include <optional>
 #include <nlohmann/json.hpp>
 
-#include "driver/training_report.hpp"
+#include "reports/training_report.hpp"
 #include "sim/collectives/schedule.hpp"
 #include "topology/torus.hpp"
 
-namespace meshsim::driver {
+namespace meshsim::reports {
+
+using driver::CriticalPath;
+using driver::LinkLoad;
+using driver::OpResult;
+using driver::RunResult;
 
 namespace {
 
@@ -518,4 +523,4 @@ std::string format_comparison_json(const workloads::Workload& w, const RunResult
   return j.dump(2) + "\n";
 }
 
-}  // namespace meshsim::driver
+}  // namespace meshsim::reports

@@ -6,8 +6,8 @@
 
 #include "workloads/workload.hpp"
 
-namespace meshsim::driver {
+namespace meshsim::reports {
 
 std::string format_explain(const workloads::Workload& w);
 
-}  // namespace meshsim::driver
+}  // namespace meshsim::reports

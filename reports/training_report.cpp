@@ -1,5 +1,5 @@
-#include "driver/training_report.hpp"
-#include "driver/report.hpp"
+#include "reports/training_report.hpp"
+#include "reports/report.hpp"
 
 #include <fmt/format.h>
 
@@ -8,7 +8,10 @@
 
 #include "base/error.hpp"
 
-namespace meshsim::driver {
+namespace meshsim::reports {
+
+using driver::OpResult;
+using driver::RunResult;
 
 namespace {
 
@@ -166,4 +169,4 @@ std::string format_training_table(const workloads::Workload& w, const RunResult&
   return out;
 }
 
-}  // namespace meshsim::driver
+}  // namespace meshsim::reports
