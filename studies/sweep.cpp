@@ -50,8 +50,11 @@ std::string joined(const std::vector<std::string>& names, const char* sep) {
   return s;
 }
 
-// A cell of the CSV: as the run's --json writes the value, empty when it has none.
-std::string cell(const std::optional<double>& v) { return v ? reports::json_number(*v) : std::string(); }
+// A cell of the CSV: as the run's --json writes the value, empty when it has
+// none (or when it is not finite, which the JSON writes as null).
+std::string cell(const std::optional<double>& v) {
+  return v && std::isfinite(*v) ? reports::json_number(*v) : std::string();
+}
 
 bool is_comm(const reports::OpRecord& op) { return !is_local(op.kind); }
 
@@ -326,8 +329,8 @@ std::string format_sweep_csv(const std::vector<PointResult>& results) {
                          r.preset, shape_string(r.mesh), op.name, kind_name(op.kind), joined(op.mesh_axes, " "),
                          op.bytes, op.time_ps, op.closed_form_ps, when_comm(std::to_string(op.latency_term_ps)),
                          when_comm(std::to_string(op.bandwidth_term_ps)), cell(op.ratio), op.bound, op.algorithm,
-                         op.protocol, when_comm(reports::json_number(op.algbw_bytes_per_s)),
-                         when_comm(reports::json_number(op.busbw_bytes_per_s)), op.transfers, op.link_bytes,
+                         op.protocol, when_comm(cell(op.algbw_bytes_per_s)),
+                         when_comm(cell(op.busbw_bytes_per_s)), op.transfers, op.link_bytes,
                          op.start_ps, op.end_ps, when_comm(std::to_string(op.lower_bound_ps)),
                          when_comm(op.lower_bound_term));
       if (calibrated) out.insert(out.size() - 1, r.point.calibrated ? ",true" : ",false");
