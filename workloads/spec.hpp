@@ -2,9 +2,10 @@
 // The typed spec of a run, and the builder that turns it into a Workload.
 //
 // A workload is the system (hardware, topology, mesh) and what runs on it (a
-// training step, or ops). Frontends read text into these structs: the JSON
-// workload (workload.cpp), a search spec and its plans (search/), the importers'
-// systems (imported.cpp), calibration's measured points. The builder functions
+// training step, or ops). Frontends read text into these structs (the JSON
+// workload: workload.cpp, json_workload.hpp); the search's plans, a sweep's
+// points (studies/), the importers' systems (imported.cpp) and calibration's
+// measured points are made as these structs in memory. The builder functions
 // below check everything that is not a matter of JSON types (sizes, limits,
 // mesh against topology, the plan against the model) and lower the result;
 // an error names the SourceRef of the value at fault, which is the JSON pointer
@@ -211,7 +212,7 @@ Workload build_workload(const WorkloadSpec& spec);
 // A preset by name, or an InputError at `preset.where` listing the known ones.
 Hardware resolve_preset(const NameRef& preset);
 
-// What a sweep point changes in a workload of ops (tools/meshsim/sweep.hpp).
+// What a sweep point changes in a workload of ops (studies/sweep.hpp).
 struct WorkloadEdits {
   std::string preset;                  // "": as written (read by the frontend, which resolves presets)
   std::vector<int> mesh;               // the mesh axes' sizes; empty: as written. The topology then

@@ -10,9 +10,9 @@
 #include <string_view>
 
 #include "base/error.hpp"
+#include "driver/simulate.hpp"
 #include "reports/explain.hpp"
 #include "reports/report.hpp"
-#include "driver/simulate.hpp"
 #include "workloads/workload.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

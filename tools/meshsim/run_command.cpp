@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "base/error.hpp"
-#include "reports/report.hpp"
 #include "driver/simulate.hpp"
 #include "frontends/load.hpp"
+#include "reports/report.hpp"
 #include "tools/meshsim/commands.hpp"
 #include "tools/meshsim/hardware_commands.hpp"
 #include "tools/meshsim/limit_options.hpp"

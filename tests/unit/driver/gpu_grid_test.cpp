@@ -8,8 +8,8 @@
 #include <string>
 
 #include "driver/expand.hpp"
-#include "reports/report.hpp"
 #include "driver/simulate.hpp"
+#include "reports/report.hpp"
 #include "sim/collectives/gpu.hpp"
 #include "workloads/workload.hpp"
 

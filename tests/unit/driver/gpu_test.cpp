@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "driver/costs.hpp"
-#include "reports/explain.hpp"
 #include "driver/expand.hpp"
 #include "driver/simulate.hpp"
 #include "driver/translations.hpp"
+#include "reports/explain.hpp"
 #include "sim/collectives/gpu.hpp"
 #include "tests/unit/sim/same_program.hpp"
 #include "workloads/workload.hpp"

@@ -7,8 +7,8 @@
 #include <string>
 
 #include "driver/groups.hpp"
-#include "reports/report.hpp"
 #include "driver/simulate.hpp"
+#include "reports/report.hpp"
 #include "workloads/workload.hpp"
 
 using namespace meshsim;

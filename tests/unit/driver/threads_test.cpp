@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "reports/report.hpp"
 #include "driver/simulate.hpp"
+#include "reports/report.hpp"
 #include "workloads/workload.hpp"
 
 using namespace meshsim;

@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "driver/expand.hpp"
-#include "reports/report.hpp"
 #include "driver/simulate.hpp"
 #include "driver/translations.hpp"
+#include "reports/report.hpp"
 #include "workloads/workload.hpp"
 
 using namespace meshsim;
