@@ -26,8 +26,9 @@ namespace {
 
 constexpr std::size_t kMaxPoints = 10000;
 
-bool is_collective(const std::string& kind) {
-  return kind == "all_gather" || kind == "all_reduce" || kind == "reduce_scatter" || kind == "all_to_all";
+bool is_collective_name(const std::string& kind) {
+  const std::optional<OpKind> k = parse_kind(kind);
+  return k && is_collective(*k);
 }
 
 std::string shape_string(const std::vector<int>& sizes) {
@@ -170,7 +171,7 @@ Sweep::Sweep(SweepSpec spec) : spec_(std::move(spec)) {
                                 m.size(), m.size() == 1 ? "" : "s", file_, axes, axes == 1 ? "is" : "es"));
   } else {
     if (spec_.op_kind.empty()) throw Error("sweep: give a WORKLOAD file or a collective with --op");
-    if (!is_collective(spec_.op_kind))
+    if (!is_collective_name(spec_.op_kind))
       throw Error("--op: expected all_gather, all_reduce, reduce_scatter or all_to_all, got '" + spec_.op_kind + "'");
     if (spec_.presets.empty()) throw Error("--op: needs --preset (the hardware), e.g. --preset tpu-v5e");
     if (spec_.meshes.empty()) throw Error("--op: needs --mesh (the mesh axis sizes X, Y, Z), e.g. --mesh 16");

@@ -449,8 +449,7 @@ Hardware resolve_preset(const NameRef& preset) {
 }
 
 bool algorithm_fits(std::string_view algorithm, OpKind kind) {
-  const bool collective = !is_local(kind) && kind != OpKind::Send;
-  if (algorithm == "auto") return collective;
+  if (algorithm == "auto") return is_collective(kind);
   if (algorithm == "ring" || algorithm == "balanced" || algorithm == "equal")
     return kind == OpKind::AllGather || kind == OpKind::ReduceScatter || kind == OpKind::AllReduce;
   if (algorithm == "direct") return kind == OpKind::AllToAll || kind == OpKind::AllReduce;
@@ -480,7 +479,7 @@ void apply_edits(WorkloadSpec& spec, const WorkloadEdits& edits) {
 
 void add_collective(Workload& w, OpKind kind, std::uint64_t bytes, const std::vector<std::string>& axes,
                     const SourceRef& where) {
-  MESHSIM_ASSERT(!is_local(kind) && kind != OpKind::Send, "a collective");
+  MESHSIM_ASSERT(is_collective(kind), "a collective");
   detail::check_positive(bytes, std::uint64_t{1} << 62, where.child("bytes"));  // as the JSON's "bytes"
   Op op;
   op.kind = kind;

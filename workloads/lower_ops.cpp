@@ -286,32 +286,30 @@ void Lowerer::lower(const OpSpec& spec, std::size_t index) {
     op.name = name;
     op.group = name;
     op.pointer = spec.where.pointer;
-    op.deps = after;
     if (const auto* send = std::get_if<SendSpec>(&spec.what)) {
       op.kind = OpKind::Send;
-      lower_send(*send, std::move(op));
+      lower_send(*send, std::move(op), after);
     } else {
       const auto& c = std::get<CollectiveSpec>(spec.what);
-      MESHSIM_ASSERT(!is_local(c.kind) && c.kind != OpKind::Send, "a collective");
+      MESHSIM_ASSERT(is_collective(c.kind), "a collective");
       op.kind = c.kind;
-      lower_collective(c, spec.where, std::move(op));
+      lower_collective(c, spec.where, std::move(op), after);
     }
   }
   names_[name] = static_cast<std::uint32_t>(w_.ops.size() - 1);
 }
 
-void Lowerer::lower_send(const SendSpec& s, Op op) {
+void Lowerer::lower_send(const SendSpec& s, Op op, const std::vector<std::uint32_t>& after) {
   check_positive(s.bytes, std::uint64_t{1} << 62, s.bytes_at);
   op.bytes = s.bytes;
   op.src = resolve_chip(w_, s.from);
   op.dst = resolve_chip(w_, s.to);
   if (op.src == op.dst) s.to.where.fail("a send needs two different chips");
-  const std::vector<std::uint32_t> after = std::move(op.deps);
-  op.deps.clear();
   emit(std::move(op), after);
 }
 
-void Lowerer::lower_collective(const CollectiveSpec& c, const SourceRef& where, Op op) {
+void Lowerer::lower_collective(const CollectiveSpec& c, const SourceRef& where, Op op,
+                               const std::vector<std::uint32_t>& after) {
   if (c.protocol) {
     // NCCL's protocol (sim/collectives/gpu.hpp); whether the algorithm runs it is
     // checked where the algorithms are chosen.
@@ -332,8 +330,6 @@ void Lowerer::lower_collective(const CollectiveSpec& c, const SourceRef& where, 
         a.fail(fmt::format("unknown torus schedule '{}' (known: balanced, equal)", op.algorithm));
     }
   }
-  const std::vector<std::uint32_t> after = op.deps;
-  op.deps.clear();
 
   const SourceRef& axes_c = c.axes_at;
   op.mesh_axes = resolve_axes(w_, c.axes, axes_c);

@@ -56,8 +56,10 @@ class Lowerer {
 
  private:
   // Collectives and sends as written by the user (lower_ops.cpp).
-  void lower_collective(const CollectiveSpec& c, const SourceRef& where, Op op);
-  void lower_send(const SendSpec& s, Op op);
+  // `after`: the ops it waits for besides the producers of its input.
+  void lower_collective(const CollectiveSpec& c, const SourceRef& where, Op op,
+                        const std::vector<std::uint32_t>& after);
+  void lower_send(const SendSpec& s, Op op, const std::vector<std::uint32_t>& after);
   // Matmuls and MLP blocks (lower_matmul.cpp).
   void lower_matmul(const MatmulOpSpec& m, const SourceRef& where, const std::string& name,
                     const std::vector<std::uint32_t>& after);
