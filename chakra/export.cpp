@@ -19,7 +19,8 @@ namespace {
 // chips along its axes (x fastest) from each of its chips whose coordinates
 // on those axes are 0.
 std::vector<std::vector<topology::ChipId>> groups_of(const workloads::Op& op, const topology::Torus& t) {
-  if (op.groups) return *op.groups;
+  const workloads::CollectiveOp& co = op.collective();
+  if (co.groups) return *co.groups;
   std::vector<topology::ChipId> chips;
   if (op.chips) {
     chips = *op.chips;
@@ -28,9 +29,9 @@ std::vector<std::vector<topology::ChipId>> groups_of(const workloads::Op& op, co
   }
   std::vector<std::vector<topology::ChipId>> out;
   for (topology::ChipId c : chips) {
-    if (std::any_of(op.hw_axes.begin(), op.hw_axes.end(), [&](int a) { return t.coord(c, a) != 0; })) continue;
+    if (std::any_of(co.hw_axes.begin(), co.hw_axes.end(), [&](int a) { return t.coord(c, a) != 0; })) continue;
     std::vector<topology::ChipId> g{c};
-    for (int a : op.hw_axes) {
+    for (int a : co.hw_axes) {
       const std::size_t before = g.size();
       for (int x = 1; x < t.axis(a).size; ++x)
         for (std::size_t k = 0; k < before; ++k) g.push_back(t.with_coord(g[k], a, x));
@@ -99,15 +100,17 @@ ExportReport export_trace(const workloads::Workload& w, const std::string& prefi
         n.type = static_cast<int>(NodeType::Comp);
         const double us = static_cast<double>(roof.time().ps()) / 1e6;
         n.duration_micros = roof.time() > kZeroTick ? std::max<std::uint64_t>(1, static_cast<std::uint64_t>(std::llround(us))) : 0;
-        n.num_ops = static_cast<std::uint64_t>(op.kind == OpKind::Matmul ? driver::matmul_flops(op)
-                                                                          : static_cast<double>(op.flops));
         // (ASTRA-sim's roofline skips a node of no bytes: a matmul's are its operands and result)
-        n.tensor_size = op.hbm_bytes;
         if (op.kind == OpKind::Matmul) {
+          const workloads::MatmulOp& mm = op.matmul();
+          n.num_ops = static_cast<std::uint64_t>(driver::matmul_flops(op));
           const std::uint64_t element =
-              op.inputs.empty() ? workloads::element_size(op.dtype) : op.inputs[0].element_bytes;
+              op.inputs.empty() ? workloads::element_size(mm.dtype) : op.inputs[0].element_bytes;
           n.tensor_size = static_cast<std::uint64_t>(
-              static_cast<double>(op.batch) * kernels::matmul_traffic(op.m, op.k, op.n, element).hbm_bytes);
+              static_cast<double>(mm.batch) * kernels::matmul_traffic(mm.m, mm.k, mm.n, element).hbm_bytes);
+        } else {
+          n.num_ops = op.elementwise().flops;
+          n.tensor_size = op.elementwise().hbm_bytes;
         }
         n.is_cpu_op = false;
         for (topology::ChipId c : on) add(o, c, n);
@@ -121,7 +124,7 @@ ExportReport export_trace(const workloads::Workload& w, const std::string& prefi
           for (Node* n : {&s, &r}) {
             n->comm_src = src;
             n->comm_dst = dst;
-            n->comm_size = op.bytes;
+            n->comm_size = op.send().bytes;
             n->comm_tag = static_cast<std::int64_t>(o);
           }
           add(o, src, s);
@@ -139,8 +142,9 @@ ExportReport export_trace(const workloads::Workload& w, const std::string& prefi
           n.type = static_cast<int>(NodeType::Coll);
           n.comm_type = comm_type(op.kind);
           const bool shard = op.kind == OpKind::AllGather || op.kind == OpKind::AllToAll;
-          n.comm_size = shard ? (op.bytes + p - 1) / p : op.bytes;
-          if (shard && op.bytes % p != 0) ++rep.rounded;
+          const std::uint64_t v = op.collective().bytes;
+          n.comm_size = shard ? (v + p - 1) / p : v;
+          if (shard && v % p != 0) ++rep.rounded;
           n.pg_name = std::to_string(it->second);
           for (topology::ChipId c : g) add(o, c, n);
         }

@@ -20,6 +20,8 @@
 namespace meshsim::chakra {
 
 using workloads::Op;
+using workloads::CollectiveOp;
+using workloads::SendOp;
 
 namespace {
 
@@ -472,8 +474,7 @@ class Importer {
       const Pending& p = pending_[m.first];
       const auto [r, i] = p.members.front();
       const Node& n = node(r, i);
-      Op op;
-      op.kind = p.kind;
+      Op op(p.kind);
       op.pointer = fmt::format("rank {} node {}", r, n.id);
       op.name = n.name.empty() ? fmt::format("node{}", n.id) : n.name;
       op.deps = m.deps;
@@ -486,34 +487,36 @@ class Importer {
         if (n.duration_micros > 0) {
           if (n.duration_micros > static_cast<std::uint64_t>(kMaxTick.ps() / 1'000'000))
             fail(r, i, fmt::format("a duration of {} us, past the simulator's limit (2^62 ps)", n.duration_micros));
-          op.duration = Tick::from_ps(static_cast<std::int64_t>(n.duration_micros) * 1'000'000);
+          op.elementwise().duration = Tick::from_ps(static_cast<std::int64_t>(n.duration_micros) * 1'000'000);
         } else {
-          op.flops = n.num_ops.value_or(0);
-          op.hbm_bytes = n.tensor_size.value_or(0);
+          op.elementwise().flops = n.num_ops.value_or(0);
+          op.elementwise().hbm_bytes = n.tensor_size.value_or(0);
         }
       } else if (p.kind == OpKind::Send) {
-        op.src = chip(p.ranks[0]);
-        op.dst = chip(p.ranks[1]);
-        op.bytes = std::max<std::uint64_t>(p.size, 1);
+        SendOp& send = op.send();
+        send.src = chip(p.ranks[0]);
+        send.dst = chip(p.ranks[1]);
+        send.bytes = std::max<std::uint64_t>(p.size, 1);
         if (p.size > kMaxBytes) fail(r, i, "a send of more than 2^62 bytes");
         if (m.pending.size() > 1)
           for (std::uint32_t id : m.pending)
-            op.pairs.emplace_back(chip(pending_[id].ranks[0]), chip(pending_[id].ranks[1]));
+            send.pairs.emplace_back(chip(pending_[id].ranks[0]), chip(pending_[id].ranks[1]));
         *chips = m.chips;
         rep_.sends += m.pending.size();
       } else {
         const std::uint64_t group = p.ranks.size();
         const bool times_ranks = p.kind == OpKind::AllGather || p.kind == OpKind::AllToAll;
         if (p.size > kMaxBytes / (times_ranks ? group : 1)) fail(r, i, "a collective of more than 2^62 bytes");
-        op.bytes = std::max<std::uint64_t>(p.size * (times_ranks ? group : 1), 1);
+        CollectiveOp& co = op.collective();
+        co.bytes = std::max<std::uint64_t>(p.size * (times_ranks ? group : 1), 1);
         std::vector<topology::ChipId> members;
         for (int k : p.ranks) members.push_back(chip(k));
         rep_.collectives += m.pending.size() - 1;  // (the merged groups; this one below)
         if (!m.chips.empty()) {
           // The mesh has one axis per hardware axis, in order (empty_workload).
           *chips = m.chips;
-          op.hw_axes = m.axes;
-          op.mesh_axes = m.axes;
+          co.hw_axes = m.axes;
+          co.mesh_axes = m.axes;
         } else if (gpu_) {
           fail(r, i, fmt::format("process group '{}' (ranks {}) is not the GPUs along the node's GPUs or the nodes "
                                  "(or both); collectives over other groups run on TPU slices only",
@@ -521,7 +524,7 @@ class Importer {
         } else {
           *chips = members;
           std::sort(chips->begin(), chips->end());
-          op.groups = std::make_shared<std::vector<std::vector<topology::ChipId>>>(
+          co.groups = std::make_shared<std::vector<std::vector<topology::ChipId>>>(
               std::vector<std::vector<topology::ChipId>>{members});
           ++rep_.grouped;
         }

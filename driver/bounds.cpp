@@ -85,12 +85,12 @@ LowerBound group_bound(const workloads::Op& op, const workloads::Workload& w, co
   LowerBound lb;
   const double b = static_cast<double>(w.hardware.ici.bandwidth_bytes_per_s);
   const double b_dcn = static_cast<double>(w.hardware.dcn.bandwidth_bytes_per_s);
-  const double v = static_cast<double>(op.bytes);
+  const double v = static_cast<double>(op.comm_bytes());
   std::vector<int> all(static_cast<std::size_t>(t.num_axes()));
   for (int a = 0; a < t.num_axes(); ++a) all[static_cast<std::size_t>(a)] = a;
   double traffic = 0;  // link-bytes
   bool slices = false;
-  for (const std::vector<topology::ChipId>& g : *op.groups) {
+  for (const std::vector<topology::ChipId>& g : *op.explicit_groups()) {
     if (g.size() < 2) continue;
     const double p = static_cast<double>(g.size());
     for (topology::ChipId c : g) {
@@ -121,11 +121,11 @@ LowerBound group_bound(const workloads::Op& op, const workloads::Workload& w, co
 }
 
 LowerBound torus_bound(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& t) {
-  if (op.groups) return group_bound(op, w, t);
+  if (op.explicit_groups()) return group_bound(op, w, t);
   LowerBound lb;
   const double b = static_cast<double>(w.hardware.ici.bandwidth_bytes_per_s);
   const double alpha = w.hardware.ici.latency.seconds();
-  const double v = static_cast<double>(op.bytes);
+  const double v = static_cast<double>(op.comm_bytes());
   // Multislice: every chip's one DCN link out and one in.
   const int dcn = t.dcn_axis();
   const double b_dcn = static_cast<double>(w.hardware.dcn.bandwidth_bytes_per_s);
@@ -153,15 +153,15 @@ LowerBound torus_bound(const workloads::Op& op, const workloads::Workload& w, co
     return lb;
   }
   double p = 1, corner_links = 0, diameter = 0, slices = 1;
-  for (int a : op.hw_axes) {
+  for (int a : op.comm_axes()) {
     const topology::AxisSpec& s = t.axis(a);
     p *= s.size;
     if (a == dcn) {
       slices = s.size;
       continue;
     }
-    corner_links += wrap_within(t, a, op.hw_axes) ? 2 : 1;
-    diameter += wrap_within(t, a, op.hw_axes) ? s.size / 2 : s.size - 1;
+    corner_links += wrap_within(t, a, op.comm_axes()) ? 2 : 1;
+    diameter += wrap_within(t, a, op.comm_axes()) ? s.size / 2 : s.size - 1;
   }
   if (p < 2) return lb;
   // The bytes/s of a chip's DCN link out (and in) when the group spans slices.
@@ -172,15 +172,15 @@ LowerBound torus_bound(const workloads::Op& op, const workloads::Workload& w, co
   // cross the long axes' middle planes too) and its diameter measured.
   std::vector<topology::ChipId> group;
   if (t.twisted()) {
-    group = first_group(t, op.hw_axes);
+    group = first_group(t, op.comm_axes());
     std::vector<int> ici_axes;  // the slices' DCN step is added below
-    for (int a : op.hw_axes)
+    for (int a : op.comm_axes())
       if (a != dcn) ici_axes.push_back(a);
     diameter = 0;
     for (topology::ChipId c : first_group(t, ici_axes))
       diameter = std::max(diameter, static_cast<double>(t.route(group.front(), c, ici_axes).size()));
   }
-  for (int a : op.hw_axes) {
+  for (int a : op.comm_axes()) {
     const topology::AxisSpec& s = t.axis(a);
     if (a == dcn) {
       // One slice against the others: what it must receive (or send) through
@@ -190,7 +190,7 @@ LowerBound torus_bound(const workloads::Op& op, const workloads::Workload& w, co
       continue;
     }
     const double x = s.size, l = std::floor(x / 2), r = x - l;
-    double links = p / x * (wrap_within(t, a, op.hw_axes) ? 2 : 1);  // per direction, across the cut
+    double links = p / x * (wrap_within(t, a, op.comm_axes()) ? 2 : 1);  // per direction, across the cut
     if (t.twisted()) {
       // Links from the lower half [0, l) to the upper and back, within the group.
       double up = 0, down = 0;
@@ -198,7 +198,7 @@ LowerBound torus_bound(const workloads::Op& op, const workloads::Workload& w, co
         for (int e = 0; e < t.num_axes(); ++e)
           for (topology::Direction d : {topology::Direction::Plus, topology::Direction::Minus}) {
             const topology::LinkId id = t.link(c, e, d);
-            if (id == topology::kNoLink || !same_group(t, c, t.link_info(id).dst, op.hw_axes)) continue;
+            if (id == topology::kNoLink || !same_group(t, c, t.link_info(id).dst, op.comm_axes())) continue;
             const bool from_low = t.coord(c, a) < l, to_low = t.coord(t.link_info(id).dst, a) < l;
             if (from_low && !to_low) ++up;
             if (!from_low && to_low) ++down;
@@ -254,7 +254,7 @@ LowerBound fabric_bound(const workloads::Op& op, const workloads::Workload& w, c
   LowerBound lb;
   const double nvl = static_cast<double>(w.hardware.nvlink.bandwidth_bytes_per_s);
   const double nic = static_cast<double>(w.hardware.nic.bandwidth_bytes_per_s);
-  const double v = static_cast<double>(op.bytes);
+  const double v = static_cast<double>(op.comm_bytes());
   if (op.kind == OpKind::Send) {
     for (const auto& [src, dst] : workloads::send_pairs(op)) {
       if (src == dst) continue;
@@ -263,7 +263,7 @@ LowerBound fabric_bound(const workloads::Op& op, const workloads::Workload& w, c
     }
     return lb;
   }
-  const std::vector<std::vector<topology::ChipId>> rings = collectives::gpu::rings(t, op.hw_axes);
+  const std::vector<std::vector<topology::ChipId>> rings = collectives::gpu::rings(t, op.comm_axes());
   if (rings.empty() || rings.front().size() < 2) return lb;
   const std::vector<topology::ChipId>& group = rings.front();
   const double p = static_cast<double>(group.size());

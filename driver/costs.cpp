@@ -15,14 +15,16 @@
 namespace meshsim::driver {
 
 double matmul_flops(const workloads::Op& op) {
-  return 2.0 * static_cast<double>(op.batch) * static_cast<double>(op.m) * static_cast<double>(op.k) *
-         static_cast<double>(op.n);
+  const workloads::MatmulOp& mm = op.matmul();
+  return 2.0 * static_cast<double>(mm.batch) * static_cast<double>(mm.m) * static_cast<double>(mm.k) *
+         static_cast<double>(mm.n);
 }
 
 kernels::Roofline matmul_cost(const workloads::Op& op, const workloads::Hardware& hw, const std::string& file) {
-  MESHSIM_ASSERT(op.kind == OpKind::Matmul && (!op.inputs.empty() || !op.dtype.empty()), "not a matmul");
-  const std::string& dtype = op.inputs.empty() ? op.dtype : op.inputs[0].dtype;
-  const std::uint64_t element_bytes = op.inputs.empty() ? workloads::element_size(op.dtype) : op.inputs[0].element_bytes;
+  const workloads::MatmulOp& mm = op.matmul();
+  MESHSIM_ASSERT(!op.inputs.empty() || !mm.dtype.empty(), "a matmul without a dtype");
+  const std::string& dtype = op.inputs.empty() ? mm.dtype : op.inputs[0].dtype;
+  const std::uint64_t element_bytes = op.inputs.empty() ? workloads::element_size(mm.dtype) : op.inputs[0].element_bytes;
   double peak = 0;
   const char* key = "";
   if (dtype == "bf16" || dtype == "fp16") {
@@ -46,8 +48,8 @@ kernels::Roofline matmul_cost(const workloads::Op& op, const workloads::Hardware
                                  dtype, key));
   if (hw.chip.hbm_bandwidth_bytes_per_s <= 0)
     throw InputError(file, op.pointer, fmt::format("{} has no HBM bandwidth; give \"hardware\": {{\"hbm_bandwidth_bytes_per_s\": ...}}", hw.preset));
-  kernels::RooflineInput in = kernels::matmul_traffic(op.m, op.k, op.n, element_bytes);
-  const auto batch = static_cast<double>(op.batch);
+  kernels::RooflineInput in = kernels::matmul_traffic(mm.m, mm.k, mm.n, element_bytes);
+  const auto batch = static_cast<double>(mm.batch);
   in.flops *= batch;
   in.hbm_bytes *= batch;
   in.peak_flops_per_s = peak;
@@ -67,7 +69,7 @@ kernels::Roofline matmul_cost(const workloads::Op& op, const workloads::Hardware
   for (const workloads::CalibratedMatmul& fit : hw.calibrated_matmuls)
     if (fit.dtype == dtype) {
       const double t = kernels::calibrated_matmul_time(
-          {fit.launch_s, fit.flops_per_s, fit.wave_flops_per_s, fit.hbm_bytes_per_s, fit.sms}, op.m, op.k, op.n,
+          {fit.launch_s, fit.flops_per_s, fit.wave_flops_per_s, fit.hbm_bytes_per_s, fit.sms}, mm.m, mm.k, mm.n,
           element_bytes) * batch;  // a batch of products: one launch each, an upper bound of one batched kernel
       if (!(t < kMaxTick.seconds()))
         throw InputError(file, op.pointer, fmt::format("the calibrated local matmul would take {:.3g} s, past the "
@@ -78,24 +80,24 @@ kernels::Roofline matmul_cost(const workloads::Op& op, const workloads::Hardware
 }
 
 kernels::Roofline elementwise_cost(const workloads::Op& op, const workloads::Hardware& hw, const std::string& file) {
-  MESHSIM_ASSERT(op.kind == OpKind::Elementwise, "not an elementwise op");
-  if (op.duration > kZeroTick) return {op.duration, kZeroTick};  // measured: its time as is
+  const workloads::ElementwiseOp& e = op.elementwise();
+  if (e.duration > kZeroTick) return {e.duration, kZeroTick};  // measured: its time as is
   if (hw.chip.hbm_bandwidth_bytes_per_s <= 0)
     throw InputError(file, op.pointer, fmt::format("{} has no HBM bandwidth; give \"hardware\": {{\"hbm_bandwidth_bytes_per_s\": ...}}", hw.preset));
-  const double t = static_cast<double>(op.hbm_bytes) / hw.chip.hbm_bandwidth_bytes_per_s;
+  const double t = static_cast<double>(e.hbm_bytes) / hw.chip.hbm_bandwidth_bytes_per_s;
   if (!(t < kMaxTick.seconds()))
     throw InputError(file, op.pointer, fmt::format("the elementwise kernel would take {:.3g} s, past the simulator's "
                                                    "limit of {:.3g} s (2^62 ps)", t, kMaxTick.seconds()));
   kernels::RooflineInput in;
-  in.hbm_bytes = static_cast<double>(op.hbm_bytes);
+  in.hbm_bytes = static_cast<double>(e.hbm_bytes);
   in.hbm_bandwidth_bytes_per_s = hw.chip.hbm_bandwidth_bytes_per_s;
   in.peak_flops_per_s = 1;  // no FLOPs: only the memory term counts
-  if (op.flops > 0) {
-    in.flops = static_cast<double>(op.flops);
+  if (e.flops > 0) {
+    in.flops = static_cast<double>(e.flops);
     in.peak_flops_per_s = hw.chip.bf16_flops_per_s;
     if (!(in.flops / in.peak_flops_per_s < kMaxTick.seconds()))
       throw InputError(file, op.pointer, fmt::format("the kernel's {} operations would take past the simulator's limit "
-                                                     "of {:.3g} s (2^62 ps)", op.flops, kMaxTick.seconds()));
+                                                     "of {:.3g} s (2^62 ps)", e.flops, kMaxTick.seconds()));
   }
   return kernels::roofline(in);
 }
@@ -106,7 +108,7 @@ kernels::Roofline local_cost(const workloads::Op& op, const workloads::Hardware&
 
 std::uint64_t op_nodes(const workloads::Op& op, const topology::Torus& torus) {
   std::uint64_t nodes = 1;
-  for (int a : op.hw_axes)
+  for (int a : op.comm_axes())
     if (a >= 1) nodes *= static_cast<std::uint64_t>(torus.axis(a).size);
   return nodes;
 }
@@ -120,10 +122,11 @@ namespace {
 collectives::ClosedForm gpu_send_form(const workloads::Op& op, const workloads::Workload& w,
                                       const topology::Fabric& fabric) {
   collectives::ClosedForm f;
-  const double bytes = static_cast<double>(op.bytes);
+  const workloads::SendOp& send = op.send();
+  const double bytes = static_cast<double>(send.bytes);
   const double first = std::min(bytes, static_cast<double>(w.hardware.forward_chunk_bytes));
   double bw = 0, chunk_s = 0;
-  for (topology::LinkId l : fabric.route(op.src, op.dst)) {
+  for (topology::LinkId l : fabric.route(send.src, send.dst)) {
     const double b = static_cast<double>(fabric.link(l).spec.bandwidth_bytes_per_s);
     bw = bw == 0 ? b : std::min(bw, b);
     f.latency_s += fabric.link(l).spec.latency.seconds();
@@ -202,24 +205,25 @@ collectives::ClosedForm gpu_closed_form(const workloads::Op& op, const workloads
   MESHSIM_ASSERT(collectives::gpu::supports(algorithm, protocol) || op.kind == OpKind::Send,
                  "a protocol the algorithm does not run");
   if (op.kind == OpKind::Send) return gpu_send_form(op, w, fabric);
+  const workloads::CollectiveOp& co = op.collective();
   collectives::ClosedForm f;
-  const auto rings = collectives::gpu::rings(torus, op.hw_axes);
+  const auto rings = collectives::gpu::rings(torus, co.hw_axes);
   const double n = rings.empty() ? 1.0 : static_cast<double>(rings.front().size());
   if (n < 2) return f;
   // The bytes the links carry (the data in the protocol's lines).
-  const double v = static_cast<double>(op.bytes) * collectives::gpu::wire_factor(protocol);
+  const double v = static_cast<double>(co.bytes) * collectives::gpu::wire_factor(protocol);
   // A ring's phase: N-1 consecutive steps' latency; bandwidth (N-1)/N V
   // over its narrowest link, or with C channels (N-1)/N V/C through the link the
   // channels cross most often.
   // Each step forwards what it received once a forwarding chunk of it (or all of
   // it, if smaller) has crossed each link of the step: a phase's latency counts
   // that chunk's serialisation at every link of its steps (ring_limits).
-  const int channels = collectives::gpu::ring_channels(torus, op.hw_axes);
+  const int channels = collectives::gpu::ring_channels(torus, co.hw_axes);
   const double forward = static_cast<double>(w.hardware.forward_chunk_bytes);
   const auto ring_phase = [&](collectives::ClosedForm& phase) {
     const double piece = v / n / channels;
     const collectives::gpu::RingLimits all = collectives::gpu::ring_limits(
-        fabric, channels == 1 ? rings : collectives::gpu::channel_rings(torus, op.hw_axes), protocol, piece,
+        fabric, channels == 1 ? rings : collectives::gpu::channel_rings(torus, co.hw_axes), protocol, piece,
         w.hardware.forward_chunk_bytes);
     phase.latency_s = all.phase_latency_s + all.phase_forward_s;
     phase.bandwidth_s = channels == 1 ? (n - 1) / n * v / all.bandwidth_bytes_per_s
@@ -264,7 +268,7 @@ collectives::ClosedForm gpu_closed_form(const workloads::Op& op, const workloads
         // link stores and forwards whole: the first chunk's way up and down, then
         // the other chunks through the link the channels load most.
         const collectives::gpu::TreeChunking c = collectives::gpu::tree_cut(
-            fabric, rings.front(), op.bytes, collectives::gpu::tree_channels(fabric, rings.front()).size(),
+            fabric, rings.front(), co.bytes, collectives::gpu::tree_channels(fabric, rings.front()).size(),
             collectives::gpu::step_bytes(protocol, w.hardware.forward_chunk_bytes), protocol);
         const double wire = collectives::gpu::wire_factor(protocol);
         const collectives::gpu::TreeLimits t = collectives::gpu::tree_limits(
@@ -276,7 +280,7 @@ collectives::ClosedForm gpu_closed_form(const workloads::Op& op, const workloads
         // NCCL's NVLS tree: a pipeline of loops, each a piece per head on every
         // channel; the first loop's way in and out of the switches and up and
         // down the trees, then the other loops through the busiest link.
-        const collectives::gpu::NvlsTreeCut c = collectives::gpu::nvls_tree_cut(fabric, rings.front(), op.bytes);
+        const collectives::gpu::NvlsTreeCut c = collectives::gpu::nvls_tree_cut(fabric, rings.front(), co.bytes);
         const collectives::gpu::NvlsTreeLimits t =
             collectives::gpu::nvls_tree_limits(fabric, rings.front(), static_cast<double>(c.piece));
         const double moved = static_cast<double>(c.piece * c.loops * c.channels * c.heads);  // V, evened out
@@ -304,8 +308,9 @@ collectives::ClosedForm gpu_closed_form(const workloads::Op& op, const workloads
 }
 
 collectives::Schedule torus_schedule(const workloads::Op& op) {
-  if (op.algorithm.empty()) return collectives::Schedule::Balanced;
-  const std::optional<collectives::Schedule> s = collectives::parse_schedule(op.algorithm);
+  const std::string& algorithm = op.collective().algorithm;
+  if (algorithm.empty()) return collectives::Schedule::Balanced;
+  const std::optional<collectives::Schedule> s = collectives::parse_schedule(algorithm);
   MESHSIM_ASSERT(s.has_value(), "a torus schedule the parser let through");
   return *s;
 }
@@ -343,32 +348,34 @@ collectives::ClosedForm torus_closed_form(const workloads::Op& op, const workloa
                                           const topology::Torus& torus) {
   // No cheat-sheet formula covers any groups of chips, nor many sends sharing
   // links (a permute, a stage's hand-off): their schedule's own load.
-  if (op.groups)
-    return load_closed_form(collectives::group_load(torus, op.kind, *op.groups, op.bytes), w, torus);
-  if (op.kind == OpKind::Send && op.pairs.size() > 1)
-    return load_closed_form(collectives::send_load(torus, op.pairs, op.bytes), w, torus);
+  if (is_collective(op.kind) && op.collective().groups)
+    return load_closed_form(collectives::group_load(torus, op.kind, *op.collective().groups, op.comm_bytes()), w,
+                            torus);
+  if (op.kind == OpKind::Send && op.send().pairs.size() > 1)
+    return load_closed_form(collectives::send_load(torus, op.send().pairs, op.comm_bytes()), w, torus);
   std::vector<int> sizes;
   collectives::ClosedFormInput in;
-  for (int a : op.hw_axes) {
+  for (int a : op.comm_axes()) {
     if (torus.switched(a))
       in.slices = torus.axis(a).size;  // multislice: the DCN part
     else
       sizes.push_back(torus.axis(a).size);
   }
   in.kind = op.kind;
-  in.bytes = op.bytes;
+  in.bytes = op.comm_bytes();
   in.link_bandwidth_one_way = static_cast<double>(w.hardware.ici.bandwidth_bytes_per_s);
   in.hop_latency = w.hardware.ici.latency;
   in.axis_sizes = sizes;
   in.dcn_bandwidth_one_way = static_cast<double>(w.hardware.dcn.bandwidth_bytes_per_s);
   in.dcn_hop_latency = w.hardware.dcn.latency;
   if (op.kind == OpKind::Send) {
-    in.send_hops = torus.hop_distance(op.src, op.dst);
-    in.send_routes = collectives::send_paths(torus, op.src, op.dst);
+    const workloads::SendOp& send = op.send();
+    in.send_hops = torus.hop_distance(send.src, send.dst);
+    in.send_routes = collectives::send_paths(torus, send.src, send.dst);
     const int dcn = torus.dcn_axis();
-    if (dcn >= 0 && torus.coord(op.src, dcn) != torus.coord(op.dst, dcn)) {
+    if (dcn >= 0 && torus.coord(send.src, dcn) != torus.coord(send.dst, dcn)) {
       in.slices = 2;  // between slices: every route crosses the DCN once
-      in.send_latency = torus.route_latency(op.src, op.dst);
+      in.send_latency = torus.route_latency(send.src, send.dst);
     }
   }
   return collectives::cheat_sheet(in);
@@ -383,7 +390,7 @@ workloads::FabricLevel comm_level(const workloads::Op& op, const workloads::Work
         if (src / per_node != dst / per_node) return FabricLevel::Nic;
       return FabricLevel::Nvlink;
     }
-    for (int a : op.hw_axes)
+    for (int a : op.collective().hw_axes)
       if (a > 0 && torus.axis(a).size > 1) return FabricLevel::Nic;
     return FabricLevel::Nvlink;
   }
@@ -392,10 +399,11 @@ workloads::FabricLevel comm_level(const workloads::Op& op, const workloads::Work
       if (torus.between_slices(src, dst)) return FabricLevel::Dcn;
     return FabricLevel::Ici;
   }
-  for (int a : op.hw_axes)
+  const workloads::CollectiveOp& co = op.collective();
+  for (int a : co.hw_axes)
     if (torus.switched(a)) return FabricLevel::Dcn;
-  if (op.groups)
-    for (const std::vector<topology::ChipId>& g : *op.groups)
+  if (co.groups)
+    for (const std::vector<topology::ChipId>& g : *co.groups)
       for (topology::ChipId c : g)
         if (torus.between_slices(g.front(), c)) return FabricLevel::Dcn;
   return FabricLevel::Ici;

@@ -14,8 +14,9 @@ namespace meshsim::driver {
 namespace {
 
 GpuChoiceKey choice_key(const workloads::Op& op) {
-  return {static_cast<int>(op.kind), op.hw_axes, op.bytes, op.algorithm, op.protocol,
-          op.kind == OpKind::Send ? op.src : 0, op.kind == OpKind::Send ? op.dst : 0};
+  if (op.kind == OpKind::Send) return {static_cast<int>(op.kind), {}, op.send().bytes, "", "", op.send().src, op.send().dst};
+  const workloads::CollectiveOp& c = op.collective();
+  return {static_cast<int>(op.kind), c.hw_axes, c.bytes, c.algorithm, c.protocol, 0, 0};
 }
 
 }  // namespace
@@ -24,15 +25,15 @@ GpuChoice gpu_algorithm(const workloads::Op& op, const workloads::Workload& w, c
                         const topology::Fabric& fabric) {
   using collectives::gpu::Algorithm;
   using collectives::gpu::Protocol;
-  const std::vector<Algorithm> options = collectives::gpu::candidates(op.kind, torus, op.hw_axes, fabric);
+  const std::vector<Algorithm> options = collectives::gpu::candidates(op.kind, torus, op.comm_axes(), fabric);
   std::optional<Protocol> asked;
-  if (!op.protocol.empty()) {
-    asked = collectives::gpu::parse_protocol(op.protocol);
+  if (!op.collective().protocol.empty()) {
+    asked = collectives::gpu::parse_protocol(op.collective().protocol);
     if (!asked)
       throw InputError(w.file, op.pointer + "/protocol",
-                       fmt::format("unknown protocol '{}' (known: simple, ll, ll128)", op.protocol));
+                       fmt::format("unknown protocol '{}' (known: simple, ll, ll128)", op.collective().protocol));
   }
-  const auto rings = collectives::gpu::rings(torus, op.hw_axes);
+  const auto rings = collectives::gpu::rings(torus, op.comm_axes());
   const bool grouped = !rings.empty() && rings.front().size() > 1;
   // NCCL's model of algorithm a with protocol p, given the ring's bus bandwidth
   // on this fabric (meshsim's closed form; NCCL's is its channels times their
@@ -47,7 +48,7 @@ GpuChoice gpu_algorithm(const workloads::Op& op, const workloads::Workload& w, c
     in.all_reduce = op.kind == OpKind::AllReduce;
     const double bus_share = (in.all_reduce ? 2 : 1) * (n - 1) / n;
     in.bus_bytes_per_s =
-        bus_share * static_cast<double>(op.bytes) / gpu_closed_form(op, w, torus, fabric, Algorithm::Ring).bandwidth_s;
+        bus_share * static_cast<double>(op.comm_bytes()) / gpu_closed_form(op, w, torus, fabric, Algorithm::Ring).bandwidth_s;
     in.ll_max_bytes_per_s = workloads::nccl_ll_max_bytes_per_s(w.hardware, in.nodes);
     if (std::find(options.begin(), options.end(), Algorithm::NvlsTree) != options.end())
       in.nvls_tree_bus_bytes_per_s =
@@ -63,19 +64,19 @@ GpuChoice gpu_algorithm(const workloads::Op& op, const workloads::Workload& w, c
       throw InputError(w.file, op.pointer + "/protocol",
                        fmt::format("protocol '{}' does not apply to the {} algorithm (NCCL runs the ring and the "
                                    "tree with simple, ll and ll128, the others with simple)",
-                                   op.protocol, collectives::gpu::algorithm_name(a)));
+                                   op.collective().protocol, collectives::gpu::algorithm_name(a)));
     if (!asked && modelled && (a == Algorithm::Ring || a == Algorithm::Tree))
       for (Protocol q : protocols)
-        if (nccl_model_s(a, q, in, op.bytes) < nccl_model_s(a, p, in, op.bytes)) p = q;
+        if (nccl_model_s(a, q, in, op.comm_bytes()) < nccl_model_s(a, p, in, op.comm_bytes())) p = q;
     return {a, gpu_closed_form(op, w, torus, fabric, a, p), p};
   };
-  if (!op.algorithm.empty()) {
+  if (!op.collective().algorithm.empty()) {
     for (Algorithm a : options)
-      if (op.algorithm == collectives::gpu::algorithm_name(a)) return choose(a);
+      if (op.collective().algorithm == collectives::gpu::algorithm_name(a)) return choose(a);
     std::string known;
     for (Algorithm a : options) known += fmt::format("{}{}", known.empty() ? "" : ", ", collectives::gpu::algorithm_name(a));
     throw InputError(w.file, op.pointer + "/algorithm",
-                     fmt::format("algorithm '{}' does not apply to this {} (here: {})", op.algorithm, kind_name(op.kind),
+                     fmt::format("algorithm '{}' does not apply to this {} (here: {})", op.collective().algorithm, kind_name(op.kind),
                                  known));
   }
   // An all-reduce runs as NCCL would run it: the ring, the tree (inside one
@@ -94,7 +95,7 @@ GpuChoice gpu_algorithm(const workloads::Op& op, const workloads::Workload& w, c
     for (Algorithm a : nccl)
       for (Protocol p : protocols) {
         if (!collectives::gpu::supports(a, p)) continue;
-        if (const double t = nccl_model_s(a, p, in, op.bytes); !best || t < best_s) best = {a, p}, best_s = t;
+        if (const double t = nccl_model_s(a, p, in, op.comm_bytes()); !best || t < best_s) best = {a, p}, best_s = t;
       }
     MESHSIM_ASSERT(best.has_value(), "the ring runs every protocol");
     return {best->first, gpu_closed_form(op, w, torus, fabric, best->first, best->second), best->second};

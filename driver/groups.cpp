@@ -15,7 +15,7 @@ std::optional<TranslatedGroups> translated_groups(const workloads::Workload& w, 
   std::vector<bool> in_a(static_cast<std::size_t>(t.num_axes()), false);
   for (const workloads::Op& op : w.ops) {
     if (op.chips || op.kind == OpKind::Send) return std::nullopt;
-    for (int a : op.hw_axes) in_a[static_cast<std::size_t>(a)] = true;
+    for (int a : op.comm_axes()) in_a[static_cast<std::size_t>(a)] = true;
   }
   // On a GPU fabric two kinds of groups are alike: the NVLink domains, for
   // collectives inside the node (spines are assigned by node number, so no

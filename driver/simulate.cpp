@@ -45,23 +45,23 @@ std::string algorithm_name(const workloads::Op& op, const topology::Torus& torus
     case OpKind::Elementwise:
       return "local elementwise";
     case OpKind::Send:
-      return fmt::format("dimension-order routes x{}", collectives::send_paths(torus, op.src, op.dst));
+      return fmt::format("dimension-order routes x{}", collectives::send_paths(torus, op.send().src, op.send().dst));
     case OpKind::AllToAll:
       return "routed pieces, cut-through";
     default:
       break;
   }
-  if (op.groups)
-    return fmt::format("rings of {} chips in group order, routed steps ({} groups)", op.groups->front().size(),
-                       op.groups->size());
+  if (op.explicit_groups())
+    return fmt::format("rings of {} chips in group order, routed steps ({} groups)", op.explicit_groups()->front().size(),
+                       op.explicit_groups()->size());
   int wrapped = 0;
-  for (bool ring : plans.shape(torus, op.hw_axes).ring) wrapped += ring ? 1 : 0;
-  const std::string shape = wrapped == static_cast<int>(op.hw_axes.size()) ? "bidirectional ring"
+  for (bool ring : plans.shape(torus, op.comm_axes()).ring) wrapped += ring ? 1 : 0;
+  const std::string shape = wrapped == static_cast<int>(op.comm_axes().size()) ? "bidirectional ring"
                             : wrapped == 0                                 ? "line"
                                                                            : "rings and lines";
-  if (op.hw_axes.size() < 2) return shape;
+  if (op.comm_axes().size() < 2) return shape;
   const collectives::detail::OrderPlan& plan =
-      plans.plan(torus, op.hw_axes, op.bytes, torus_schedule(op));
+      plans.plan(torus, op.comm_axes(), op.comm_bytes(), torus_schedule(op));
   return fmt::format("{}s, {} parts {}", shape, plan.orders.size(),
                      plan.equal ? "in rotated axis order" : "balanced over axis orders");
 }
@@ -304,10 +304,11 @@ std::vector<OpResult> op_results(const workloads::Workload& w, const topology::T
     OpResult o;
     o.name = op.name;
     o.kind = op.kind;
-    for (int a : op.mesh_axes) o.mesh_axes.push_back(w.mesh[static_cast<std::size_t>(a)].name);
-    for (int a : op.hw_axes) o.hw_axes.push_back(w.hardware.gpu ? workloads::gpu_axis_name(w, a) : torus.axis_name(a));
-    o.groups = op.groups;
-    o.bytes = op.bytes;
+    if (is_collective(op.kind))
+      for (int a : op.collective().mesh_axes) o.mesh_axes.push_back(w.mesh[static_cast<std::size_t>(a)].name);
+    for (int a : op.comm_axes()) o.hw_axes.push_back(w.hardware.gpu ? workloads::gpu_axis_name(w, a) : torus.axis_name(a));
+    if (is_collective(op.kind)) o.groups = op.collective().groups;
+    o.bytes = op.comm_bytes();
     o.begin = all_ready[i];
     o.first_start = t.begin;
     o.end = t.end;
@@ -326,8 +327,8 @@ std::vector<OpResult> op_results(const workloads::Workload& w, const topology::T
           gpu && op.kind != OpKind::Send ? (*gpu)(op).protocol : collectives::gpu::Protocol::Simple;
       const auto bound_of = [&] { return lower_bound(op, w, torus, gpu ? &gpu->fabric() : nullptr, protocol); };
       LowerBound lb;
-      if (is_collective(op.kind) && !op.groups) {
-        const auto key = std::tuple{static_cast<int>(op.kind), op.hw_axes, op.bytes, static_cast<int>(protocol)};
+      if (is_collective(op.kind) && !op.explicit_groups()) {
+        const auto key = std::tuple{static_cast<int>(op.kind), op.comm_axes(), op.comm_bytes(), static_cast<int>(protocol)};
         auto it = bounds.find(key);
         if (it == bounds.end()) it = bounds.emplace(key, bound_of()).first;
         lb = it->second;
@@ -343,7 +344,7 @@ std::vector<OpResult> op_results(const workloads::Workload& w, const topology::T
         o.algorithm = collectives::gpu::algorithm_name((*gpu)(op).algorithm);
         o.protocol = collectives::gpu::protocol_name(protocol);
       }
-      if (!gpu) o.algorithm = op.algorithm;  // a torus schedule, when the op names one
+      if (!gpu && is_collective(op.kind)) o.algorithm = op.collective().algorithm;  // a torus schedule, when the op names one
       o.latency_s = f.latency_s + fixed_s;
       o.bandwidth_s = f.bandwidth_s;
       o.closed_s = f.time_s() + fixed_s;
@@ -352,9 +353,9 @@ std::vector<OpResult> op_results(const workloads::Workload& w, const topology::T
     }
     if (!is_local(op.kind) && o.time() > kZeroTick) {
       double n = 1;
-      for (int a : op.hw_axes) n *= torus.axis(a).size;
-      if (op.groups) n = static_cast<double>(op.groups->front().size());
-      const double size = op.kind == OpKind::AllToAll ? static_cast<double>(op.bytes) / n : static_cast<double>(op.bytes);
+      for (int a : op.comm_axes()) n *= torus.axis(a).size;
+      if (op.explicit_groups()) n = static_cast<double>(op.explicit_groups()->front().size());
+      const double size = op.kind == OpKind::AllToAll ? static_cast<double>(op.comm_bytes()) / n : static_cast<double>(op.comm_bytes());
       o.algbw_bytes_per_s = size / o.time().seconds();
       const double factor = op.kind == OpKind::AllReduce ? 2 * (n - 1) / n
                             : op.kind == OpKind::Send    ? 1.0
@@ -379,7 +380,7 @@ RunResult simulate_simgrid(const workloads::Workload& w, const topology::Torus& 
     if (classes[i] != 0) {
       const workloads::Op& op = w.ops[i];
       throw InputError(
-          w.file, op.protocol.empty() ? op.pointer : op.pointer + "/protocol",
+          w.file, !is_collective(op.kind) || op.collective().protocol.empty() ? op.pointer : op.pointer + "/protocol",
           fmt::format("--engine simgrid gives every link one latency, the Simple protocol's, and NCCL's model runs "
                       "this op with {} (give the op \"protocol\": \"simple\" to run it on SimGrid)",
                       collectives::gpu::protocol_name(static_cast<collectives::gpu::Protocol>(classes[i]))));
@@ -453,7 +454,7 @@ bool may_repeat(const workloads::Workload& w, const topology::Torus& torus) {
     for (int a = 0; a < torus.num_axes(); ++a) {
       if (torus.axis(a).size < 2) continue;
       ++wide;
-      if (std::find(op.hw_axes.begin(), op.hw_axes.end(), a) != op.hw_axes.end()) ++spanned;
+      if (std::find(op.comm_axes().begin(), op.comm_axes().end(), a) != op.comm_axes().end()) ++spanned;
     }
     if (spanned == wide) return false;
   }

@@ -23,7 +23,7 @@ struct OpResult {
   OpKind kind = OpKind::AllGather;
   std::vector<std::string> mesh_axes;  // as written in the op
   std::vector<std::string> hw_axes;    // the hardware axes (size > 1) they span
-  // A collective over explicit groups of chips (workloads::Op::groups); null otherwise.
+  // A collective over explicit groups of chips (workloads::CollectiveOp::groups); null otherwise.
   std::shared_ptr<const std::vector<std::vector<topology::ChipId>>> groups;
   std::uint64_t bytes = 0;    // V (collectives) or payload (send)
   Tick begin;        // every chip could start the op (its dependencies done on all chips)

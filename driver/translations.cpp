@@ -41,7 +41,7 @@ std::vector<Shift> translated_axes(const workloads::Workload& w, const topology:
   std::vector<Shift> out;
   if (t.twisted() || w.ops.empty()) return out;
   for (const workloads::Op& op : w.ops)
-    if (op.groups) return out;
+    if (op.explicit_groups()) return out;
   const bool gpu = w.hardware.gpu;
   // On a GPU fabric, what a shift of the nodes cannot keep (Translations::verify
   // would refuse it, after building each op): NCCL's tree across nodes, whose
@@ -69,7 +69,7 @@ std::vector<Shift> translated_axes(const workloads::Workload& w, const topology:
       if (!is_collective(op.kind)) continue;
       bool local = false, across = false;
       std::vector<int> nodes;
-      for (int a : op.hw_axes) {
+      for (int a : op.comm_axes()) {
         if (t.axis(a).size < 2) continue;
         (a == 0 ? local : across) = true;
         if (a > 0) nodes.push_back(a);
@@ -475,8 +475,8 @@ struct OpPart {
 // a fabric of one pod (with pods, core cables carry every rail).
 bool rails_alike(const workloads::Op& op, const topology::Torus& t, const topology::Fabric* fabric) {
   const int g = t.axis(0).size;
-  if (fabric == nullptr || fabric->pods() != 1 || g < 2 || !is_collective(op.kind) || op.groups) return false;
-  for (int a : op.hw_axes)
+  if (fabric == nullptr || fabric->pods() != 1 || g < 2 || !is_collective(op.kind) || op.explicit_groups()) return false;
+  for (int a : op.comm_axes())
     if (a == 0) return false;
   if (!op.chips) return true;
   // Its chips (ascending) node by node: GPUs 0 to G-1 of each.
@@ -577,15 +577,15 @@ OpPart every_rail(const OpPart& zero, std::uint32_t rails, const topology::Fabri
 }  // namespace
 
 bool turns_unbuilt(const workloads::Op& op, GpuChoices& gpu, const std::vector<Shift>& axes) {
-  if (axes != std::vector<Shift>{{0, 1}} || op.kind != OpKind::AllReduce || op.chips || op.groups) return false;
-  if (std::find(op.hw_axes.begin(), op.hw_axes.end(), 0) == op.hw_axes.end() || gpu.fabric().units() != 1) return false;
+  if (axes != std::vector<Shift>{{0, 1}} || op.kind != OpKind::AllReduce || op.chips || op.explicit_groups()) return false;
+  if (std::find(op.comm_axes().begin(), op.comm_axes().end(), 0) == op.comm_axes().end() || gpu.fabric().units() != 1) return false;
   return gpu(op).algorithm == collectives::gpu::Algorithm::Tree;
 }
 
 bool mirrors_unbuilt(const workloads::Workload& w, const topology::Torus& t, GpuChoices& gpu,
                      const std::vector<Shift>& axes) {
   if (w.ops.size() != 1 || !turns_unbuilt(w.ops.front(), gpu, axes)) return false;
-  return !collectives::gpu::tree_mirror(gpu.fabric(), t, w.ops.front().hw_axes).empty();
+  return !collectives::gpu::tree_mirror(gpu.fabric(), t, w.ops.front().comm_axes()).empty();
 }
 
 namespace {
@@ -636,7 +636,7 @@ std::optional<OpPart> turned_tree(const workloads::Op& op, const workloads::Work
   for (sim::TaskId k = 0; k < n; ++k) b.depend(out.entry[k], out.exit[k]);
   // Its links (ascending, as the other ops' quotients number theirs) are its resources 0..k-1.
   std::optional<std::vector<std::uint32_t>> links =
-      collectives::gpu::tree_rail_quotient(b, fabric, t, op.hw_axes, op.bytes, w.hardware.forward_chunk_bytes,
+      collectives::gpu::tree_rail_quotient(b, fabric, t, op.comm_axes(), op.comm_bytes(), w.hardware.forward_chunk_bytes,
                                            collectives::OpPorts{id, entry, exit}, mirrors, choice.protocol);
   if (!links) return std::nullopt;
   out.resources = std::move(*links);
@@ -715,15 +715,15 @@ std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const to
   std::optional<Translations> layout;  // any op's: the translations depend on the torus and the axes alone
   std::vector<topology::ChipId> mirrors;  // the mirror of the nodes, when the quotient is by it too
   if (gpu && mirrors_unbuilt(w, t, *gpu, axes))
-    mirrors = collectives::gpu::tree_mirror(*fabric, t, w.ops.front().hw_axes);
+    mirrors = collectives::gpu::tree_mirror(*fabric, t, w.ops.front().comm_axes());
   const bool mirror = !mirrors.empty();
   for (std::size_t i = 0; i < w.ops.size(); ++i) {
     const workloads::Op& op = w.ops[i];
     const Key key{static_cast<int>(op.kind),
-                  op.hw_axes,
-                  op.bytes,
-                  op.algorithm,
-                  op.protocol,
+                  op.comm_axes(),
+                  op.comm_bytes(),
+                  is_collective(op.kind) ? op.collective().algorithm : std::string(),
+                  is_collective(op.kind) ? op.collective().protocol : std::string(),
                   comm_fixed_cost(op, w, t).ps(),
                   is_local(op.kind) ? local_cost(op, w.hardware, w.file).time().ps() : 0,
                   op.chips.get(),

@@ -15,6 +15,9 @@
 namespace meshsim::hlo {
 
 using workloads::Op;
+using workloads::CollectiveOp;
+using workloads::MatmulOp;
+using workloads::SendOp;
 
 namespace {
 
@@ -151,21 +154,22 @@ class Lowering {
           p *= static_cast<std::uint64_t>(s.dims[i]);
       return p;
     };
-    Op op;
-    op.kind = OpKind::Matmul;
-    op.m = free_of(lhs, lc, lb);
-    op.n = free_of(rhs, rc, rb);
-    op.k = product(lhs.dims, lc);
-    op.batch = product(lhs.dims, lb);
-    op.dtype = dtype_of(lhs);
+    Op op(OpKind::Matmul);
+    MatmulOp& mm = op.matmul();
+    mm.m = free_of(lhs, lc, lb);
+    mm.n = free_of(rhs, rc, rb);
+    mm.k = product(lhs.dims, lc);
+    mm.batch = product(lhs.dims, lb);
+    mm.dtype = dtype_of(lhs);
     emit_matmul(std::move(op), dot, prefix, at);
   }
 
   // A dot's or convolution's local matmul (none for an empty product); inside
   // a fusion `at` is the fusion and the op is named "dot@fusion".
   void emit_matmul(Op op, const Instruction& inst, const std::string& prefix, const Instruction& at) {
-    if (op.m == 0 || op.n == 0 || op.k == 0 || op.batch == 0) return;  // an empty product: nothing to compute
-    if (static_cast<unsigned __int128>(op.m) * op.k * op.n * op.batch > kMaxProducts)
+    const MatmulOp& mm = op.matmul();
+    if (mm.m == 0 || mm.n == 0 || mm.k == 0 || mm.batch == 0) return;  // an empty product: nothing to compute
+    if (static_cast<unsigned __int128>(mm.m) * mm.k * mm.n * mm.batch > kMaxProducts)
       fail(inst, "a matmul of more than 2^62 multiply-adds per chip");
     ++rep_.matmuls;
     emit(std::move(op), at, prefix + (&inst == &at ? "" : inst.name + "@"), true);
@@ -212,10 +216,11 @@ class Lowering {
     // Groups that are the chips along a set of axes run the axis collectives
     // (the balanced multi-axis schedule); any other groups, rings over their chips.
     const auto axes = axes_of(groups);
-    Op op;
+    Op op;  // a collective: its kind is set below
+    CollectiveOp& co = op.collective();
     if (axes) {
-      op.mesh_axes = *axes;
-      op.hw_axes = *axes;
+      co.mesh_axes = *axes;
+      co.hw_axes = *axes;
     } else {
       auto list = std::make_shared<std::vector<std::vector<topology::ChipId>>>();
       auto chips = std::make_shared<std::vector<topology::ChipId>>();
@@ -226,7 +231,7 @@ class Lowering {
         chips->insert(chips->end(), g.begin(), g.end());
       }
       std::sort(chips->begin(), chips->end());
-      op.groups = std::move(list);
+      co.groups = std::move(list);
       op.chips = std::move(chips);
       ++rep_.grouped;
     }
@@ -243,7 +248,7 @@ class Lowering {
       v = static_cast<std::uint64_t>(std::min<U>(static_cast<U>(operand.bytes()) * p, static_cast<U>(kMaxBytes) + 1));
     }
     if (v > kMaxBytes) fail(inst, "a collective of more than 2^62 bytes");
-    op.bytes = std::max<std::uint64_t>(v, 1);
+    co.bytes = std::max<std::uint64_t>(v, 1);
     ++rep_.collectives;
     return emit(std::move(op), inst, prefix, blocking);
   }
@@ -257,11 +262,11 @@ class Lowering {
       ++rep_.trivial;
       return std::nullopt;
     }
-    Op op;
-    op.kind = OpKind::Send;
-    op.src = pairs.front().first, op.dst = pairs.front().second;
-    if (pairs.size() > 1) op.pairs = std::move(pairs);
-    op.bytes = std::max<std::uint64_t>(operand.bytes(), 1);
+    Op op(OpKind::Send);
+    SendOp& send = op.send();
+    send.src = pairs.front().first, send.dst = pairs.front().second;
+    if (pairs.size() > 1) send.pairs = std::move(pairs);
+    send.bytes = std::max<std::uint64_t>(operand.bytes(), 1);
     ++rep_.sends;
     return emit(std::move(op), inst, prefix, blocking);
   }
@@ -406,16 +411,16 @@ class Lowering {
     const Shape& rhs = operand_shape(conv, c, 1);
     if (lhs.is_tuple || rhs.is_tuple || lhs.dims.size() != lhs_labels.size() || rhs.dims.size() != rhs_labels.size())
       fail(conv, "dim_labels do not match the operands' ranks");
-    Op op;
-    op.kind = OpKind::Matmul;
-    op.m = 1, op.k = 1, op.n = 1;
+    Op op(OpKind::Matmul);
+    MatmulOp& mm = op.matmul();
+    mm.m = 1, mm.k = 1, mm.n = 1;
     for (std::size_t i = 0; i < lhs_labels.size(); ++i) {
       const auto d = static_cast<std::uint64_t>(lhs.dims[i]);
-      (lhs_labels[i] == 'f' ? op.k : op.m) *= d;  // b and spatial dimensions are rows
+      (lhs_labels[i] == 'f' ? mm.k : mm.m) *= d;  // b and spatial dimensions are rows
     }
     for (std::size_t i = 0; i < rhs_labels.size(); ++i)
-      if (rhs_labels[i] == 'o') op.n *= static_cast<std::uint64_t>(rhs.dims[i]);
-    op.dtype = dtype_of(lhs);
+      if (rhs_labels[i] == 'o') mm.n *= static_cast<std::uint64_t>(rhs.dims[i]);
+    mm.dtype = dtype_of(lhs);
     emit_matmul(std::move(op), conv, prefix, at);
   }
 
@@ -441,10 +446,9 @@ class Lowering {
     std::uint64_t bytes = inst.shape.bytes();
     for (std::size_t i = 0; i < inst.operands.size(); ++i) bytes += operand_shape(inst, c, i).bytes();
     if (bytes == 0) return;
-    Op op;
-    op.kind = OpKind::Elementwise;
-    op.hbm_bytes = bytes;
-    op.dtype = dtype_of(inst.shape.is_tuple ? Shape{} : inst.shape);
+    Op op(OpKind::Elementwise);
+    op.elementwise().hbm_bytes = bytes;
+    op.elementwise().dtype = dtype_of(inst.shape.is_tuple ? Shape{} : inst.shape);
     ++rep_.kernels;
     emit(std::move(op), inst, prefix, true);
   }

@@ -78,7 +78,8 @@ class Planner {
 
   void add(std::uint32_t index, const workloads::Op& op) {
     // What training steps lower to has no cuBLAS or NCCL call here yet.
-    if (op.kind == OpKind::Elementwise || op.batch != 1 || !op.pairs.empty() || op.chips)
+    if (op.kind == OpKind::Elementwise || (op.kind == OpKind::Matmul && op.matmul().batch != 1) ||
+        (op.kind == OpKind::Send && !op.send().pairs.empty()) || op.chips)
       throw InputError(w_.file, op.pointer,
                        fmt::format("op '{}' cannot be replayed: replay runs matmuls and collectives on every rank "
                                    "(elementwise kernels, batched matmuls, multi-pair sends and ops on a subset of "
@@ -97,38 +98,38 @@ class Planner {
       for (std::uint32_t r = 0; r < plan_.ranks; ++r) {
         Call c = base;
         c.kind = CallKind::Gemm;
-        c.m = op.m;
-        c.n = op.n;
-        c.k = op.k;
+        c.m = op.matmul().m;
+        c.n = op.matmul().n;
+        c.k = op.matmul().k;
         plan_.calls[r].push_back(c);
       }
       return;
     }
-    std::vector<std::string> axis_names;
-    for (int a : op.mesh_axes) axis_names.push_back(w_.mesh[static_cast<std::size_t>(a)].name);
     if (op.kind == OpKind::Send) {
-      const std::uint32_t comm = communicator({op.src, op.dst}, {});
+      const std::uint32_t comm = communicator({op.send().src, op.send().dst}, {});
       Call s = base;
       s.kind = CallKind::Send;
       s.communicator = comm;
       s.comm_rank = 0;
-      s.send_bytes = op.bytes;
-      s.peer = op.dst;
-      plan_.calls[op.src].push_back(s);
+      s.send_bytes = op.comm_bytes();
+      s.peer = op.send().dst;
+      plan_.calls[op.send().src].push_back(s);
       Call r = base;
       r.kind = CallKind::Recv;
       r.communicator = comm;
       r.comm_rank = 1;
-      r.recv_bytes = op.bytes;
-      r.peer = op.src;
-      plan_.calls[op.dst].push_back(r);
+      r.recv_bytes = op.comm_bytes();
+      r.peer = op.send().src;
+      plan_.calls[op.send().dst].push_back(r);
       return;
     }
+    std::vector<std::string> axis_names;
+    for (int a : op.collective().mesh_axes) axis_names.push_back(w_.mesh[static_cast<std::size_t>(a)].name);
     // Each group once: the communicator of every rank of it.
     std::vector<std::vector<std::uint32_t>> group_of(plan_.ranks);
     for (std::uint32_t r = 0; r < plan_.ranks; ++r) {
       if (!group_of[r].empty()) continue;
-      std::vector<std::uint32_t> members = group(r, op.mesh_axes);
+      std::vector<std::uint32_t> members = group(r, op.collective().mesh_axes);
       for (std::uint32_t m : members) group_of[m] = members;
     }
     for (std::uint32_t r = 0; r < plan_.ranks; ++r) {
@@ -138,7 +139,7 @@ class Planner {
       Call c = base;
       c.communicator = communicator(members, axis_names);
       c.comm_rank = static_cast<std::uint32_t>(std::find(members.begin(), members.end(), r) - members.begin());
-      const std::uint64_t v = op.bytes;
+      const std::uint64_t v = op.comm_bytes();
       switch (op.kind) {
         case OpKind::AllGather:
           c.kind = CallKind::AllGather;

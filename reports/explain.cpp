@@ -23,7 +23,8 @@ std::string us(double s) { return fmt::format("{:.3f} us", s * 1e6); }
 
 std::string mesh_names(const workloads::Op& op, const workloads::Workload& w) {
   std::string s;
-  for (int a : op.mesh_axes) s += w.mesh[static_cast<std::size_t>(a)].name;
+  if (!is_collective(op.kind)) return s;
+  for (int a : op.collective().mesh_axes) s += w.mesh[static_cast<std::size_t>(a)].name;
   return s;
 }
 
@@ -39,13 +40,13 @@ std::string step_line(const workloads::Op& op, const workloads::Workload& w, con
     const double flops = matmul_flops(op);
     return fmt::format("{}: local matmul {} x {} x {} per chip = {:.4g} FLOP; roofline max(FLOPs / ({:.3g} FLOP/s x "
                        "{:g}), HBM bytes / {:.3g} B/s) = max({}, {}) = {} ({}-bound)",
-                       op.name, op.m, op.k, op.n, flops,
+                       op.name, op.matmul().m, op.matmul().k, op.matmul().n, flops,
                        op.inputs[0].dtype == "int8" ? w.hardware.chip.int8_ops_per_s : w.hardware.chip.bf16_flops_per_s,
                        w.hardware.matmul_efficiency, w.hardware.chip.hbm_bandwidth_bytes_per_s,
                        us(r.compute_time.seconds()), us(r.memory_time.seconds()), us(r.time().seconds()),
                        r.compute_bound() ? "compute" : "memory");
   }
-  const double v = static_cast<double>(op.bytes);
+  const double v = static_cast<double>(op.comm_bytes());
   if (w.hardware.gpu) {
     // The cheat sheet's torus terms do not apply: the closed form of the
     // algorithm the GPU fabric runs (docs/MODEL.md, "GPU fabrics"). A matmul's
@@ -53,7 +54,7 @@ std::string step_line(const workloads::Op& op, const workloads::Workload& w, con
     const GpuChoice& choice = (*gpu)(op);
     const collectives::ClosedForm& f = choice.closed;
     std::uint64_t gpus = 1;
-    for (int a : op.hw_axes) gpus *= static_cast<std::uint64_t>(torus.axis(a).size);
+    for (int a : op.comm_axes()) gpus *= static_cast<std::uint64_t>(torus.axis(a).size);
     // Additive terms: a pipeline (NCCL's tree) or phases one after the other.
     // By algorithm/protocol (NCCL's), as the report names them. The fixed cost
     // (NCCL's base latency and the hardware's own) comes first, as in the
@@ -72,12 +73,12 @@ std::string step_line(const workloads::Op& op, const workloads::Workload& w, con
   const double wbi = 2.0 * static_cast<double>(w.hardware.ici.bandwidth_bytes_per_s);
   std::string sizes;
   int sum = 0;
-  for (int a : op.hw_axes) {
+  for (int a : op.comm_axes()) {
     if (!sizes.empty()) sizes += '+';
     sizes += std::to_string(torus.axis(a).size);
     sum += torus.axis(a).size;
   }
-  const std::size_t n = op.hw_axes.size();
+  const std::size_t n = op.comm_axes().size();
   std::string formula;
   switch (op.kind) {
     case OpKind::AllGather:
@@ -117,12 +118,12 @@ std::string training_line(const workloads::Op& op, const workloads::Workload& w,
       const kernels::Roofline r = matmul_cost(op, w.hardware, w.file);
       return fmt::format("{}: matmul {}{} x {} x {} = {:.4g} FLOP per chip; max(FLOPs / peak, HBM bytes / bandwidth) = "
                          "max({}, {}) = {}",
-                         op.name, op.batch > 1 ? fmt::format("{} x ", op.batch) : "", op.m, op.k, op.n,
+                         op.name, op.matmul().batch > 1 ? fmt::format("{} x ", op.matmul().batch) : "", op.matmul().m, op.matmul().k, op.matmul().n,
                          matmul_flops(op), us(r.compute_time.seconds()), us(r.memory_time.seconds()),
                          us(r.time().seconds()));
     }
     case OpKind::Elementwise:
-      return fmt::format("{}: elementwise, {} HBM bytes / {:.3g} B/s = {}", op.name, op.hbm_bytes,
+      return fmt::format("{}: elementwise, {} HBM bytes / {:.3g} B/s = {}", op.name, op.elementwise().hbm_bytes,
                          w.hardware.chip.hbm_bandwidth_bytes_per_s,
                          us(elementwise_cost(op, w.hardware, w.file).time().seconds()));
     default: {
@@ -130,11 +131,11 @@ std::string training_line(const workloads::Op& op, const workloads::Workload& w,
       if (op.kind == OpKind::Send)
         return fmt::format("{}: send of {} bytes from each of {} chips to its partner at once; closed form of one "
                            "{} (latency {}, bandwidth {})",
-                           op.name, op.bytes, workloads::send_pairs(op).size(), us(f.time_s()), us(f.latency_s),
+                           op.name, op.comm_bytes(), workloads::send_pairs(op).size(), us(f.time_s()), us(f.latency_s),
                            us(f.bandwidth_s));
       const double fixed_s = op_fixed_cost(op, w, torus, gpu).seconds();
       return fmt::format("{}: {} over {}, V = {} bytes; closed form {} ({}latency {}, bandwidth {})", op.name,
-                         kind_name(op.kind), mesh_names(op, w), op.bytes, us(fixed_s + f.time_s()),
+                         kind_name(op.kind), mesh_names(op, w), op.comm_bytes(), us(fixed_s + f.time_s()),
                          fixed_term(fixed_s), us(f.latency_s), us(f.bandwidth_s));
     }
   }

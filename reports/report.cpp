@@ -217,7 +217,7 @@ std::string format_table(const workloads::Workload& w, const RunResult& r) {
   collectives::PlanCache plans;
   for (std::size_t i = 0; i < r.ops.size(); ++i) {
     const OpResult& o = r.ops[i];
-    const std::vector<int>& axes = w.ops[i].hw_axes;
+    const std::vector<int>& axes = w.ops[i].comm_axes();
     for (int a : axes) open_axis = open_axis || (!w.hardware.gpu && !t.axis(a).wraparound);
     if (!w.hardware.gpu && t.twisted() && !axes.empty() &&
         (o.kind == OpKind::AllGather || o.kind == OpKind::ReduceScatter || o.kind == OpKind::AllReduce)) {

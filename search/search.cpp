@@ -330,7 +330,7 @@ Tick comm_bound(const workloads::Workload& w, const topology::Torus& torus) {
     } else {
       // With the latencies of NCCL's LL, the lowest of any protocol's: a bound
       // whichever protocol the op runs (the choice is not made here).
-      const Key key{static_cast<int>(op.kind), op.hw_axes, op.bytes, op.chips.get()};
+      const Key key{static_cast<int>(op.kind), op.comm_axes(), op.comm_bytes(), op.chips.get()};
       auto it = cache.find(key);
       if (it == cache.end())
         it = cache
@@ -340,8 +340,8 @@ Tick comm_bound(const workloads::Workload& w, const topology::Torus& torus) {
       lb = it->second;
     }
     most = std::max(most, lb.time_s() + driver::comm_fixed_cost(op, w, torus).seconds());
-    Class c{static_cast<int>(op.kind), op.hw_axes, op.chips ? *op.chips : std::vector<topology::ChipId>{},
-            op.kind == OpKind::Send ? workloads::send_pairs(op) : decltype(op.pairs){}};
+    Class c{static_cast<int>(op.kind), op.comm_axes(), op.chips ? *op.chips : std::vector<topology::ChipId>{},
+            op.kind == OpKind::Send ? workloads::send_pairs(op) : decltype(op.send().pairs){}};
     auto& [in, cut] = sums[std::move(c)];
     in += lb.ingress_s;
     cut += lb.cut_s;

@@ -690,10 +690,10 @@ class Machine {
     std::map<std::vector<int>, std::vector<std::pair<Index, ChipId>>> by;
     for (ChipId c : chips_of(op)) {
       std::vector<int> key = coords_[c];
-      for (int a : op.mesh_axes) key[static_cast<std::size_t>(a)] = -1;
-      by[key].emplace_back(rank(c, op.mesh_axes), c);
+      for (int a : op.collective().mesh_axes) key[static_cast<std::size_t>(a)] = -1;
+      by[key].emplace_back(rank(c, op.collective().mesh_axes), c);
     }
-    const Index size = axes_size(op.mesh_axes);
+    const Index size = axes_size(op.collective().mesh_axes);
     std::vector<std::vector<ChipId>> out;
     for (auto& [key, members] : by) {
       std::sort(members.begin(), members.end());
@@ -792,16 +792,16 @@ class Machine {
     return t.rows.size() / D_.s;
   }
   static void expect(const Op& op, Index m, Index k, Index n, Index batch) {
-    if (ix(op.m) != m || ix(op.k) != k || ix(op.n) != n || ix(op.batch) != batch)
+    if (ix(op.matmul().m) != m || ix(op.matmul().k) != k || ix(op.matmul().n) != n || ix(op.matmul().batch) != batch)
       throw Failure{
           fmt::format("the chip's blocks multiply m={} k={} n={} batch={}, the op has m={} k={} n={} batch={}", m, k, n,
-                      batch, op.m, op.k, op.n, op.batch)};
+                      batch, op.matmul().m, op.matmul().k, op.matmul().n, op.matmul().batch)};
   }
   void expect_bytes(const Op& op, Index elements, const std::string& what) const {
     const auto bytes = static_cast<std::uint64_t>(elements) * e_;
-    if (bytes != op.bytes)
+    if (bytes != op.comm_bytes())
       throw Failure{
-          fmt::format("{} is {} elements ({} bytes) per group, the op has {} bytes", what, elements, bytes, op.bytes)};
+          fmt::format("{} is {} elements ({} bytes) per group, the op has {} bytes", what, elements, bytes, op.comm_bytes())};
   }
 
   // Layer l's input on chip c: kept, the previous layer's output on the chip,
@@ -1175,7 +1175,7 @@ class Machine {
         sum += ts[i]->m();
       }
       expect_bytes(op, sum.size(), in);
-      const bool partial = !covers_tensor(op.mesh_axes);
+      const bool partial = !covers_tensor(op.collective().mesh_axes);
       const Range rows = ts.front()->rows;
       if (op.kind == OpKind::AllReduce) {
         const Tensor result = tensor(std::move(sum), rows, partial);
@@ -1267,7 +1267,7 @@ class Machine {
         sum += ts[i]->m();
         partial = partial || ts[i]->partial;
       }
-      if (covers_tensor(op.mesh_axes)) partial = false;
+      if (covers_tensor(op.collective().mesh_axes)) partial = false;
       expect_bytes(op, sum.size(), fmt::format("layer {}'s gradient buffer", l));
       const Range rows = ts.front()->rows;
       if (op.kind == OpKind::AllReduce) {
@@ -1308,7 +1308,7 @@ class Machine {
         }
       }
       expect_bytes(op, sum.size(), "the norm gains' gradients");
-      if (covers_tensor(op.mesh_axes)) partial = false;
+      if (covers_tensor(op.collective().mesh_axes)) partial = false;
       for (ChipId c : g) {
         put(c, l, "dg_ln1", tensor(sum.topRows(D_.h), {}, partial));
         put(c, l, "dg_ln2", tensor(sum.bottomRows(D_.h), {}, partial));
@@ -1333,9 +1333,9 @@ class Machine {
       try {
         const Tensor& t = get(src, *layer, forward ? "y" : "dx");
         const auto bytes = static_cast<std::uint64_t>(t.m().size()) * e_;
-        if (bytes != op.bytes)
+        if (bytes != op.comm_bytes())
           throw Failure{fmt::format("chip {} sends layer {}'s {} of {} bytes, the op {} bytes", chip(src), *layer,
-                                    forward ? "output" : "input gradient", bytes, op.bytes)};
+                                    forward ? "output" : "input gradient", bytes, op.comm_bytes())};
         put(dst, to, name, t);
       } catch (const NotRun&) {
         ++not_run_;

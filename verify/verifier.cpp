@@ -181,7 +181,7 @@ class Machine {
     }
     Value out;
     out.layout = shrink(op.outputs[0]);
-    std::vector<int> axes = op.mesh_axes;
+    std::vector<int> axes = is_collective(op.kind) ? op.collective().mesh_axes : std::vector<int>{};
     switch (op.kind) {
       case OpKind::AllGather:
       case OpKind::AllToAll:

@@ -481,16 +481,16 @@ void add_collective(Workload& w, OpKind kind, std::uint64_t bytes, const std::ve
                     const SourceRef& where) {
   MESHSIM_ASSERT(is_collective(kind), "a collective");
   detail::check_positive(bytes, std::uint64_t{1} << 62, where.child("bytes"));  // as the JSON's "bytes"
-  Op op;
-  op.kind = kind;
+  Op op(kind);
   op.name = fmt::format("{}#{}", kind_name(kind), w.ops.size());
   op.group = op.name;
   op.pointer = where.pointer;
   std::vector<NameRef> names;
   for (std::size_t i = 0; i < axes.size(); ++i) names.push_back({axes[i], where.child("axes").child(i)});
-  op.mesh_axes = detail::resolve_axes(w, names, where.child("axes"));
-  op.hw_axes = detail::hardware_axes(w, op.mesh_axes);
-  op.bytes = bytes;
+  CollectiveOp& c = op.collective();
+  c.mesh_axes = detail::resolve_axes(w, names, where.child("axes"));
+  c.hw_axes = detail::hardware_axes(w, c.mesh_axes);
+  c.bytes = bytes;
   check_time_range(w, op);
   w.ops.push_back(std::move(op));
 }

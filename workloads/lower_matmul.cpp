@@ -299,19 +299,18 @@ class MatmulLowering {
       push(b_, bk_, (*s_.requested)[1]);
     }
     Array c = natural_c(jstar_);
-    Op op;
-    op.kind = OpKind::Matmul;
+    Op op(OpKind::Matmul);
     op.name = s_.name + ".matmul";
     op.group = s_.name;
     op.pointer = s_.where.pointer;
     op.inputs = {a_, b_};
     op.outputs = {c};
-    op.m = a_.sizes[idx(ai_)] / axes_product(w_, a_i());
-    op.k = a_.sizes[idx(aj_)] / axes_product(w_, jstar_);
-    op.n = b_.sizes[idx(bk_)] / axes_product(w_, b_k());
-    op.bytes = 0;
+    MatmulOp& mm = op.matmul();
+    mm.m = a_.sizes[idx(ai_)] / axes_product(w_, a_i());
+    mm.k = a_.sizes[idx(aj_)] / axes_product(w_, jstar_);
+    mm.n = b_.sizes[idx(bk_)] / axes_product(w_, b_k());
     line(fmt::format("local matmul on every chip: {} . {} -> {} ({} x {} x {} per chip){}.",
-                     sharding_string(w_, a_), sharding_string(w_, b_), sharding_string(w_, c), op.m, op.k, op.n,
+                     sharding_string(w_, a_), sharding_string(w_, b_), sharding_string(w_, c), mm.m, mm.k, mm.n,
                      jstar_.empty() ? "" : fmt::format(", partial sums over {}", names(jstar_))));
     const std::uint32_t id = L_.emit(std::move(op), s_.after);  // every step waits, not just the first
     explain_.ops.push_back(id);

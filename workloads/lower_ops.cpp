@@ -191,14 +191,14 @@ std::vector<int> hardware_axes(const Workload& w, const std::vector<int>& mesh_a
 
 Op collective_step(const Workload& w, OpKind kind, const std::string& name, const std::string& group,
                    const std::string& pointer, const Array& in, const Array& out, const std::vector<int>& axes) {
-  Op op;
-  op.kind = kind;
+  Op op(kind);
   op.name = name;
   op.group = group;
   op.pointer = pointer;
-  op.mesh_axes = axes;
-  op.hw_axes = hardware_axes(w, axes);
-  op.bytes = group_bytes(w, in, axes);
+  CollectiveOp& c = op.collective();
+  c.mesh_axes = axes;
+  c.hw_axes = hardware_axes(w, axes);
+  c.bytes = group_bytes(w, in, axes);
   op.inputs = {in};
   op.outputs = {out};
   return op;
@@ -282,42 +282,42 @@ void Lowerer::lower(const OpSpec& spec, std::size_t index) {
   } else if (const auto* mlp = std::get_if<MlpSpec>(&spec.what)) {
     lower_mlp(*mlp, spec.where, name, after);
   } else {
-    Op op;
+    const auto* send = std::get_if<SendSpec>(&spec.what);
+    const auto* c = std::get_if<CollectiveSpec>(&spec.what);
+    MESHSIM_ASSERT(send != nullptr || is_collective(c->kind), "a send or a collective");
+    Op op(send ? OpKind::Send : c->kind);
     op.name = name;
     op.group = name;
     op.pointer = spec.where.pointer;
-    if (const auto* send = std::get_if<SendSpec>(&spec.what)) {
-      op.kind = OpKind::Send;
+    if (send)
       lower_send(*send, std::move(op), after);
-    } else {
-      const auto& c = std::get<CollectiveSpec>(spec.what);
-      MESHSIM_ASSERT(is_collective(c.kind), "a collective");
-      op.kind = c.kind;
-      lower_collective(c, spec.where, std::move(op), after);
-    }
+    else
+      lower_collective(*c, spec.where, std::move(op), after);
   }
   names_[name] = static_cast<std::uint32_t>(w_.ops.size() - 1);
 }
 
 void Lowerer::lower_send(const SendSpec& s, Op op, const std::vector<std::uint32_t>& after) {
   check_positive(s.bytes, std::uint64_t{1} << 62, s.bytes_at);
-  op.bytes = s.bytes;
-  op.src = resolve_chip(w_, s.from);
-  op.dst = resolve_chip(w_, s.to);
-  if (op.src == op.dst) s.to.where.fail("a send needs two different chips");
+  SendOp& body = op.send();
+  body.bytes = s.bytes;
+  body.src = resolve_chip(w_, s.from);
+  body.dst = resolve_chip(w_, s.to);
+  if (body.src == body.dst) s.to.where.fail("a send needs two different chips");
   emit(std::move(op), after);
 }
 
 void Lowerer::lower_collective(const CollectiveSpec& c, const SourceRef& where, Op op,
                                const std::vector<std::uint32_t>& after) {
+  CollectiveOp& co = op.collective();
   if (c.protocol) {
     // NCCL's protocol (sim/collectives/gpu.hpp); whether the algorithm runs it is
     // checked where the algorithms are chosen.
-    op.protocol = c.protocol->name;
+    co.protocol = c.protocol->name;
     if (!w_.hardware.gpu) c.protocol->where.fail("'protocol' is NCCL's: it applies to collectives on a GPU fabric");
   }
   if (c.algorithm) {
-    op.algorithm = c.algorithm->name;
+    co.algorithm = c.algorithm->name;
     // On a torus: how a gather or reduction over several axes shares its data
     // among axis orders (sim/collectives/schedule.hpp); the GPU names are
     // checked where the algorithms are chosen.
@@ -326,14 +326,14 @@ void Lowerer::lower_collective(const CollectiveSpec& c, const SourceRef& where, 
       if (op.kind == OpKind::AllToAll)
         a.fail("a TPU all_to_all has one schedule; 'algorithm' chooses the multi-axis schedule of all_gather, "
                "reduce_scatter and all_reduce");
-      if (op.algorithm != "balanced" && op.algorithm != "equal")
-        a.fail(fmt::format("unknown torus schedule '{}' (known: balanced, equal)", op.algorithm));
+      if (co.algorithm != "balanced" && co.algorithm != "equal")
+        a.fail(fmt::format("unknown torus schedule '{}' (known: balanced, equal)", co.algorithm));
     }
   }
 
   const SourceRef& axes_c = c.axes_at;
-  op.mesh_axes = resolve_axes(w_, c.axes, axes_c);
-  op.hw_axes = hardware_axes(w_, op.mesh_axes);
+  co.mesh_axes = resolve_axes(w_, c.axes, axes_c);
+  co.hw_axes = hardware_axes(w_, co.mesh_axes);
 
   const bool with_array = c.array.has_value(), with_bytes = c.bytes.has_value();
   if (with_array == with_bytes) where.fail("give exactly one of 'array' (a declared array) or 'bytes' (V, in bytes)");
@@ -341,7 +341,7 @@ void Lowerer::lower_collective(const CollectiveSpec& c, const SourceRef& where, 
     if (c.out) c.out->where.fail("'out' names a result array; it needs 'array'");
     if (c.dim) c.dim->where.fail("'dim' needs 'array'");
     check_positive(*c.bytes, std::uint64_t{1} << 62, c.bytes_at);
-    op.bytes = *c.bytes;
+    co.bytes = *c.bytes;
     emit(std::move(op), after);
     return;
   }
@@ -349,22 +349,22 @@ void Lowerer::lower_collective(const CollectiveSpec& c, const SourceRef& where, 
   const Array in = array(c.array->name, c.array->where);
   const std::string before = sharding_string(w_, in);
   Array a = in;
-  op.bytes = group_bytes(w_, a, op.mesh_axes);
+  co.bytes = group_bytes(w_, a, co.mesh_axes);
   auto axis_name = [&](int axis) { return w_.mesh[static_cast<std::size_t>(axis)].name; };
-  auto in_op = [&](int axis) { return std::find(op.mesh_axes.begin(), op.mesh_axes.end(), axis) != op.mesh_axes.end(); };
+  auto in_op = [&](int axis) { return std::find(co.mesh_axes.begin(), co.mesh_axes.end(), axis) != co.mesh_axes.end(); };
   // Where each requested axis shards the array (-1: nowhere).
-  std::vector<int> dim_of(op.mesh_axes.size(), -1);
-  for (std::size_t i = 0; i < op.mesh_axes.size(); ++i)
+  std::vector<int> dim_of(co.mesh_axes.size(), -1);
+  for (std::size_t i = 0; i < co.mesh_axes.size(); ++i)
     for (std::size_t d = 0; d < a.dims.size(); ++d)
       for (int axis : a.shard_axes[d])
-        if (axis == op.mesh_axes[i]) dim_of[i] = static_cast<int>(d);
+        if (axis == co.mesh_axes[i]) dim_of[i] = static_cast<int>(d);
 
   const bool reduces = op.kind == OpKind::AllReduce || op.kind == OpKind::ReduceScatter;
   if (!a.partial_axes.empty()) {
     if (!reduces)
       c.array->where.fail(fmt::format("{} holds unreduced partial sums over {}; reduce them first", before,
                                      fmt::join(axis_names(w_, a.partial_axes), ",")));
-    for (int axis : op.mesh_axes)
+    for (int axis : co.mesh_axes)
       if (std::find(a.partial_axes.begin(), a.partial_axes.end(), axis) == a.partial_axes.end())
         axes_c.fail(fmt::format("{} is a partial sum over {}, not over {}", before,
                                 fmt::join(axis_names(w_, a.partial_axes), ","), axis_name(axis)));
@@ -387,7 +387,7 @@ void Lowerer::lower_collective(const CollectiveSpec& c, const SourceRef& where, 
       for (std::size_t i = 0; i < dim_of.size(); ++i)
         if (dim_of[i] < 0)
           axes_c.fail(fmt::format("{} is not sharded on mesh axis {}; nothing to gather", before,
-                                  axis_name(op.mesh_axes[i])));
+                                  axis_name(co.mesh_axes[i])));
       strip();
       break;
     case OpKind::AllReduce:
@@ -395,7 +395,7 @@ void Lowerer::lower_collective(const CollectiveSpec& c, const SourceRef& where, 
         if (dim_of[i] >= 0)
           axes_c.fail(fmt::format(
               "{} is sharded on mesh axis {}; an all_reduce sums partial results over axes the array is not split on",
-              before, axis_name(op.mesh_axes[i])));
+              before, axis_name(co.mesh_axes[i])));
       break;
     case OpKind::ReduceScatter:
     case OpKind::AllToAll: {
@@ -409,24 +409,24 @@ void Lowerer::lower_collective(const CollectiveSpec& c, const SourceRef& where, 
           if (dim_of[i] >= 0)
             axes_c.fail(fmt::format("{} is already sharded on mesh axis {}; reduce_scatter needs the full "
                                     "(partial-sum) array on the axes it scatters over",
-                                    before, axis_name(op.mesh_axes[i])));
+                                    before, axis_name(co.mesh_axes[i])));
       } else {
         for (std::size_t i = 0; i < dim_of.size(); ++i) {
           if (dim_of[i] < 0)
             axes_c.fail(fmt::format(
                 "{} is not sharded on mesh axis {}; all_to_all moves an existing split to another dimension", before,
-                axis_name(op.mesh_axes[i])));
+                axis_name(co.mesh_axes[i])));
           if (dim_of[i] != dim_of[0])
             axes_c.fail(fmt::format(
                 "all_to_all axes must shard one dimension, but in {} mesh axis {} shards {} and {} shards {}", before,
-                axis_name(op.mesh_axes[0]), a.dims[static_cast<std::size_t>(dim_of[0])], axis_name(op.mesh_axes[i]),
+                axis_name(co.mesh_axes[0]), a.dims[static_cast<std::size_t>(dim_of[0])], axis_name(co.mesh_axes[i]),
                 a.dims[static_cast<std::size_t>(dim_of[i])]));
           if (dim_of[i] == d)
-            dim_c.fail(fmt::format("{} is already split on {} along {}", before, axis_name(op.mesh_axes[i]), dim));
+            dim_c.fail(fmt::format("{} is already split on {} along {}", before, axis_name(co.mesh_axes[i]), dim));
         }
         strip();
       }
-      for (int axis : op.mesh_axes) a.shard_axes[static_cast<std::size_t>(d)].push_back(axis);
+      for (int axis : co.mesh_axes) a.shard_axes[static_cast<std::size_t>(d)].push_back(axis);
       break;
     }
     case OpKind::Send:

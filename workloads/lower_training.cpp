@@ -165,10 +165,11 @@ class StepLowerer {
   std::uint32_t ring_send(std::uint64_t s, const std::string& name, const std::vector<int>& axes, std::uint64_t bytes,
                           Role role, std::vector<std::uint32_t> deps) {
     Op op = named(OpKind::Send, name);
-    op.bytes = std::max<std::uint64_t>(bytes, 1);
-    op.pairs = ring_pairs(s, axes);
-    op.src = op.pairs.front().first;
-    op.dst = op.pairs.front().second;
+    SendOp& body = op.send();
+    body.bytes = std::max<std::uint64_t>(bytes, 1);
+    body.pairs = ring_pairs(s, axes);
+    body.src = body.pairs.front().first;
+    body.dst = body.pairs.front().second;
     return emit(std::move(op), role, s, Stream::None, std::move(deps));
   }
   ChipList union_of(std::uint64_t a, std::uint64_t b) const {
@@ -207,7 +208,8 @@ class StepLowerer {
     if (!op.chips) op.chips = st.chips;
     if (op.kind == OpKind::Matmul) {
       const unsigned __int128 chips = op.chips ? op.chips->size() : torus_.num_chips();
-      const unsigned __int128 f = 2 * static_cast<unsigned __int128>(op.batch) * op.m * op.k * op.n * chips;
+      const MatmulOp& mm = op.matmul();
+      const unsigned __int128 f = 2 * static_cast<unsigned __int128>(mm.batch) * mm.m * mm.k * mm.n * chips;
       hardware_flops_ += f;
       // An expert's matmul also multiplies the padding up to its capacity: the
       // model's FLOPs count only the routed tokens.
@@ -221,11 +223,11 @@ class StepLowerer {
     return index;
   }
   Op named(OpKind kind, const std::string& name) {
-    Op op;
-    op.kind = kind;
+    Op op(kind);
     op.name = prefix_ + name;
     op.group = prefix_;
-    op.dtype = t_.dtype;
+    if (kind == OpKind::Matmul) op.matmul().dtype = t_.dtype;
+    if (kind == OpKind::Elementwise) op.elementwise().dtype = t_.dtype;
     op.site = site_;
     if (site_.part == StepSite::Part::Layer) op.site.kernel = kernel_id(name);
     return op;
@@ -260,7 +262,8 @@ class StepLowerer {
   std::uint32_t matmul(std::uint64_t s, const std::string& name, std::uint64_t m, std::uint64_t k, std::uint64_t n,
                        std::uint64_t batch = 1, std::vector<std::uint32_t> deps = {}) {
     Op op = named(OpKind::Matmul, name);
-    op.m = m, op.k = k, op.n = n, op.batch = batch;
+    MatmulOp& mm = op.matmul();
+    mm.m = m, mm.k = k, mm.n = n, mm.batch = batch;
     return emit(std::move(op), Role::Compute, s, Stream::Main, std::move(deps), site_.recompute);
   }
   // An expert matmul of `batch` experts, each over expert_rows() tokens (the
@@ -275,16 +278,17 @@ class StepLowerer {
   }
   std::uint32_t elementwise(std::uint64_t s, const std::string& name, std::uint64_t bytes) {
     Op op = named(OpKind::Elementwise, name);
-    op.hbm_bytes = bytes;
+    op.elementwise().hbm_bytes = bytes;
     return emit(std::move(op), Role::Compute, s, Stream::Main);
   }
   // A collective over a strategy's axes on stage s (V: bytes within one group).
   std::uint32_t collective(std::uint64_t s, const std::string& name, OpKind kind, const std::vector<int>& axes,
                            std::uint64_t bytes, Role role, Stream stream, std::vector<std::uint32_t> deps = {}) {
     Op op = named(kind, name);
-    op.mesh_axes = axes;
-    op.hw_axes = hardware_axes(w_, axes);
-    op.bytes = std::max<std::uint64_t>(bytes, 1);
+    CollectiveOp& c = op.collective();
+    c.mesh_axes = axes;
+    c.hw_axes = hardware_axes(w_, axes);
+    c.bytes = std::max<std::uint64_t>(bytes, 1);
     return emit(std::move(op), role, s, stream, std::move(deps));
   }
   // The tensor-parallel collective after a row-parallel matmul (forward) or a
@@ -396,17 +400,16 @@ class StepLowerer {
   // Activations (forward) or their gradients (backward) to the next chunk's stage.
   void send(std::uint64_t s, std::uint64_t g, std::uint64_t j, bool forward) {
     const std::uint64_t to_chunk = forward ? g + 1 : g - 1, to = to_chunk % t_.pp;
-    Op op;
-    op.kind = OpKind::Send;
+    Op op(OpKind::Send);
     op.name = fmt::format("{}{}.send.{}to{}", forward ? "F" : "B", j, s, to);
     if (t_.plan.virtual_stages > 1) op.name += fmt::format(".c{}", to_chunk);
     op.group = op.name;
     op.site = pass_site(StepSite::Part::Send, forward, j);
-    op.dtype = t_.dtype;
-    op.bytes = e_ * tokens() * m_.d_model / sp();
-    op.pairs = pairs(s, to);
-    op.src = op.pairs.front().first;
-    op.dst = op.pairs.front().second;
+    SendOp& body = op.send();
+    body.bytes = e_ * tokens() * m_.d_model / sp();
+    body.pairs = pairs(s, to);
+    body.src = body.pairs.front().first;
+    body.dst = body.pairs.front().second;
     op.chips = union_of(s, to);
     sends_[{forward, to_chunk, j}] = emit(std::move(op), Role::Pipeline, s, Stream::None, {*stages_[s].main});
   }
@@ -432,7 +435,7 @@ class StepLowerer {
     begin_layer(s);
     const auto gather = fsdp_gather(s, "embed.gather", embedding_bytes());
     Op op = named(OpKind::Elementwise, "embed");
-    op.hbm_bytes = 2 * e_ * tokens() * m_.d_model;  // every token's row (partial sums over the TP group)
+    op.elementwise().hbm_bytes = 2 * e_ * tokens() * m_.d_model;  // every token's row (partial sums over the TP group)
     emit(std::move(op), Role::Compute, s, Stream::Main, gather ? std::vector<std::uint32_t>{*gather} : std::vector<std::uint32_t>{});
     // The vocabulary-parallel lookup leaves partial sums over the TP group.
     tensor_reduce(s, "embed.reduce");
@@ -452,7 +455,7 @@ class StepLowerer {
     const std::uint64_t S = tokens(), h = m_.d_model, e = e_;
     {
       Op op = named(OpKind::Elementwise, "ln1");
-      op.hbm_bytes = 2 * e * S * h / sp();
+      op.elementwise().hbm_bytes = 2 * e * S * h / sp();
       emit(std::move(op), Role::Compute, s, Stream::Main, in);
     }
     if (m_.parallel_block) {
@@ -532,7 +535,7 @@ class StepLowerer {
     }
     // The chip's own part is complete once the last partial sum has arrived.
     Op done = named(OpKind::Elementwise, reduce + ".add");
-    done.hbm_bytes = 3 * e_ * part * m_.d_model;
+    done.elementwise().hbm_bytes = 3 * e_ * part * m_.d_model;
     emit(std::move(done), Role::Compute, s, Stream::Main, {*passed});
   }
 
@@ -597,7 +600,7 @@ class StepLowerer {
   // gradients of a ring have come home).
   std::uint32_t emit_join(std::uint64_t s, const std::string& name, std::uint32_t op) {
     Op done = named(OpKind::Elementwise, name);
-    done.hbm_bytes = 2 * kv_part_bytes();  // the arriving dK, dV added to the chip's own
+    done.elementwise().hbm_bytes = 2 * kv_part_bytes();  // the arriving dK, dV added to the chip's own
     return emit(std::move(done), Role::Compute, s, Stream::Main, {op});
   }
 
@@ -710,7 +713,7 @@ class StepLowerer {
       deps.clear();
     }
     Op first = named(OpKind::Elementwise, "add.bwd");  // the residual's gradient, passed on and added
-    first.hbm_bytes = 3 * e * S * h / sp_;
+    first.elementwise().hbm_bytes = 3 * e * S * h / sp_;
     emit(std::move(first), Role::Compute, s, Stream::Main, deps);
     if (m_.parallel_block) {
       parallel_block_backward(s, saved, l);
@@ -758,7 +761,7 @@ class StepLowerer {
     std::vector<std::uint32_t> deps;
     if (const auto gather = fsdp_gather(s, "head.gather", head_bytes())) deps.push_back(*gather);
     Op norm = named(OpKind::Elementwise, "final_norm");
-    norm.hbm_bytes = 2 * e_ * S * h / sp();
+    norm.elementwise().hbm_bytes = 2 * e_ * S * h / sp();
     emit(std::move(norm), Role::Compute, s, Stream::Main, deps);
     tensor_gather(s, "head.ag");
     matmul(s, "head", S, h, vocab_local());
@@ -774,7 +777,7 @@ class StepLowerer {
     std::vector<std::uint32_t> deps = in;
     if (const auto gather = fsdp_gather(s, "head.gather", head_bytes())) deps.push_back(*gather);
     Op loss = named(OpKind::Elementwise, "loss.bwd");
-    loss.hbm_bytes = 2 * e_ * S * vocab_local();
+    loss.elementwise().hbm_bytes = 2 * e_ * S * vocab_local();
     emit(std::move(loss), Role::Compute, s, Stream::Main, deps);
     matmul(s, "head.dx", S, vocab_local(), h);
     matmul(s, "head.dw", h, S, vocab_local());
@@ -802,15 +805,15 @@ class StepLowerer {
     const std::string base = t_.pp > 1 ? fmt::format("s{}.{}", s, name) : name;
     const auto reduction = [&](OpKind kind, const std::string& op_name, const std::vector<int>& over,
                                std::uint64_t v) {
-      Op op;
-      op.kind = kind;
+      Op op(kind);
       op.name = op_name;
       op.group = "gradients";
       op.site.part = layer ? StepSite::Part::LayerGradients : StepSite::Part::OutsideGradients;
       op.site.layer = layer.value_or(0);
-      op.mesh_axes = over;
-      op.hw_axes = hardware_axes(w_, over);
-      op.bytes = std::max<std::uint64_t>(v, 1);
+      CollectiveOp& c = op.collective();
+      c.mesh_axes = over;
+      c.hw_axes = hardware_axes(w_, over);
+      c.bytes = std::max<std::uint64_t>(v, 1);
       if (t_.overlap.gradient_reduction) {
         Stage& st = stages_[s];
         std::vector<std::uint32_t> deps{*st.main};
@@ -844,25 +847,24 @@ class StepLowerer {
     if (st.data) deps.push_back(*st.data);
     const StageParams params = stage_params(t_, s);
     const std::uint64_t shards = t_.fsdp * (t_.plan.sharded_optimizer ? t_.dp : 1);
-    Op op;
-    op.kind = OpKind::Elementwise;
+    Op op(OpKind::Elementwise);
     op.name = t_.pp > 1 ? fmt::format("s{}.optimizer", s) : "optimizer";
     op.group = "optimizer";
     op.site.part = StepSite::Part::Optimizer;
     // Adam on the chip's shard: reads the fp32 master weight, momentum and
     // variance and the gradient, writes the three fp32 values and the 16-bit
     // weight: 26 bytes per parameter and the gradient's 2 or 4.
-    op.hbm_bytes = (26 + t_.gradient_bytes) * params.per_chip / shards;
+    op.elementwise().hbm_bytes = (26 + t_.gradient_bytes) * params.per_chip / shards;
     const std::uint32_t step = emit(std::move(op), Role::Optimizer, s, Stream::Main, deps);
     if (t_.plan.sharded_optimizer) {
-      Op gather;
-      gather.kind = OpKind::AllGather;
+      Op gather(OpKind::AllGather);
       gather.name = t_.pp > 1 ? fmt::format("s{}.param_gather", s) : "param_gather";
       gather.group = "optimizer";
       gather.site.part = StepSite::Part::Optimizer;
-      gather.mesh_axes = t_.plan.data;
-      gather.hw_axes = hardware_axes(w_, t_.plan.data);
-      gather.bytes = std::max<std::uint64_t>(e_ * params.per_chip / t_.fsdp, 1);
+      CollectiveOp& c = gather.collective();
+      c.mesh_axes = t_.plan.data;
+      c.hw_axes = hardware_axes(w_, t_.plan.data);
+      c.bytes = std::max<std::uint64_t>(e_ * params.per_chip / t_.fsdp, 1);
       emit(std::move(gather), Role::Data, s, Stream::Main, {step});
     }
   }

@@ -23,8 +23,9 @@ double time_lower_bound_s(const Workload& w, const Op& op) {
   }
   if (chip_bandwidth <= 0) return 0;
   double n = 1;
-  for (int a : op.mesh_axes) n *= w.mesh[static_cast<std::size_t>(a)].size;  // P, the chips per group
-  const double v = static_cast<double>(op.bytes);
+  if (is_collective(op.kind))
+    for (int a : op.collective().mesh_axes) n *= w.mesh[static_cast<std::size_t>(a)].size;  // P, the chips per group
+  const double v = static_cast<double>(op.comm_bytes());
   double bytes = 0;  // what one chip must receive (send: what the source sends)
   switch (op.kind) {
     case OpKind::AllGather:  // every shard but its own
@@ -40,7 +41,7 @@ double time_lower_bound_s(const Workload& w, const Op& op) {
       bytes = n > 1 ? v * (n - 1) / (n * n) : 0;
       break;
     case OpKind::Send:
-      bytes = op.src != op.dst ? v : 0;
+      bytes = op.send().src != op.send().dst ? v : 0;
       break;
     case OpKind::Matmul:
     case OpKind::Elementwise:

@@ -49,9 +49,64 @@ std::uint64_t element_size(std::string_view dtype) {
   return 0;
 }
 
+Op::Op(OpKind k) : kind(k) {
+  switch (k) {
+    case OpKind::Send:
+      body = SendOp{};
+      break;
+    case OpKind::Matmul:
+      body = MatmulOp{};
+      break;
+    case OpKind::Elementwise:
+      body = ElementwiseOp{};
+      break;
+    default:
+      break;  // a collective: the default body
+  }
+}
+
+namespace {
+
+template <typename Body, typename O>
+auto& body_of(O& op, bool fits, const char* what) {
+  auto* b = std::get_if<Body>(&op.body);
+  if (!fits || b == nullptr) assertion_failed(what, "the op's body is not its kind's", __FILE__, __LINE__);
+  return *b;
+}
+
+}  // namespace
+
+CollectiveOp& Op::collective() { return body_of<CollectiveOp>(*this, is_collective(kind), "collective()"); }
+const CollectiveOp& Op::collective() const {
+  return body_of<CollectiveOp>(*this, is_collective(kind), "collective()");
+}
+SendOp& Op::send() { return body_of<SendOp>(*this, kind == OpKind::Send, "send()"); }
+const SendOp& Op::send() const { return body_of<SendOp>(*this, kind == OpKind::Send, "send()"); }
+MatmulOp& Op::matmul() { return body_of<MatmulOp>(*this, kind == OpKind::Matmul, "matmul()"); }
+const MatmulOp& Op::matmul() const { return body_of<MatmulOp>(*this, kind == OpKind::Matmul, "matmul()"); }
+ElementwiseOp& Op::elementwise() { return body_of<ElementwiseOp>(*this, kind == OpKind::Elementwise, "elementwise()"); }
+const ElementwiseOp& Op::elementwise() const {
+  return body_of<ElementwiseOp>(*this, kind == OpKind::Elementwise, "elementwise()");
+}
+
+std::uint64_t Op::comm_bytes() const {
+  if (kind == OpKind::Send) return send().bytes;
+  return is_collective(kind) ? collective().bytes : 0;
+}
+
+const std::vector<int>& Op::comm_axes() const {
+  static const std::vector<int> kNone;
+  return is_collective(kind) ? collective().hw_axes : kNone;
+}
+
+const std::vector<std::vector<topology::ChipId>>* Op::explicit_groups() const {
+  return is_collective(kind) ? collective().groups.get() : nullptr;
+}
+
 std::vector<std::pair<topology::ChipId, topology::ChipId>> send_pairs(const Op& op) {
-  if (!op.pairs.empty()) return op.pairs;
-  return {{op.src, op.dst}};
+  const SendOp& s = op.send();
+  if (!s.pairs.empty()) return s.pairs;
+  return {{s.src, s.dst}};
 }
 
 std::vector<std::vector<int>> mesh_coordinates(const Workload& w, const topology::Torus& torus) {

@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include "base/op_kind.hpp"
@@ -114,19 +116,66 @@ struct Array {
   int dim_index(const std::string& dim) const;  // -1 when absent
 };
 
+// The lowered program's ops: what every op has (its name, dependencies, the
+// layouts it reads and writes, its chips, its place in a training step), and what
+// only its kind has, in a variant (Op::body) that the accessors check against
+// Op::kind. An op is made for its kind (Op{OpKind::Matmul}); a collective may
+// change into another collective (the body is the same), nothing else may.
+
+// AllGather, ReduceScatter, AllReduce, AllToAll.
+struct CollectiveOp {
+  std::vector<int> mesh_axes;  // the mesh axes, as written
+  std::vector<int> hw_axes;    // the hardware axes they span (size > 1 only)
+  std::uint64_t bytes = 0;     // V (see docs/WORKLOAD.md)
+  std::string algorithm;       // GPU: the algorithm asked for ("" = fastest)
+  std::string protocol;        // GPU: NCCL's protocol asked for ("" = as NCCL's model picks)
+  // Explicit groups of chips that are not the chips along a set of axes (an
+  // imported program's replica groups): each group in ring order, disjoint, all
+  // of one size; the op's `chips` is their union and mesh_axes and hw_axes are
+  // empty (collectives::group_collective). Null: the groups are the chips along
+  // hw_axes. Torus only.
+  std::shared_ptr<const std::vector<std::vector<topology::ChipId>>> groups;
+};
+
+// A point-to-point transfer: the one pair src -> dst, or several pairs at once,
+// each sending `bytes` (a pipeline stage passing its activations to the next,
+// every chip to its counterpart).
+struct SendOp {
+  std::uint64_t bytes = 0;  // the payload of each pair
+  topology::ChipId src = 0, dst = 0;
+  std::vector<std::pair<topology::ChipId, topology::ChipId>> pairs;  // empty: src -> dst
+};
+
+// Local shapes C[m, n] = A[m, k] . B[k, n] on every chip, `batch` independent
+// products of that shape (attention's per-head products).
+struct MatmulOp {
+  std::uint64_t m = 0, k = 0, n = 0;
+  std::uint64_t batch = 1;
+  std::string dtype;  // without arrays (training steps): the element type
+};
+
+// A memory-bound kernel (a norm, an activation, a softmax, a residual add, the
+// optimizer update): the HBM bytes it reads and writes per chip; its time is those
+// bytes over the HBM bandwidth. An imported kernel (a Chakra COMP node) also has
+// its operations (at the chip's bf16 rate: the roofline of both) or its measured
+// time, used as is when not zero.
+struct ElementwiseOp {
+  std::uint64_t hbm_bytes = 0;
+  std::uint64_t flops = 0;
+  Tick duration;
+  std::string dtype;  // without arrays (training steps): the element type
+};
+
 struct Op {
+  Op() = default;  // an all-gather
+  explicit Op(OpKind k);
+
   std::string name;
   std::string pointer;  // JSON pointer of the op, for errors found later
   OpKind kind = OpKind::AllGather;
-  std::vector<int> mesh_axes;           // collectives: the mesh axes, as written
-  std::vector<int> hw_axes;             // the hardware axes they span (size > 1 only)
-  std::uint64_t bytes = 0;              // V for collectives (see docs/WORKLOAD.md), payload for send
-  topology::ChipId src = 0, dst = 0;    // send only
-  std::vector<std::uint32_t> deps;      // earlier ops this one waits for
+  std::vector<std::uint32_t> deps;  // earlier ops this one waits for
   std::string sharding_before, sharding_after;
-  std::string group;                    // the workload op it was lowered from (a matmul's steps share it)
-  std::string algorithm;                // GPU collectives: the algorithm asked for ("" = fastest)
-  std::string protocol;                 // GPU collectives: NCCL's protocol asked for ("" = as NCCL's model picks)
+  std::string group;  // the workload op it was lowered from (a matmul's steps share it)
 
   // What the op does to data (empty for bytes-only ops): the layouts it reads
   // (a matmul reads A and B, after free local slicing) and the layout it writes.
@@ -134,41 +183,32 @@ struct Op {
   std::vector<Array> inputs;
   std::vector<Array> outputs;  // zero or one
 
-  // Matmul: local shapes C[m, n] = A[m, k] . B[k, n] on every chip, `batch`
-  // independent products of that shape (attention's per-head products).
-  std::uint64_t m = 0, k = 0, n = 0;
-  std::uint64_t batch = 1;
-  std::string dtype;  // matmul and elementwise ops without arrays (training steps): the element type
-
-  // Elementwise: a memory-bound kernel (a norm, an activation, a softmax, a
-  // residual add, the optimizer update): the HBM bytes it reads and writes per
-  // chip; its time is those bytes over the HBM bandwidth.
-  std::uint64_t hbm_bytes = 0;
-  // An imported kernel (a Chakra COMP node): its operations (at the chip's bf16
-  // rate, beside hbm_bytes: the roofline of both), or its measured time, which
-  // is used as is when not zero.
-  std::uint64_t flops = 0;
-  Tick duration;
-
-  // Send: several pairs at once, each sending `bytes` (a pipeline stage passing
-  // its activations to the next, every chip to its counterpart); empty: the one
-  // pair src -> dst.
-  std::vector<std::pair<topology::ChipId, topology::ChipId>> pairs;
-
   // The chips the op runs on, ascending; null: every chip. A collective's set is
   // a union of whole groups over its axes; a send's holds its sources and
   // destinations. Ops parsed from JSON run on every chip.
   std::shared_ptr<const std::vector<topology::ChipId>> chips;
 
-  // A collective over explicit groups of chips that are not the chips along a
-  // set of axes (an imported program's replica groups): each group in ring order,
-  // disjoint, all of one size; `chips` is their union and mesh_axes and hw_axes
-  // are empty (collectives::group_collective). Null: the groups are the chips
-  // along hw_axes. Torus only.
-  std::shared_ptr<const std::vector<std::vector<topology::ChipId>>> groups;
-
   // A training step's op: where it sits in the step (Part::None for the others).
   StepSite site;
+
+  std::variant<CollectiveOp, SendOp, MatmulOp, ElementwiseOp> body;
+
+  // The body of this op's kind; asking for another kind's is a bug (asserted).
+  CollectiveOp& collective();
+  const CollectiveOp& collective() const;
+  SendOp& send();
+  const SendOp& send() const;
+  MatmulOp& matmul();
+  const MatmulOp& matmul() const;
+  ElementwiseOp& elementwise();
+  const ElementwiseOp& elementwise() const;
+  // What a collective or a send moves: V, or each pair's payload; 0 for local ops.
+  std::uint64_t comm_bytes() const;
+  // A collective's hardware axes; empty for the other kinds.
+  const std::vector<int>& comm_axes() const;
+  // A collective's explicit groups of chips (CollectiveOp::groups); null for the
+  // other kinds and for groups along axes.
+  const std::vector<std::vector<topology::ChipId>>* explicit_groups() const;
 };
 
 // Bytes per element of a dtype name (bf16, fp16, fp32, int8, fp8, int32); 0 when unknown.

@@ -160,14 +160,14 @@ TEST_CASE("measured points: CSV and JSON", "[measured]") {
   CHECK(p[0].where() == "m.csv:3");
   CHECK(p[0].spread_s == 1e-7);
   CHECK(p[1].where() == "m.csv:5");
-  CHECK(point_workload(p[1]).ops.front().hw_axes.size() == 2);
+  CHECK(point_workload(p[1]).ops.front().collective().hw_axes.size() == 2);
   const std::vector<MeasuredPoint> j = parse_points_json(
       R"({"points": [{"kind": "all_to_all", "hardware": "tpu-v4", "topology": "4x4x4", "axes": "x+y+z",
                       "bytes": 65536, "time_s": 1e-5}]})",
       "m.json");
   REQUIRE(j.size() == 1);
   CHECK(j[0].where() == "m.json:/points/0");
-  CHECK(point_workload(j[0]).ops.front().hw_axes.size() == 3);
+  CHECK(point_workload(j[0]).ops.front().collective().hw_axes.size() == 3);
 }
 
 TEST_CASE("measured points: each malformed input is one error line at its place", "[measured]") {

@@ -173,7 +173,7 @@ TEST_CASE("chakra: each collective kind over every rank is the axis collective o
     const workloads::Workload w = import(s.prefix(), "tpu-v5e", {2, 4}, &report);
     CHECK(report.summary() == "8 ranks, 8 nodes: lowered 0 kernels, 1 collectives, 0 sends as 1 ops");
     REQUIRE(w.ops.size() == 1);
-    CHECK(w.ops[0].hw_axes == std::vector<int>{0, 1});
+    CHECK(w.ops[0].collective().hw_axes == std::vector<int>{0, 1});
     const workloads::Workload written = workloads::parse_workload(
         fmt::format(R"({{"hardware": "tpu-v5e", "topology": {{"shape": [2, 4]}}, "mesh": {{"X": 2, "Y": 4}},
                         "ops": [{{"kind": "{}", "bytes": {}, "axes": ["X", "Y"]}}]}})",
@@ -280,12 +280,12 @@ TEST_CASE("chakra: process groups: axis groups, any groups on a torus, refused o
     FAIL("no such op");
     return w.ops.front();
   };
-  CHECK(coll_op(OpKind::AllReduce).hw_axes == std::vector<int>{0});
+  CHECK(coll_op(OpKind::AllReduce).collective().hw_axes == std::vector<int>{0});
   CHECK(*coll_op(OpKind::AllReduce).chips == std::vector<topology::ChipId>{0, 1});
   const workloads::Op& ag = coll_op(OpKind::AllGather);
-  REQUIRE(ag.groups);
-  CHECK(*ag.groups == std::vector<std::vector<topology::ChipId>>{{2, 5}});
-  CHECK(ag.bytes == 1u << 20);
+  REQUIRE(ag.collective().groups);
+  CHECK(*ag.collective().groups == std::vector<std::vector<topology::ChipId>>{{2, 5}});
+  CHECK(ag.comm_bytes() == 1u << 20);
   const driver::RunResult r = driver::simulate(w);
   for (const driver::OpResult& o : r.ops)
     if (!is_local(o.kind)) CHECK(o.time().seconds() >= o.bound_s);
@@ -309,34 +309,30 @@ TEST_CASE("chakra: export then import gives the same program", "[chakra]") {
   };
   const auto kernel = [&](const std::string& name, std::vector<topology::ChipId> on, std::uint64_t micros,
                           std::vector<std::uint32_t> deps) {
-    workloads::Op op;
-    op.kind = OpKind::Elementwise;
+    workloads::Op op(OpKind::Elementwise);
     op.name = name;
-    op.duration = Tick::from_ps(static_cast<std::int64_t>(micros) * 1'000'000);
+    op.elementwise().duration = Tick::from_ps(static_cast<std::int64_t>(micros) * 1'000'000);
     op.chips = chips(std::move(on));
     op.deps = std::move(deps);
     w.ops.push_back(std::move(op));
   };
   kernel("k0", {0, 1, 2, 3, 4, 5, 6, 7}, 12, {});
-  workloads::Op ar;
-  ar.kind = OpKind::AllReduce;
+  workloads::Op ar(OpKind::AllReduce);
   ar.name = "ar";
-  ar.hw_axes = ar.mesh_axes = {0, 1};
-  ar.bytes = 8 << 20;
+  ar.collective().hw_axes = ar.collective().mesh_axes = {0, 1};
+  ar.collective().bytes = 8 << 20;
   ar.deps = {0};
   w.ops.push_back(ar);
-  workloads::Op send;
-  send.kind = OpKind::Send;
+  workloads::Op send(OpKind::Send);
   send.name = "send";
-  send.src = 0, send.dst = 7, send.bytes = 3 << 20;
+  send.send().src = 0, send.send().dst = 7, send.send().bytes = 3 << 20;
   send.chips = chips({0, 7});
   send.deps = {1};
   w.ops.push_back(send);
-  workloads::Op diag;
-  diag.kind = OpKind::AllGather;
+  workloads::Op diag(OpKind::AllGather);
   diag.name = "diag";
-  diag.bytes = 2 << 20;
-  diag.groups = std::make_shared<const std::vector<std::vector<topology::ChipId>>>(
+  diag.collective().bytes = 2 << 20;
+  diag.collective().groups = std::make_shared<const std::vector<std::vector<topology::ChipId>>>(
       std::vector<std::vector<topology::ChipId>>{{2, 5}});
   diag.chips = chips({2, 5});
   diag.deps = {1};
@@ -355,12 +351,12 @@ TEST_CASE("chakra: export then import gives the same program", "[chakra]") {
     CHECK(driver::simulate(back).makespan == driver::simulate(w).makespan);
     std::map<std::string, const workloads::Op*> by;
     for (const workloads::Op& op : back.ops) by[op.name] = &op;
-    CHECK(by.at("ar")->hw_axes == std::vector<int>{0, 1});
-    CHECK(by.at("ar")->bytes == ar.bytes);
-    CHECK(by.at("send")->src == 0);
-    CHECK(by.at("send")->dst == 7);
-    CHECK(*by.at("diag")->groups == *diag.groups);
-    CHECK(by.at("r7/k4")->duration == Tick::from_ps(3'000'000));
+    CHECK(by.at("ar")->collective().hw_axes == std::vector<int>{0, 1});
+    CHECK(by.at("ar")->comm_bytes() == ar.comm_bytes());
+    CHECK(by.at("send")->send().src == 0);
+    CHECK(by.at("send")->send().dst == 7);
+    CHECK(*by.at("diag")->collective().groups == *diag.collective().groups);
+    CHECK(by.at("r7/k4")->elementwise().duration == Tick::from_ps(3'000'000));
   }
 }
 
@@ -412,15 +408,13 @@ TEST_CASE("chakra: export passes dependencies through an op's chips that get no 
   // two ends only; a kernel on chip 3 after it still waits for what the send
   // waited for on chip 3.
   workloads::Workload w = workloads::empty_workload({"tpu-v5e", {2, 4}, {}}, false, "test");
-  workloads::Op k;
-  k.kind = OpKind::Elementwise;
+  workloads::Op k(OpKind::Elementwise);
   k.name = "before";
-  k.duration = Tick::from_ps(2'000'000);
+  k.elementwise().duration = Tick::from_ps(2'000'000);
   w.ops.push_back(k);
-  workloads::Op send;
-  send.kind = OpKind::Send;
+  workloads::Op send(OpKind::Send);
   send.name = "send";
-  send.src = 0, send.dst = 7, send.bytes = 1024;
+  send.send().src = 0, send.send().dst = 7, send.send().bytes = 1024;
   send.deps = {0};
   w.ops.push_back(send);
   k.name = "after";

@@ -172,13 +172,13 @@ TEST_CASE("Lower bounds: collectives over random groups of chips, on plain, twis
     std::sort(used->begin(), used->end());
     workloads::Op& op = w.ops.at(0);
     op.kind = kinds[pick(4)];
-    op.bytes = std::uint64_t{1} << (10 + pick(15));
-    op.mesh_axes.clear();
-    op.hw_axes.clear();
-    op.groups = std::move(list);
+    op.collective().bytes = std::uint64_t{1} << (10 + pick(15));
+    op.collective().mesh_axes.clear();
+    op.collective().hw_axes.clear();
+    op.collective().groups = std::move(list);
     op.chips = std::move(used);
     INFO("case " << i << ": " << t.shape_string() << ", " << groups << " groups of " << n << ", "
-                 << kind_name(op.kind) << " of " << op.bytes << " bytes");
+                 << kind_name(op.kind) << " of " << op.comm_bytes() << " bytes");
     check_all(w, "random groups");
     const driver::RunResult r = driver::simulate(w);
     CHECK(r.ops.at(0).transfers == driver::estimate_transfers(op, w, t, nullptr));

@@ -29,7 +29,7 @@ const std::string kGrid = R"({"hardware": "h100-dgx", "topology": {"nodes": [4, 
 const std::uint64_t kGiB = std::uint64_t{1} << 30;
 
 std::vector<std::vector<topology::ChipId>> rings_of(const workloads::Workload& w) {
-  return collectives::gpu::rings(w.make_torus(), w.ops[0].hw_axes);
+  return collectives::gpu::rings(w.make_torus(), w.ops[0].collective().hw_axes);
 }
 
 }  // namespace
@@ -41,7 +41,7 @@ TEST_CASE("GPU grid: the hardware axes are gpu, node0, node1, and chip ids are g
   CHECK(workloads::gpu_axis_name(w, 0) == "gpu");
   CHECK(workloads::gpu_axis_name(w, 1) == "node0");
   CHECK(workloads::gpu_axis_name(w, 2) == "node1");
-  CHECK(w.ops[0].hw_axes == std::vector<int>{1});
+  CHECK(w.ops[0].collective().hw_axes == std::vector<int>{1});
   // The fabric is one fat tree of the 8 nodes; the torus' linear ids (axis 0
   // fastest) are the fabric's GPU numbers, node = n0 + 4 n1.
   const topology::Torus t = w.make_torus();
@@ -178,7 +178,7 @@ TEST_CASE("GPU grid: the table names the grid and the node axes, a send takes on
   CHECK(table.find("mesh X=8(gpu) P=4(node0) Q=2(node1)") != std::string::npos);
   // [1, 3, 1] is GPU 1 of node 3 + 4 = 7: the same send as on 8 plain nodes.
   const std::string send = kGrid + R"({"kind": "send", "bytes": 1073741824, "from": [0, 0, 0], "to": [1, 3, 1]}]})";
-  CHECK(workloads::parse_workload(send, "t.json").ops[0].dst == 1 + 8 * 7);
+  CHECK(workloads::parse_workload(send, "t.json").ops[0].send().dst == 1 + 8 * 7);
   const driver::RunResult plain = run(R"({"hardware": "h100-dgx", "topology": {"nodes": 8}, "mesh": {"X": 8, "Y": 8},
     "ops": [{"kind": "send", "bytes": 1073741824, "from": [0, 0], "to": [1, 7]}]})");
   CHECK(run(send).ops[0].time() == plain.ops[0].time());

@@ -236,7 +236,7 @@ TEST_CASE("GPU: NCCL's tree inside one node: 16 chains at 1 GiB match their clos
   // and down on the 14 it does not end, 28 V/16 through its NVLink port.
   const workloads::Workload w = workloads::parse_workload(json, "t.json");
   const topology::Fabric f = w.make_fabric();
-  const auto group = collectives::gpu::rings(w.make_torus(), w.ops[0].hw_axes).front();
+  const auto group = collectives::gpu::rings(w.make_torus(), w.ops[0].collective().hw_axes).front();
   const auto channels = collectives::gpu::tree_channels(f, group);
   REQUIRE(channels.size() == 16);
   for (std::size_t c = 0; c < channels.size(); ++c) {
@@ -510,11 +510,11 @@ TEST_CASE("GPU: a ring across nodes runs on one channel per GPU of a node, and e
   // every channel.
   const workloads::Workload w = workloads::parse_workload(head + ops("all_reduce", R"(["X", "Y"])", v) + "]}", "t.json");
   const topology::Torus t = w.make_torus();
-  REQUIRE(collectives::gpu::ring_channels(t, w.ops[0].hw_axes) == 8);
+  REQUIRE(collectives::gpu::ring_channels(t, w.ops[0].collective().hw_axes) == 8);
   const topology::Fabric f = w.make_fabric();
   std::vector<int> nic_up(f.num_gpus(), 0);
   for (int c = 0; c < 8; ++c) {
-    const auto rs = collectives::gpu::rings(t, w.ops[0].hw_axes, c);
+    const auto rs = collectives::gpu::rings(t, w.ops[0].collective().hw_axes, c);
     REQUIRE(rs.size() == 1);
     const auto& ring = rs.front();
     CHECK(ring.front() == f.gpu(0, c));
@@ -662,7 +662,7 @@ TEST_CASE("GPU: NCCL's tree across nodes: a chain in every node, a double binary
   const workloads::Workload w =
       workloads::parse_workload(head + ops("all_reduce", R"(["X", "Y"])", 1ull << 30, "tree") + "]}", "t.json");
   const topology::Fabric f = w.make_fabric();
-  const auto group = collectives::gpu::rings(w.make_torus(), w.ops[0].hw_axes).front();
+  const auto group = collectives::gpu::rings(w.make_torus(), w.ops[0].collective().hw_axes).front();
   const auto channels = collectives::gpu::tree_channels(f, group);
   REQUIRE(channels.size() == 16);
   // NCCL's trees over 4 nodes, breadth first: tree 0 is 0 -> 2 -> {1, 3}, tree 1

@@ -52,7 +52,7 @@ TEST_CASE("multislice: the slice axis is a last switched axis with one DCN link 
   CHECK(t.axis_name(3) == "dcn");
   CHECK(t.shape_string() == "4x4x4 x 2 slices");
   CHECK(t.num_links() == 128 * 6 + 128 * 2);  // the ICI torus of each slice, and every chip's two DCN links
-  CHECK(w.ops[0].hw_axes == std::vector<int>{3});
+  CHECK(w.ops[0].collective().hw_axes == std::vector<int>{3});
 
   const topology::ChipId a = t.chip(std::vector<int>{1, 2, 3, 0}), b = t.chip(std::vector<int>{3, 0, 1, 1});
   CHECK(t.link_name(t.dcn_out(a)) == "(1,2,3,0) dcn out");
@@ -174,7 +174,7 @@ TEST_CASE("multislice: a training step puts data parallelism over the slices", "
   const workloads::Workload w = workloads::parse_workload(text, "t.json");
   bool dcn_op = false;
   for (const workloads::Op& op : w.ops)
-    if (op.hw_axes == std::vector<int>{3}) dcn_op = true;
+    if (op.comm_axes() == std::vector<int>{3}) dcn_op = true;
   CHECK(dcn_op);  // the data-parallel gradient reductions run over the DCN
   const driver::RunResult r = driver::simulate(w);
   CHECK(r.makespan > kZeroTick);

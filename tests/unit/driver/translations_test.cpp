@@ -367,13 +367,15 @@ TEST_CASE("translations: along the wrapped axes that keep every op's chips and e
   // A send from every chip to its +X neighbour is kept by every translation; one
   // pair alone by none.
   workloads::Workload shift = parse(kV4 + R"({"name": "ar", "kind": "all_reduce", "bytes": 4096, "axes": ["X"]}]})");
-  shift.ops[0].kind = OpKind::Send;
-  shift.ops[0].hw_axes.clear();
+  const workloads::Op ar = shift.ops[0];
+  shift.ops[0] = workloads::Op(OpKind::Send);
+  shift.ops[0].name = shift.ops[0].group = ar.name;
+  shift.ops[0].send().bytes = ar.collective().bytes;
   const topology::Torus v4 = shift.make_torus();
   for (topology::ChipId c = 0; c < v4.num_chips(); ++c)
-    shift.ops[0].pairs.emplace_back(c, v4.neighbor(c, 0, topology::Direction::Plus));
+    shift.ops[0].send().pairs.emplace_back(c, v4.neighbor(c, 0, topology::Direction::Plus));
   CHECK(driver::translated_axes(shift, v4) == std::vector<driver::Shift>{{0, 1}, {1, 1}, {2, 1}});
-  shift.ops[0].pairs.resize(1);
+  shift.ops[0].send().pairs.resize(1);
   CHECK(driver::translated_axes(shift, v4).empty());
 }
 

@@ -80,9 +80,9 @@ TEST_CASE("hlo import: a block expressible as a workload takes the same picoseco
     CHECK(a.ops[i].end == b.ops[i].end);
   }
   CHECK(a.makespan == b.makespan);
-  CHECK(imported.ops[0].m == 4096);
-  CHECK(imported.ops[0].k == 1024);
-  CHECK(imported.ops[0].n == 1024);
+  CHECK(imported.ops[0].matmul().m == 4096);
+  CHECK(imported.ops[0].matmul().k == 1024);
+  CHECK(imported.ops[0].matmul().n == 1024);
   CHECK(report.summary() == "lowered 1 matmuls, 0 kernels, 3 collectives, 0 sends; skipped 2 instructions: 2 parameter");
 }
 
@@ -112,7 +112,7 @@ TEST_CASE("hlo import: the FSDP fixture: 8 trips, async gathers overlap the dots
     if (t > 0) CHECK(ag1.begin >= r.ops[5 * t - 1].end);  // the next trip after the last dot
   }
   CHECK(w.ops[0].kind == OpKind::AllGather);
-  CHECK(w.ops[0].bytes == 1024u * 4096u * 2u);  // the gathered weights
+  CHECK(w.ops[0].comm_bytes() == 1024u * 4096u * 2u);  // the gathered weights
 }
 
 TEST_CASE("hlo import: a collective started in one trip and ended in the next (the collective pipeliner)", "[hlo]") {
@@ -161,17 +161,17 @@ TEST_CASE("hlo import: convolutions that are matmuls; the generic async-start wr
       "  %a = bf16[4096,1024] parameter(0)\n  %b = bf16[1024,512] parameter(1)\n"
       "  ROOT %c = bf16[4096,512] convolution(%a, %b), dim_labels=bf_io->bf");
   REQUIRE(conv.ops.size() == 1);
-  CHECK(conv.ops[0].m == dot.ops[0].m);
-  CHECK(conv.ops[0].k == dot.ops[0].k);
-  CHECK(conv.ops[0].n == dot.ops[0].n);
+  CHECK(conv.ops[0].matmul().m == dot.ops[0].matmul().m);
+  CHECK(conv.ops[0].matmul().k == dot.ops[0].matmul().k);
+  CHECK(conv.ops[0].matmul().n == dot.ops[0].matmul().n);
   CHECK(driver::simulate(conv).makespan == driver::simulate(dot).makespan);
   // Spatial dimensions under a window of 1 are rows.
   const workloads::Workload spatial = one_op(
       "  %a = bf16[8,16,1024] parameter(0)\n  %b = bf16[1,1024,512] parameter(1)\n"
       "  ROOT %c = bf16[8,16,512] convolution(%a, %b), window={size=1}, dim_labels=b0f_0io->b0f");
-  CHECK(spatial.ops[0].m == 128);
-  CHECK(spatial.ops[0].k == 1024);
-  CHECK(spatial.ops[0].n == 512);
+  CHECK(spatial.ops[0].matmul().m == 128);
+  CHECK(spatial.ops[0].matmul().k == 1024);
+  CHECK(spatial.ops[0].matmul().n == 512);
   CHECK(error_of(head + "ENTRY %main {\n  %a = bf16[8,16,1024] parameter(0)\n  %b = bf16[3,1024,512] parameter(1)\n"
                  "  ROOT %c = bf16[8,16,512] convolution(%a, %b), window={size=3 pad=1_1}, dim_labels=b0f_0io->b0f\n}\n") ==
         "d.hlo:6: c: a convolution with a window larger than 1 is not a matmul; meshsim lowers only those");
@@ -192,8 +192,8 @@ ENTRY %main {
                                             "tpu-v5e", {2, 4});
   REQUIRE(w.ops.size() == 3);
   CHECK(w.ops[0].kind == OpKind::AllGather);
-  CHECK(w.ops[0].bytes == 1024u * 1024u * 2u);
-  CHECK(w.ops[0].hw_axes == std::vector<int>{0, 1});
+  CHECK(w.ops[0].comm_bytes() == 1024u * 1024u * 2u);
+  CHECK(w.ops[0].collective().hw_axes == std::vector<int>{0, 1});
   CHECK(w.ops[1].deps.empty());                         // d1 does not wait for the gather
   CHECK(w.ops[2].deps == std::vector<std::uint32_t>{0, 1});  // d2 waits for d1 and the gather
 }
@@ -212,8 +212,8 @@ TEST_CASE("hlo import: groups that are not axes run as rings over their chips", 
   hlo::ImportReport report;
   const workloads::Workload axis = import_text(module("{{0,2},{1,3}}"), "tpu-v4", {2, 2}, &report);
   REQUIRE(axis.ops.size() == 1);
-  CHECK(axis.ops[0].hw_axes == std::vector<int>{1});
-  CHECK(!axis.ops[0].groups);
+  CHECK(axis.ops[0].collective().hw_axes == std::vector<int>{1});
+  CHECK(!axis.ops[0].collective().groups);
   struct Case {
     std::string groups;
     std::vector<int> shape;
@@ -223,15 +223,15 @@ TEST_CASE("hlo import: groups that are not axes run as rings over their chips", 
     report = {};
     const workloads::Workload w = import_text(module(c.groups), "tpu-v4", c.shape, &report);
     REQUIRE(w.ops.size() == 1);
-    REQUIRE(w.ops[0].groups);
-    CHECK(w.ops[0].groups->size() == 2);
-    CHECK(w.ops[0].bytes == 268435456u);  // V: the gathered bf16[134217728]
+    REQUIRE(w.ops[0].collective().groups);
+    CHECK(w.ops[0].collective().groups->size() == 2);
+    CHECK(w.ops[0].comm_bytes() == 268435456u);  // V: the gathered bf16[134217728]
     CHECK(report.summary() == "lowered 0 matmuls, 0 kernels, 1 collectives (1 over groups of chips), 0 sends; "
                               "skipped 1 instructions: 1 parameter");
     const driver::RunResult r = driver::simulate(w);
     REQUIRE(r.ops.size() == 1);
     const driver::OpResult& o = r.ops[0];
-    CHECK(o.groups == w.ops[0].groups);
+    CHECK(o.groups == w.ops[0].collective().groups);
     CHECK(o.time().seconds() == Approx(o.closed_s).epsilon(0.005));
     CHECK(o.time().seconds() >= o.bound_s);
     CHECK(o.bound_s > 0);
@@ -249,7 +249,7 @@ TEST_CASE("hlo import: a permute across the torus is routed sends at the load of
                            pairs + "}\n}\n";
   const workloads::Workload w = import_text(text, "tpu-v5e", {16});
   REQUIRE(w.ops.size() == 1);
-  CHECK(w.ops[0].pairs.size() == 16);
+  CHECK(w.ops[0].send().pairs.size() == 16);
   const driver::RunResult r = driver::simulate(w);
   const driver::OpResult& o = r.ops.at(0);
   const double v = 16777216.0, b = static_cast<double>(w.hardware.ici.bandwidth_bytes_per_s);
@@ -271,15 +271,15 @@ TEST_CASE("hlo import: a device order maps groups onto other chips", "[hlo]") {
   // Device d as chip d: {0,1,2,3} is a 2x2 block, not an axis: a ring over the group.
   const workloads::Workload block = hlo::import_module(hlo::parse_module_text(text, "d.hlo"), o);
   REQUIRE(block.ops.size() == 1);
-  CHECK(block.ops[0].hw_axes.empty());
-  REQUIRE(block.ops[0].groups);
-  CHECK(*block.ops[0].groups == std::vector<std::vector<topology::ChipId>>{{0, 1, 2, 3}, {4, 5, 6, 7}});
+  CHECK(block.ops[0].collective().hw_axes.empty());
+  REQUIRE(block.ops[0].collective().groups);
+  CHECK(*block.ops[0].collective().groups == std::vector<std::vector<topology::ChipId>>{{0, 1, 2, 3}, {4, 5, 6, 7}});
   o.hardware = "tpu-v5e";
   o.shape = {2, 4};
   o.devices = {0, 2, 4, 6, 1, 3, 5, 7};
   const workloads::Workload w = hlo::import_module(hlo::parse_module_text(text, "d.hlo"), o);
   REQUIRE(w.ops.size() == 1);
-  CHECK(w.ops[0].hw_axes == std::vector<int>{1});  // y
+  CHECK(w.ops[0].collective().hw_axes == std::vector<int>{1});  // y
   o.devices = {0, 1, 2};
   CHECK_THROWS_WITH(hlo::import_module(hlo::parse_module_text(text, "d.hlo"), o),
                     "--devices: expected each of the 8 chips once (the chip of device 0, 1, ...), got 3 ids");

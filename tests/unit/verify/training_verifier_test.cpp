@@ -138,12 +138,12 @@ TEST_CASE("Verify training: a lowering broken on purpose fails", "[verify][train
   }
   SECTION("a matmul's n changed") {
     workloads::Workload w = step(R"({"T": 2})", R"({"tensor": ["T"]})", 1);
-    w.ops[index_of(w, "F0.L0.up")].n *= 2;
+    w.ops[index_of(w, "F0.L0.up")].matmul().n *= 2;
     fails(w, "F0.L0.up", "the op has m=8 k=16 n=64");
   }
   SECTION("an attention product's batch changed") {
     workloads::Workload w = step(R"({"T": 2})", R"({"tensor": ["T"]})", 1);
-    w.ops[index_of(w, "B0.L0.qk.dk")].batch = 4;
+    w.ops[index_of(w, "B0.L0.qk.dk")].matmul().batch = 4;
     fails(w, "B0.L0.qk.dk", "batch=2, the op has");
   }
   SECTION("sequence parallelism: the backward's gather of the norm output dropped") {
@@ -159,13 +159,13 @@ TEST_CASE("Verify training: a lowering broken on purpose fails", "[verify][train
   }
   SECTION("a collective's size changed") {
     workloads::Workload w = step(R"({"T": 2})", R"({"tensor": ["T"], "sequence_parallel": true})", 1);
-    w.ops[index_of(w, "F0.L0.ag2")].bytes /= 2;
+    w.ops[index_of(w, "F0.L0.ag2")].collective().bytes /= 2;
     fails(w, "F0.L0.ag2", "the op has 128 bytes");
   }
   SECTION("a tensor-parallel reduction over the wrong axis") {
     workloads::Workload w = step(R"({"D": 2, "T": 2})", R"({"data": ["D"], "tensor": ["T"]})", 2);
     workloads::Op& op = w.ops[index_of(w, "B0.L0.up.reduce")];
-    op.mesh_axes = {0};
+    op.collective().mesh_axes = {0};
     fails(w, "B0.L0.add_ln2.bwd", "partial sums over the tensor-parallel group");
   }
   SECTION("FSDP: the backward's weight gather dropped") {

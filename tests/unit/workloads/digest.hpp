@@ -16,6 +16,28 @@ inline std::string array_digest(const workloads::Array& a) {
                      a.element_bytes, fmt::join(a.shard_axes, ";"), fmt::join(a.partial_axes, ","));
 }
 
+inline std::string body_digest(const workloads::Op& op) {
+  if (op.kind == OpKind::Send) {
+    const workloads::SendOp& s = op.send();
+    std::string out = fmt::format(" send {} {}->{}", s.bytes, s.src, s.dst);
+    for (const auto& [a, b] : s.pairs) out += fmt::format(" pair {}>{}", a, b);
+    return out;
+  }
+  if (op.kind == OpKind::Matmul) {
+    const workloads::MatmulOp& m = op.matmul();
+    return fmt::format(" mkn {}x{}x{} batch {} {}", m.m, m.k, m.n, m.batch, m.dtype);
+  }
+  if (op.kind == OpKind::Elementwise) {
+    const workloads::ElementwiseOp& e = op.elementwise();
+    return fmt::format(" hbm {} flops {} dur {} {}", e.hbm_bytes, e.flops, e.duration.ps(), e.dtype);
+  }
+  const workloads::CollectiveOp& c = op.collective();
+  std::string out = fmt::format(" axes {}/{} bytes {} alg {} proto {}", fmt::join(c.mesh_axes, ","),
+                                fmt::join(c.hw_axes, ","), c.bytes, c.algorithm, c.protocol);
+  if (c.groups) out += fmt::format(" groups {}", fmt::join(*c.groups, ";"));
+  return out;
+}
+
 inline std::string workload_digest(const workloads::Workload& w) {
   const workloads::Hardware& h = w.hardware;
   std::string out = fmt::format("file {}\nhardware {} gpu {} chip {} {} {} {} {} {} links {} {} {} {} {} {} {}\n",
@@ -30,15 +52,10 @@ inline std::string workload_digest(const workloads::Workload& w) {
   for (const workloads::MeshAxis& m : w.mesh) out += fmt::format("mesh {}={} over {}\n", m.name, m.size, fmt::join(m.hw_axes, ","));
   for (const workloads::Array& a : w.arrays) out += "array " + array_digest(a) + "\n";
   for (const workloads::Op& op : w.ops) {
-    out += fmt::format("op {} @{} {} axes {}/{} bytes {} {}->{} deps {} {}->{} group {} alg {} proto {}", op.name,
-                       op.pointer, kind_name(op.kind), fmt::join(op.mesh_axes, ","), fmt::join(op.hw_axes, ","),
-                       op.bytes, op.src, op.dst, fmt::join(op.deps, ","), op.sharding_before, op.sharding_after,
-                       op.group, op.algorithm, op.protocol);
-    out += fmt::format(" mkn {}x{}x{} batch {} {} hbm {} flops {} dur {}", op.m, op.k, op.n, op.batch, op.dtype,
-                       op.hbm_bytes, op.flops, op.duration.ps());
-    for (const auto& [s, d] : op.pairs) out += fmt::format(" pair {}>{}", s, d);
+    out += fmt::format("op {} @{} {} deps {} {}->{} group {}", op.name, op.pointer, kind_name(op.kind),
+                       fmt::join(op.deps, ","), op.sharding_before, op.sharding_after, op.group);
+    out += body_digest(op);
     if (op.chips) out += fmt::format(" chips {}", fmt::join(*op.chips, ","));
-    if (op.groups) out += fmt::format(" groups {}", fmt::join(*op.groups, ";"));
     out += fmt::format(" site {} {} {} mb {} L{} {} {} stage {}", static_cast<int>(op.site.part),
                        static_cast<int>(op.site.pass), op.site.recompute, op.site.microbatch, op.site.layer,
                        w.training ? w.training->kernel_name(op.site) : "", workloads::role_name(op.site.role),

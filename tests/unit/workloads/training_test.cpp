@@ -167,7 +167,7 @@ TEST_CASE("Training lowering: pipeline ops run on their stage's chips, sends pai
     REQUIRE(op.chips);
     if (op.kind == OpKind::Send) {
       ++sends;
-      CHECK(op.pairs.size() == 2);  // every chip of the stage to its counterpart
+      CHECK(op.send().pairs.size() == 2);  // every chip of the stage to its counterpart
       CHECK(op.chips->size() == 4);
       continue;
     }
@@ -308,7 +308,7 @@ TEST_CASE("Training memory: Megatron's fp32 gradients, 18 bytes per parameter, 6
   const Workload fp32 = parse_workload(gpt(R"({"D": 4})", R"({"data": ["D"]})", R"(, "gradient_dtype": "fp32")"), "t.json");
   const Workload bf16 = parse_workload(gpt(R"({"D": 4})", R"({"data": ["D"]})"), "t.json");
   for (std::size_t i = 0; i < fp32.ops.size(); ++i)
-    if (fp32.ops[i].group == "gradients") CHECK(fp32.ops[i].bytes == 2 * bf16.ops[i].bytes);
+    if (fp32.ops[i].group == "gradients") CHECK(fp32.ops[i].comm_bytes() == 2 * bf16.ops[i].comm_bytes());
 }
 
 TEST_CASE("Training ops: every op's site says what its name says", "[training]") {

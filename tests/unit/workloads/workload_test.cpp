@@ -115,8 +115,8 @@ TEST_CASE("Workload: a mesh axis may span consecutive hardware axes", "[workload
   CHECK(w.mesh[1].name == "Y");
   CHECK(w.mesh[1].hw_axes == Axes{2});
   // The op over X runs on both hardware axes of X.
-  CHECK(w.ops[0].mesh_axes == Axes{0});
-  CHECK(w.ops[0].hw_axes == Axes{0, 1});
+  CHECK(w.ops[0].collective().mesh_axes == Axes{0});
+  CHECK(w.ops[0].collective().hw_axes == Axes{0, 1});
 
   const Workload all = topo(R"("tpu-v4")", R"({"X": 64})", R"({"shape": [4, 4, 4]})");
   CHECK(all.mesh[0].hw_axes == Axes{0, 1, 2});
@@ -140,14 +140,14 @@ TEST_CASE("Workload: an op's hardware axes skip axes of size 1", "[workloads]") 
     "ops": [{"kind": "all_reduce", "bytes": 1024, "axes": ["Y"]},
             {"kind": "all_reduce", "bytes": 1024, "axes": ["X", "Y"]}]})");
   CHECK(w.mesh[1].hw_axes == Axes{1, 2});
-  CHECK(w.ops[0].hw_axes == Axes{2});
-  CHECK(w.ops[1].hw_axes == Axes{0, 2});
+  CHECK(w.ops[0].collective().hw_axes == Axes{2});
+  CHECK(w.ops[1].collective().hw_axes == Axes{0, 2});
 
   // A mesh axis of size 1 maps to no hardware axis; an op over it moves nothing.
   const Workload one = parse(R"({"hardware": "tpu-v5e", "mesh": {"X": 4, "Y": 1},
     "ops": [{"kind": "all_gather", "bytes": 1024, "axes": ["Y"]}]})");
   CHECK(one.mesh[1].hw_axes.empty());
-  CHECK(one.ops[0].hw_axes.empty());
+  CHECK(one.ops[0].collective().hw_axes.empty());
 }
 
 TEST_CASE("Workload: arrays, dtypes and global sizes", "[workloads]") {
@@ -188,12 +188,12 @@ TEST_CASE("Workload: V of an array op is the global size over the shards outside
       {"name": "a2a", "kind": "all_to_all", "array": "A", "axes": ["X"], "dim": "J", "out": "A3"}
     ]})");
   const std::uint64_t global = 64 * 128 * 2;       // bf16 arrays A and B
-  CHECK(op_named(w, "ag_x").bytes == global / 8);  // Y (8) shards J outside the op
-  CHECK(op_named(w, "ag_xy").bytes == global);     // every shard is gathered
-  CHECK(op_named(w, "ag_b").bytes == global / 4);  // X (4) stays on I
-  CHECK(op_named(w, "ar").bytes == 64u * 128 * 4 / 8);
-  CHECK(op_named(w, "rs").bytes == 64u * 128 * 4 / 8);
-  CHECK(op_named(w, "a2a").bytes == global / 8);
+  CHECK(op_named(w, "ag_x").comm_bytes() == global / 8);  // Y (8) shards J outside the op
+  CHECK(op_named(w, "ag_xy").comm_bytes() == global);     // every shard is gathered
+  CHECK(op_named(w, "ag_b").comm_bytes() == global / 4);  // X (4) stays on I
+  CHECK(op_named(w, "ar").comm_bytes() == 64u * 128 * 4 / 8);
+  CHECK(op_named(w, "rs").comm_bytes() == 64u * 128 * 4 / 8);
+  CHECK(op_named(w, "a2a").comm_bytes() == global / 8);
 }
 
 TEST_CASE("Workload: bytes-only ops carry their bytes as V", "[workloads]") {
@@ -204,21 +204,21 @@ TEST_CASE("Workload: bytes-only ops carry their bytes as V", "[workloads]") {
             {"kind": "send", "bytes": 300, "from": [1, 2], "to": [3, 0]}]})");
   REQUIRE(w.ops.size() == 4u);
   CHECK(w.ops[0].kind == OpKind::AllGather);
-  CHECK(w.ops[0].bytes == 1'000'000'000u);
+  CHECK(w.ops[0].comm_bytes() == 1'000'000'000u);
   CHECK(w.ops[0].inputs.empty());
   CHECK(w.ops[0].sharding_before.empty());
   CHECK(w.ops[0].sharding_after.empty());
   CHECK(w.ops[1].kind == OpKind::ReduceScatter);
-  CHECK(w.ops[1].mesh_axes == Axes{0, 1});
-  CHECK(w.ops[1].bytes == 4096u);
+  CHECK(w.ops[1].collective().mesh_axes == Axes{0, 1});
+  CHECK(w.ops[1].comm_bytes() == 4096u);
   CHECK(w.ops[2].kind == OpKind::AllToAll);
-  CHECK(w.ops[2].bytes == 1u);
+  CHECK(w.ops[2].comm_bytes() == 1u);
   CHECK(w.ops[3].kind == OpKind::Send);
-  CHECK(w.ops[3].bytes == 300u);
+  CHECK(w.ops[3].comm_bytes() == 300u);
   // Chip ids are linear, axis 0 fastest.
-  CHECK(w.ops[3].src == 1u + 2u * 4u);
-  CHECK(w.ops[3].dst == 3u);
-  CHECK(w.ops[3].mesh_axes.empty());
+  CHECK(w.ops[3].send().src == 1u + 2u * 4u);
+  CHECK(w.ops[3].send().dst == 3u);
+  CHECK(w.ops[3].comm_axes().empty());
 }
 
 TEST_CASE("Workload: ops get default names and their JSON pointers", "[workloads]") {
