@@ -99,15 +99,16 @@ ExportReport export_trace(const workloads::Workload& w, const std::string& prefi
         Node n;
         n.type = static_cast<int>(NodeType::Comp);
         const double us = static_cast<double>(roof.time().ps()) / 1e6;
-        n.duration_micros = roof.time() > kZeroTick ? std::max<std::uint64_t>(1, static_cast<std::uint64_t>(std::llround(us))) : 0;
+        n.duration_micros =
+            roof.time() > kZeroTick ? std::max<std::uint64_t>(1, static_cast<std::uint64_t>(std::llround(us))) : 0;
         // (ASTRA-sim's roofline skips a node of no bytes: a matmul's are its operands and result)
         if (op.kind == OpKind::Matmul) {
           const workloads::MatmulOp& mm = op.matmul();
           n.num_ops = static_cast<std::uint64_t>(driver::matmul_flops(op));
           const std::uint64_t element =
               op.inputs.empty() ? workloads::element_size(mm.dtype) : op.inputs[0].element_bytes;
-          n.tensor_size = static_cast<std::uint64_t>(
-              static_cast<double>(mm.batch) * kernels::matmul_traffic(mm.m, mm.k, mm.n, element).hbm_bytes);
+          n.tensor_size = static_cast<std::uint64_t>(static_cast<double>(mm.batch) *
+                                                     kernels::matmul_traffic(mm.m, mm.k, mm.n, element).hbm_bytes);
         } else {
           n.num_ops = op.elementwise().flops;
           n.tensor_size = op.elementwise().hbm_bytes;

@@ -19,8 +19,8 @@
 
 namespace meshsim::chakra {
 
-using workloads::Op;
 using workloads::CollectiveOp;
+using workloads::Op;
 using workloads::SendOp;
 
 namespace {

@@ -24,7 +24,8 @@ kernels::Roofline matmul_cost(const workloads::Op& op, const workloads::Hardware
   const workloads::MatmulOp& mm = op.matmul();
   MESHSIM_ASSERT(!op.inputs.empty() || !mm.dtype.empty(), "a matmul without a dtype");
   const std::string& dtype = op.inputs.empty() ? mm.dtype : op.inputs[0].dtype;
-  const std::uint64_t element_bytes = op.inputs.empty() ? workloads::element_size(mm.dtype) : op.inputs[0].element_bytes;
+  const std::uint64_t element_bytes =
+      op.inputs.empty() ? workloads::element_size(mm.dtype) : op.inputs[0].element_bytes;
   double peak = 0;
   const char* key = "";
   if (dtype == "bf16" || dtype == "fp16") {
@@ -68,9 +69,11 @@ kernels::Roofline matmul_cost(const workloads::Op& op, const workloads::Hardware
   // the shape replaces the compute term; the HBM roofline still bounds it.
   for (const workloads::CalibratedMatmul& fit : hw.calibrated_matmuls)
     if (fit.dtype == dtype) {
-      const double t = kernels::calibrated_matmul_time(
-          {fit.launch_s, fit.flops_per_s, fit.wave_flops_per_s, fit.hbm_bytes_per_s, fit.sms}, mm.m, mm.k, mm.n,
-          element_bytes) * batch;  // a batch of products: one launch each, an upper bound of one batched kernel
+      const double t =
+          kernels::calibrated_matmul_time(
+              {fit.launch_s, fit.flops_per_s, fit.wave_flops_per_s, fit.hbm_bytes_per_s, fit.sms}, mm.m, mm.k, mm.n,
+              element_bytes) *
+          batch;  // a batch of products: one launch each, an upper bound of one batched kernel
       if (!(t < kMaxTick.seconds()))
         throw InputError(file, op.pointer, fmt::format("the calibrated local matmul would take {:.3g} s, past the "
                                                        "simulator's limit of {:.3g} s", t, kMaxTick.seconds()));
@@ -96,8 +99,10 @@ kernels::Roofline elementwise_cost(const workloads::Op& op, const workloads::Har
     in.flops = static_cast<double>(e.flops);
     in.peak_flops_per_s = hw.chip.bf16_flops_per_s;
     if (!(in.flops / in.peak_flops_per_s < kMaxTick.seconds()))
-      throw InputError(file, op.pointer, fmt::format("the kernel's {} operations would take past the simulator's limit "
-                                                     "of {:.3g} s (2^62 ps)", e.flops, kMaxTick.seconds()));
+      throw InputError(file, op.pointer,
+                       fmt::format("the kernel's {} operations would take past the simulator's limit "
+                                   "of {:.3g} s (2^62 ps)",
+                                   e.flops, kMaxTick.seconds()));
   }
   return kernels::roofline(in);
 }

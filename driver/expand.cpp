@@ -24,7 +24,8 @@ std::uint64_t active_chips(const workloads::Op& op, const topology::Torus& t) {
 // The torus estimate (see estimate_transfers).
 std::uint64_t estimate_torus_transfers(const workloads::Op& op, const topology::Torus& t,
                                        collectives::PlanCache& plans) {
-  if (op.explicit_groups()) return collectives::group_load(t, op.kind, *op.explicit_groups(), op.comm_bytes()).transfers;  // counted exactly
+  if (op.explicit_groups())
+    return collectives::group_load(t, op.kind, *op.explicit_groups(), op.comm_bytes()).transfers;  // counted exactly
   const std::uint64_t chips = active_chips(op, t);
   if (op.kind == OpKind::Send) {
     std::uint64_t n = 0;
@@ -65,7 +66,8 @@ std::uint64_t estimate_torus_transfers(const workloads::Op& op, const topology::
           for (topology::ChipId d = 1; d < t.num_chips(); ++d) {
             bool in_group = true;
             for (int a = 0; a < t.num_axes() && in_group; ++a)
-              in_group = t.coord(d, a) == 0 || std::find(op.comm_axes().begin(), op.comm_axes().end(), a) != op.comm_axes().end();
+              in_group = t.coord(d, a) == 0 ||
+                         std::find(op.comm_axes().begin(), op.comm_axes().end(), a) != op.comm_axes().end();
             if (!in_group) continue;
             for (const auto& route : t.shortest_routes(0, d, rotation)) per_chip += route.size();
           }
@@ -120,8 +122,9 @@ class Estimator {
     auto it = bounds_.find(key);
     if (it == bounds_.end())
       it = bounds_
-               .emplace(key, collectives::gpu::transfer_bound(choices_->fabric(), t_, op.kind, c.algorithm, op.comm_axes(),
-                                                              op.comm_bytes(), w_.hardware.forward_chunk_bytes, c.protocol))
+               .emplace(key,
+                        collectives::gpu::transfer_bound(choices_->fabric(), t_, op.kind, c.algorithm, op.comm_axes(),
+                                                         op.comm_bytes(), w_.hardware.forward_chunk_bytes, c.protocol))
                .first;
     return chips_share(op, t_, it->second);
   }
@@ -156,8 +159,8 @@ std::uint64_t estimate_transfers(const workloads::Op& op, const workloads::Workl
     default: {
       const GpuChoice c = gpu_algorithm(op, w, t, *fabric);
       return chips_share(op, t,
-                         collectives::gpu::transfer_bound(*fabric, t, op.kind, c.algorithm, op.comm_axes(), op.comm_bytes(),
-                                                          w.hardware.forward_chunk_bytes, c.protocol));
+                         collectives::gpu::transfer_bound(*fabric, t, op.kind, c.algorithm, op.comm_axes(),
+                                                          op.comm_bytes(), w.hardware.forward_chunk_bytes, c.protocol));
     }
   }
 }
@@ -407,7 +410,8 @@ Expanded Expander::operator()(const workloads::Workload& w) const {
                                   w.hardware.forward_chunk_bytes, ports, c.protocol);
         }
         else
-          collectives::build(b, torus, op.kind, op.comm_axes(), op.comm_bytes(), ports, torus_schedule(op), &estimator.plans());
+          collectives::build(b, torus, op.kind, op.comm_axes(), op.comm_bytes(), ports, torus_schedule(op),
+                             &estimator.plans());
         break;
       case OpKind::Send:
         for (const auto& [src, dst] : workloads::send_pairs(op)) {

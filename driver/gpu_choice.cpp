@@ -14,7 +14,8 @@ namespace meshsim::driver {
 namespace {
 
 GpuChoiceKey choice_key(const workloads::Op& op) {
-  if (op.kind == OpKind::Send) return {static_cast<int>(op.kind), {}, op.send().bytes, "", "", op.send().src, op.send().dst};
+  if (op.kind == OpKind::Send)
+    return {static_cast<int>(op.kind), {}, op.send().bytes, "", "", op.send().src, op.send().dst};
   const workloads::CollectiveOp& c = op.collective();
   return {static_cast<int>(op.kind), c.hw_axes, c.bytes, c.algorithm, c.protocol, 0, 0};
 }
@@ -47,8 +48,8 @@ GpuChoice gpu_algorithm(const workloads::Op& op, const workloads::Workload& w, c
     in.nodes = static_cast<int>(collectives::gpu::node_count(fabric, rings.front()));
     in.all_reduce = op.kind == OpKind::AllReduce;
     const double bus_share = (in.all_reduce ? 2 : 1) * (n - 1) / n;
-    in.bus_bytes_per_s =
-        bus_share * static_cast<double>(op.comm_bytes()) / gpu_closed_form(op, w, torus, fabric, Algorithm::Ring).bandwidth_s;
+    in.bus_bytes_per_s = bus_share * static_cast<double>(op.comm_bytes()) /
+                         gpu_closed_form(op, w, torus, fabric, Algorithm::Ring).bandwidth_s;
     in.ll_max_bytes_per_s = workloads::nccl_ll_max_bytes_per_s(w.hardware, in.nodes);
     if (std::find(options.begin(), options.end(), Algorithm::NvlsTree) != options.end())
       in.nvls_tree_bus_bytes_per_s =
@@ -76,8 +77,8 @@ GpuChoice gpu_algorithm(const workloads::Op& op, const workloads::Workload& w, c
     std::string known;
     for (Algorithm a : options) known += fmt::format("{}{}", known.empty() ? "" : ", ", collectives::gpu::algorithm_name(a));
     throw InputError(w.file, op.pointer + "/algorithm",
-                     fmt::format("algorithm '{}' does not apply to this {} (here: {})", op.collective().algorithm, kind_name(op.kind),
-                                 known));
+                     fmt::format("algorithm '{}' does not apply to this {} (here: {})", op.collective().algorithm,
+                                 kind_name(op.kind), known));
   }
   // An all-reduce runs as NCCL would run it: the ring, the tree (inside one
   // node a chain) or, where the switches have NVLink SHARP, NVLS in one NVLink

@@ -52,16 +52,15 @@ std::string algorithm_name(const workloads::Op& op, const topology::Torus& torus
       break;
   }
   if (op.explicit_groups())
-    return fmt::format("rings of {} chips in group order, routed steps ({} groups)", op.explicit_groups()->front().size(),
-                       op.explicit_groups()->size());
+    return fmt::format("rings of {} chips in group order, routed steps ({} groups)",
+                       op.explicit_groups()->front().size(), op.explicit_groups()->size());
   int wrapped = 0;
   for (bool ring : plans.shape(torus, op.comm_axes()).ring) wrapped += ring ? 1 : 0;
   const std::string shape = wrapped == static_cast<int>(op.comm_axes().size()) ? "bidirectional ring"
-                            : wrapped == 0                                 ? "line"
-                                                                           : "rings and lines";
+                            : wrapped == 0                                     ? "line"
+                                                                               : "rings and lines";
   if (op.comm_axes().size() < 2) return shape;
-  const collectives::detail::OrderPlan& plan =
-      plans.plan(torus, op.comm_axes(), op.comm_bytes(), torus_schedule(op));
+  const collectives::detail::OrderPlan& plan = plans.plan(torus, op.comm_axes(), op.comm_bytes(), torus_schedule(op));
   return fmt::format("{}s, {} parts {}", shape, plan.orders.size(),
                      plan.equal ? "in rotated axis order" : "balanced over axis orders");
 }
@@ -306,7 +305,8 @@ std::vector<OpResult> op_results(const workloads::Workload& w, const topology::T
     o.kind = op.kind;
     if (is_collective(op.kind))
       for (int a : op.collective().mesh_axes) o.mesh_axes.push_back(w.mesh[static_cast<std::size_t>(a)].name);
-    for (int a : op.comm_axes()) o.hw_axes.push_back(w.hardware.gpu ? workloads::gpu_axis_name(w, a) : torus.axis_name(a));
+    for (int a : op.comm_axes())
+      o.hw_axes.push_back(w.hardware.gpu ? workloads::gpu_axis_name(w, a) : torus.axis_name(a));
     if (is_collective(op.kind)) o.groups = op.collective().groups;
     o.bytes = op.comm_bytes();
     o.begin = all_ready[i];
@@ -328,7 +328,8 @@ std::vector<OpResult> op_results(const workloads::Workload& w, const topology::T
       const auto bound_of = [&] { return lower_bound(op, w, torus, gpu ? &gpu->fabric() : nullptr, protocol); };
       LowerBound lb;
       if (is_collective(op.kind) && !op.explicit_groups()) {
-        const auto key = std::tuple{static_cast<int>(op.kind), op.comm_axes(), op.comm_bytes(), static_cast<int>(protocol)};
+        const auto key =
+            std::tuple{static_cast<int>(op.kind), op.comm_axes(), op.comm_bytes(), static_cast<int>(protocol)};
         auto it = bounds.find(key);
         if (it == bounds.end()) it = bounds.emplace(key, bound_of()).first;
         lb = it->second;
@@ -344,7 +345,8 @@ std::vector<OpResult> op_results(const workloads::Workload& w, const topology::T
         o.algorithm = collectives::gpu::algorithm_name((*gpu)(op).algorithm);
         o.protocol = collectives::gpu::protocol_name(protocol);
       }
-      if (!gpu && is_collective(op.kind)) o.algorithm = op.collective().algorithm;  // a torus schedule, when the op names one
+      if (!gpu && is_collective(op.kind))
+        o.algorithm = op.collective().algorithm;  // a torus schedule, when the op names one
       o.latency_s = f.latency_s + fixed_s;
       o.bandwidth_s = f.bandwidth_s;
       o.closed_s = f.time_s() + fixed_s;
@@ -355,7 +357,8 @@ std::vector<OpResult> op_results(const workloads::Workload& w, const topology::T
       double n = 1;
       for (int a : op.comm_axes()) n *= torus.axis(a).size;
       if (op.explicit_groups()) n = static_cast<double>(op.explicit_groups()->front().size());
-      const double size = op.kind == OpKind::AllToAll ? static_cast<double>(op.comm_bytes()) / n : static_cast<double>(op.comm_bytes());
+      const double size =
+          op.kind == OpKind::AllToAll ? static_cast<double>(op.comm_bytes()) / n : static_cast<double>(op.comm_bytes());
       o.algbw_bytes_per_s = size / o.time().seconds();
       const double factor = op.kind == OpKind::AllReduce ? 2 * (n - 1) / n
                             : op.kind == OpKind::Send    ? 1.0

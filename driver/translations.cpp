@@ -475,7 +475,8 @@ struct OpPart {
 // a fabric of one pod (with pods, core cables carry every rail).
 bool rails_alike(const workloads::Op& op, const topology::Torus& t, const topology::Fabric* fabric) {
   const int g = t.axis(0).size;
-  if (fabric == nullptr || fabric->pods() != 1 || g < 2 || !is_collective(op.kind) || op.explicit_groups()) return false;
+  if (fabric == nullptr || fabric->pods() != 1 || g < 2 || !is_collective(op.kind) || op.explicit_groups())
+    return false;
   for (int a : op.comm_axes())
     if (a == 0) return false;
   if (!op.chips) return true;
@@ -577,8 +578,10 @@ OpPart every_rail(const OpPart& zero, std::uint32_t rails, const topology::Fabri
 }  // namespace
 
 bool turns_unbuilt(const workloads::Op& op, GpuChoices& gpu, const std::vector<Shift>& axes) {
-  if (axes != std::vector<Shift>{{0, 1}} || op.kind != OpKind::AllReduce || op.chips || op.explicit_groups()) return false;
-  if (std::find(op.comm_axes().begin(), op.comm_axes().end(), 0) == op.comm_axes().end() || gpu.fabric().units() != 1) return false;
+  if (axes != std::vector<Shift>{{0, 1}} || op.kind != OpKind::AllReduce || op.chips || op.explicit_groups())
+    return false;
+  if (std::find(op.comm_axes().begin(), op.comm_axes().end(), 0) == op.comm_axes().end() || gpu.fabric().units() != 1)
+    return false;
   return gpu(op).algorithm == collectives::gpu::Algorithm::Tree;
 }
 
@@ -635,9 +638,9 @@ std::optional<OpPart> turned_tree(const workloads::Op& op, const workloads::Work
   }
   for (sim::TaskId k = 0; k < n; ++k) b.depend(out.entry[k], out.exit[k]);
   // Its links (ascending, as the other ops' quotients number theirs) are its resources 0..k-1.
-  std::optional<std::vector<std::uint32_t>> links =
-      collectives::gpu::tree_rail_quotient(b, fabric, t, op.comm_axes(), op.comm_bytes(), w.hardware.forward_chunk_bytes,
-                                           collectives::OpPorts{id, entry, exit}, mirrors, choice.protocol);
+  std::optional<std::vector<std::uint32_t>> links = collectives::gpu::tree_rail_quotient(
+      b, fabric, t, op.comm_axes(), op.comm_bytes(), w.hardware.forward_chunk_bytes,
+      collectives::OpPorts{id, entry, exit}, mirrors, choice.protocol);
   if (!links) return std::nullopt;
   out.resources = std::move(*links);
   out.program = std::move(b).finish();

@@ -14,9 +14,9 @@
 
 namespace meshsim::hlo {
 
-using workloads::Op;
 using workloads::CollectiveOp;
 using workloads::MatmulOp;
+using workloads::Op;
 using workloads::SendOp;
 
 namespace {

@@ -38,13 +38,13 @@ std::string step_line(const workloads::Op& op, const workloads::Workload& w, con
   if (op.kind == OpKind::Matmul) {
     const kernels::Roofline r = matmul_cost(op, w.hardware, w.file);
     const double flops = matmul_flops(op);
-    return fmt::format("{}: local matmul {} x {} x {} per chip = {:.4g} FLOP; roofline max(FLOPs / ({:.3g} FLOP/s x "
-                       "{:g}), HBM bytes / {:.3g} B/s) = max({}, {}) = {} ({}-bound)",
-                       op.name, op.matmul().m, op.matmul().k, op.matmul().n, flops,
-                       op.inputs[0].dtype == "int8" ? w.hardware.chip.int8_ops_per_s : w.hardware.chip.bf16_flops_per_s,
-                       w.hardware.matmul_efficiency, w.hardware.chip.hbm_bandwidth_bytes_per_s,
-                       us(r.compute_time.seconds()), us(r.memory_time.seconds()), us(r.time().seconds()),
-                       r.compute_bound() ? "compute" : "memory");
+    return fmt::format(
+        "{}: local matmul {} x {} x {} per chip = {:.4g} FLOP; roofline max(FLOPs / ({:.3g} FLOP/s x "
+        "{:g}), HBM bytes / {:.3g} B/s) = max({}, {}) = {} ({}-bound)",
+        op.name, op.matmul().m, op.matmul().k, op.matmul().n, flops,
+        op.inputs[0].dtype == "int8" ? w.hardware.chip.int8_ops_per_s : w.hardware.chip.bf16_flops_per_s,
+        w.hardware.matmul_efficiency, w.hardware.chip.hbm_bandwidth_bytes_per_s, us(r.compute_time.seconds()),
+        us(r.memory_time.seconds()), us(r.time().seconds()), r.compute_bound() ? "compute" : "memory");
   }
   const double v = static_cast<double>(op.comm_bytes());
   if (w.hardware.gpu) {
@@ -116,11 +116,12 @@ std::string training_line(const workloads::Op& op, const workloads::Workload& w,
   switch (op.kind) {
     case OpKind::Matmul: {
       const kernels::Roofline r = matmul_cost(op, w.hardware, w.file);
-      return fmt::format("{}: matmul {}{} x {} x {} = {:.4g} FLOP per chip; max(FLOPs / peak, HBM bytes / bandwidth) = "
-                         "max({}, {}) = {}",
-                         op.name, op.matmul().batch > 1 ? fmt::format("{} x ", op.matmul().batch) : "", op.matmul().m, op.matmul().k, op.matmul().n,
-                         matmul_flops(op), us(r.compute_time.seconds()), us(r.memory_time.seconds()),
-                         us(r.time().seconds()));
+      return fmt::format(
+          "{}: matmul {}{} x {} x {} = {:.4g} FLOP per chip; max(FLOPs / peak, HBM bytes / bandwidth) = "
+          "max({}, {}) = {}",
+          op.name, op.matmul().batch > 1 ? fmt::format("{} x ", op.matmul().batch) : "", op.matmul().m, op.matmul().k,
+          op.matmul().n, matmul_flops(op), us(r.compute_time.seconds()), us(r.memory_time.seconds()),
+          us(r.time().seconds()));
     }
     case OpKind::Elementwise:
       return fmt::format("{}: elementwise, {} HBM bytes / {:.3g} B/s = {}", op.name, op.elementwise().hbm_bytes,
@@ -129,10 +130,11 @@ std::string training_line(const workloads::Op& op, const workloads::Workload& w,
     default: {
       const collectives::ClosedForm f = communication_closed_form(op, w, torus, gpu ? &gpu->fabric() : nullptr);
       if (op.kind == OpKind::Send)
-        return fmt::format("{}: send of {} bytes from each of {} chips to its partner at once; closed form of one "
-                           "{} (latency {}, bandwidth {})",
-                           op.name, op.comm_bytes(), workloads::send_pairs(op).size(), us(f.time_s()), us(f.latency_s),
-                           us(f.bandwidth_s));
+        return fmt::format(
+            "{}: send of {} bytes from each of {} chips to its partner at once; closed form of one "
+            "{} (latency {}, bandwidth {})",
+            op.name, op.comm_bytes(), workloads::send_pairs(op).size(), us(f.time_s()), us(f.latency_s),
+            us(f.bandwidth_s));
       const double fixed_s = op_fixed_cost(op, w, torus, gpu).seconds();
       return fmt::format("{}: {} over {}, V = {} bytes; closed form {} ({}latency {}, bandwidth {})", op.name,
                          kind_name(op.kind), mesh_names(op, w), op.comm_bytes(), us(fixed_s + f.time_s()),

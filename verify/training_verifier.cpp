@@ -800,8 +800,8 @@ class Machine {
   void expect_bytes(const Op& op, Index elements, const std::string& what) const {
     const auto bytes = static_cast<std::uint64_t>(elements) * e_;
     if (bytes != op.comm_bytes())
-      throw Failure{
-          fmt::format("{} is {} elements ({} bytes) per group, the op has {} bytes", what, elements, bytes, op.comm_bytes())};
+      throw Failure{fmt::format("{} is {} elements ({} bytes) per group, the op has {} bytes", what, elements, bytes,
+                                op.comm_bytes())};
   }
 
   // Layer l's input on chip c: kept, the previous layer's output on the chip,

@@ -309,8 +309,8 @@ class MatmulLowering {
     mm.m = a_.sizes[idx(ai_)] / axes_product(w_, a_i());
     mm.k = a_.sizes[idx(aj_)] / axes_product(w_, jstar_);
     mm.n = b_.sizes[idx(bk_)] / axes_product(w_, b_k());
-    line(fmt::format("local matmul on every chip: {} . {} -> {} ({} x {} x {} per chip){}.",
-                     sharding_string(w_, a_), sharding_string(w_, b_), sharding_string(w_, c), mm.m, mm.k, mm.n,
+    line(fmt::format("local matmul on every chip: {} . {} -> {} ({} x {} x {} per chip){}.", sharding_string(w_, a_),
+                     sharding_string(w_, b_), sharding_string(w_, c), mm.m, mm.k, mm.n,
                      jstar_.empty() ? "" : fmt::format(", partial sums over {}", names(jstar_))));
     const std::uint32_t id = L_.emit(std::move(op), s_.after);  // every step waits, not just the first
     explain_.ops.push_back(id);

@@ -351,7 +351,9 @@ void Lowerer::lower_collective(const CollectiveSpec& c, const SourceRef& where, 
   Array a = in;
   co.bytes = group_bytes(w_, a, co.mesh_axes);
   auto axis_name = [&](int axis) { return w_.mesh[static_cast<std::size_t>(axis)].name; };
-  auto in_op = [&](int axis) { return std::find(co.mesh_axes.begin(), co.mesh_axes.end(), axis) != co.mesh_axes.end(); };
+  auto in_op = [&](int axis) {
+    return std::find(co.mesh_axes.begin(), co.mesh_axes.end(), axis) != co.mesh_axes.end();
+  };
   // Where each requested axis shards the array (-1: nowhere).
   std::vector<int> dim_of(co.mesh_axes.size(), -1);
   for (std::size_t i = 0; i < co.mesh_axes.size(); ++i)
@@ -386,8 +388,8 @@ void Lowerer::lower_collective(const CollectiveSpec& c, const SourceRef& where, 
     case OpKind::AllGather:
       for (std::size_t i = 0; i < dim_of.size(); ++i)
         if (dim_of[i] < 0)
-          axes_c.fail(fmt::format("{} is not sharded on mesh axis {}; nothing to gather", before,
-                                  axis_name(co.mesh_axes[i])));
+          axes_c.fail(
+              fmt::format("{} is not sharded on mesh axis {}; nothing to gather", before, axis_name(co.mesh_axes[i])));
       strip();
       break;
     case OpKind::AllReduce:
@@ -407,9 +409,10 @@ void Lowerer::lower_collective(const CollectiveSpec& c, const SourceRef& where, 
       if (op.kind == OpKind::ReduceScatter) {
         for (std::size_t i = 0; i < dim_of.size(); ++i)
           if (dim_of[i] >= 0)
-            axes_c.fail(fmt::format("{} is already sharded on mesh axis {}; reduce_scatter needs the full "
-                                    "(partial-sum) array on the axes it scatters over",
-                                    before, axis_name(co.mesh_axes[i])));
+            axes_c.fail(
+                fmt::format("{} is already sharded on mesh axis {}; reduce_scatter needs the full "
+                            "(partial-sum) array on the axes it scatters over",
+                            before, axis_name(co.mesh_axes[i])));
       } else {
         for (std::size_t i = 0; i < dim_of.size(); ++i) {
           if (dim_of[i] < 0)

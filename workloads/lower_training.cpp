@@ -803,8 +803,7 @@ class StepLowerer {
                    std::optional<std::uint64_t> layer = std::nullopt) {
     if (axes_product(w_, axes) == 1) return;
     const std::string base = t_.pp > 1 ? fmt::format("s{}.{}", s, name) : name;
-    const auto reduction = [&](OpKind kind, const std::string& op_name, const std::vector<int>& over,
-                               std::uint64_t v) {
+    const auto reduction = [&](OpKind kind, const std::string& op_name, const std::vector<int>& over, std::uint64_t v) {
       Op op(kind);
       op.name = op_name;
       op.group = "gradients";

@@ -76,15 +76,27 @@ auto& body_of(O& op, bool fits, const char* what) {
 
 }  // namespace
 
-CollectiveOp& Op::collective() { return body_of<CollectiveOp>(*this, is_collective(kind), "collective()"); }
+CollectiveOp& Op::collective() {
+  return body_of<CollectiveOp>(*this, is_collective(kind), "collective()");
+}
 const CollectiveOp& Op::collective() const {
   return body_of<CollectiveOp>(*this, is_collective(kind), "collective()");
 }
-SendOp& Op::send() { return body_of<SendOp>(*this, kind == OpKind::Send, "send()"); }
-const SendOp& Op::send() const { return body_of<SendOp>(*this, kind == OpKind::Send, "send()"); }
-MatmulOp& Op::matmul() { return body_of<MatmulOp>(*this, kind == OpKind::Matmul, "matmul()"); }
-const MatmulOp& Op::matmul() const { return body_of<MatmulOp>(*this, kind == OpKind::Matmul, "matmul()"); }
-ElementwiseOp& Op::elementwise() { return body_of<ElementwiseOp>(*this, kind == OpKind::Elementwise, "elementwise()"); }
+SendOp& Op::send() {
+  return body_of<SendOp>(*this, kind == OpKind::Send, "send()");
+}
+const SendOp& Op::send() const {
+  return body_of<SendOp>(*this, kind == OpKind::Send, "send()");
+}
+MatmulOp& Op::matmul() {
+  return body_of<MatmulOp>(*this, kind == OpKind::Matmul, "matmul()");
+}
+const MatmulOp& Op::matmul() const {
+  return body_of<MatmulOp>(*this, kind == OpKind::Matmul, "matmul()");
+}
+ElementwiseOp& Op::elementwise() {
+  return body_of<ElementwiseOp>(*this, kind == OpKind::Elementwise, "elementwise()");
+}
 const ElementwiseOp& Op::elementwise() const {
   return body_of<ElementwiseOp>(*this, kind == OpKind::Elementwise, "elementwise()");
 }

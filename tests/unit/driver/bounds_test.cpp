@@ -177,8 +177,8 @@ TEST_CASE("Lower bounds: collectives over random groups of chips, on plain, twis
     op.collective().hw_axes.clear();
     op.collective().groups = std::move(list);
     op.chips = std::move(used);
-    INFO("case " << i << ": " << t.shape_string() << ", " << groups << " groups of " << n << ", "
-                 << kind_name(op.kind) << " of " << op.comm_bytes() << " bytes");
+    INFO("case " << i << ": " << t.shape_string() << ", " << groups << " groups of " << n << ", " << kind_name(op.kind)
+                 << " of " << op.comm_bytes() << " bytes");
     check_all(w, "random groups");
     const driver::RunResult r = driver::simulate(w);
     CHECK(r.ops.at(0).transfers == driver::estimate_transfers(op, w, t, nullptr));
