@@ -40,4 +40,13 @@ FabricFit fit_fabric(std::span<const MeasuredPoint> points);
 // The point simulated alone with the terms of `levels` applied (none: the preset).
 double simulate_point(const MeasuredPoint& p, std::span<const LevelFit> levels);
 
+// The fit in words (calibrate --from): each level's terms with their errors, the
+// notes, and the five points that fit worst after it. `points` are the fitted ones.
+std::string format_fabric_fit(const FabricFit& fit, std::span<const MeasuredPoint> points);
+
+// The comparison of measured points (compare on points or nccl-tests logs): each
+// point measured, simulated on the preset and, with `cal`, with its fabric terms;
+// the errors in percent and their median.
+std::string format_point_comparison(std::span<const MeasuredPoint> points, const Calibration* cal);
+
 }  // namespace meshsim::calibrate

@@ -323,6 +323,27 @@ OpMeasurement measurement_of(const workloads::Workload& w, const OpStep& step) {
   return o;
 }
 
+std::string format_replay(const workloads::Workload& w, const Measurements& m, int ranks,
+                          const kernels::cuda::Repeat& repeat) {
+  std::string out = fmt::format("replayed {} on {} x {}{} ({} warm-ups, {} repetitions, {} L2; median [min, max] in us)\n",
+                                w.file, m.hardware.gpus, m.hardware.device,
+                                ranks > 1 ? fmt::format(", one per MPI rank ({} ranks)", ranks) : "", repeat.warmups,
+                                repeat.repetitions, repeat.cold_l2 ? "cold" : "warm");
+  for (const OpMeasurement& op : m.ops) {
+    out += fmt::format("  op {} {} ({}): ", op.op, op.name, kind_name(op.kind));
+    if (op.time)
+      out += fmt::format("{:.3f} [{:.3f}, {:.3f}] on {} of {} ranks", op.time->median_s * 1e6, op.time->min_s * 1e6,
+                         op.time->max_s * 1e6, op.ranks_replayed, op.ranks);
+    else
+      out += "not replayed";
+    if (!op.nccl.algorithm.empty()) out += fmt::format(" (NCCL: {} {})", op.nccl.algorithm, op.nccl.protocol);
+    if (op.time && !op.time->gated) out += " (ungated: the host's launch time included)";
+    out += "\n";
+  }
+  for (const std::string& s : m.skipped) out += "skipped: " + s + "\n";
+  return out;
+}
+
 std::string format_replay_trace(const workloads::Workload& w, const Measurements& m) {
   const topology::Torus torus = w.make_torus();
   const std::uint32_t ranks = std::min<std::uint32_t>(static_cast<std::uint32_t>(m.hardware.gpus), torus.num_chips());

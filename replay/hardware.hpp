@@ -90,6 +90,12 @@ Measurements replay(const workloads::Workload& w, const Plan& plan, const kernel
 Measurements replay_on(const workloads::Workload& w, const Plan& plan, const kernels::cuda::Probe& probe,
                        const kernels::cuda::Repeat& repeat, kernels::cuda::Session* session, int gpus,
                        NcclTuningLog* nccl_log = nullptr);
+// What a replay measured, in words (meshsim replay): a head line, then per op its
+// median [min, max] in us and on how many ranks it ran, what NCCL said it chose,
+// and what was skipped. `ranks`: the MPI processes (1: one process's GPUs).
+std::string format_replay(const workloads::Workload& w, const Measurements& m, int ranks,
+                          const kernels::cuda::Repeat& repeat);
+
 // A Chrome JSON trace of a replay in the simulator's layout: one process per
 // replayed chip ("chip (x,y)"), an "ops" track with the ops back to back at their
 // median times.

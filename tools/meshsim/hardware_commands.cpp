@@ -2,9 +2,6 @@
 
 #include <fmt/format.h>
 
-
-#include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -12,16 +9,15 @@
 
 #include "base/error.hpp"
 #include "calibrate/calibration.hpp"
-#include "calibrate/fit.hpp"
 #include "calibrate/fit_fabric.hpp"
 #include "calibrate/measured.hpp"
 #include "kernels/cuda/device.hpp"
 #include "kernels/cuda/watchdog.hpp"
+#include "replay/calibrate_from.hpp"
 #include "replay/hardware.hpp"
 #include "replay/plan.hpp"
 #include "tools/meshsim/commands.hpp"
 #include "tools/meshsim/parallel.hpp"
-#include "topology/gpu_preset.hpp"
 
 namespace meshsim::tool {
 
@@ -140,24 +136,7 @@ int run_replay(const Options& o) {
   } else {
     m = replay::replay(w, plan, usable_gpus("replay"), repeat_of(o), &nccl_log);
   }
-  std::fputs(fmt::format("replayed {} on {} x {}{} ({} warm-ups, {} repetitions, {} L2; median [min, max] in us)\n",
-                         w.file, m.hardware.gpus, m.hardware.device,
-                         par.size() > 1 ? fmt::format(", one per MPI rank ({} ranks)", par.size()) : "",
-                         o.repeat.warmups, o.repeat.repetitions, o.warm_l2 ? "warm" : "cold")
-                 .c_str(),
-             stdout);
-  for (const replay::OpMeasurement& op : m.ops) {
-    std::string line = fmt::format("  op {} {} ({}): ", op.op, op.name, kind_name(op.kind));
-    if (op.time)
-      line += fmt::format("{:.3f} [{:.3f}, {:.3f}] on {} of {} ranks", op.time->median_s * 1e6, op.time->min_s * 1e6,
-                          op.time->max_s * 1e6, op.ranks_replayed, op.ranks);
-    else
-      line += "not replayed";
-    if (!op.nccl.algorithm.empty()) line += fmt::format(" (NCCL: {} {})", op.nccl.algorithm, op.nccl.protocol);
-    if (op.time && !op.time->gated) line += " (ungated: the host's launch time included)";
-    std::fputs((line + "\n").c_str(), stdout);
-  }
-  for (const std::string& s : m.skipped) std::fputs(("skipped: " + s + "\n").c_str(), stdout);
+  std::fputs(replay::format_replay(w, m, par.size(), repeat_of(o)).c_str(), stdout);
   if (!o.out.empty()) write_output(o.out, replay::format_measurements(m));
   if (!o.trace.empty()) write_output(o.trace, replay::format_replay_trace(w, m));
   if (m.stopped)
@@ -199,151 +178,12 @@ int run_calibrate(const Options& o) {
   return 0;
 }
 
-
-// The collectives of a suite (calibrate --measurements) as points: one node's GPUs.
-std::vector<calibrate::MeasuredPoint> suite_points(const replay::Measurements& m, const std::string& hardware) {
-  if (m.collectives.empty()) return {};  // one GPU's suite: no preset needed
-  const std::string preset = hardware.empty() ? replay::preset_for_device(m.hardware.device) : hardware;
-  if (preset.empty())
-    throw Error(fmt::format("{}: no GPU preset for the device '{}': name it with --hardware", m.file, m.hardware.device));
-  std::vector<calibrate::MeasuredPoint> out;
-  for (std::size_t i = 0; i < m.collectives.size(); ++i) {
-    const replay::CollectiveMeasurement& c = m.collectives[i];
-    calibrate::MeasuredPoint p;
-    p.kind = c.kind;
-    p.hardware = preset;
-    p.topology = "1";
-    p.axes = "all";
-    p.bytes = c.bytes;
-    p.time_s = c.time.median_s;
-    p.spread_s = c.time.max_s - c.time.min_s;
-    p.file = m.file;
-    p.pointer = fmt::format("/collectives/{}", i);
-    const topology::GpuPreset* g = topology::find_gpu_preset(preset);
-    if (g && c.ranks != g->gpus_per_node)
-      throw InputError(m.file, p.pointer,
-                       fmt::format("{} ranks; meshsim models whole nodes of {} GPUs ({}): measure with all of them",
-                                   c.ranks, g->gpus_per_node, g->name));
-    out.push_back(std::move(p));
-  }
-  return out;
-}
-
 int run_calibrate_from(const Options& o) {
-  std::vector<calibrate::MeasuredPoint> points;
-  const calibrate::NcclTestsContext context{o.hardware, o.nodes};
-  // meshsim's own suites also bring GEMM and HBM points: fitted as calibrate fits them.
-  calibrate::Calibration local;
-  std::vector<std::string> not_fitted;
-  for (const std::string& path : o.from) {
-    std::vector<calibrate::MeasuredPoint> more;
-    if (calibrate::is_measurements_file(path)) {
-      const replay::Measurements m = replay::load_measurements(path);
-      if (!m.suite)
-        throw Error(path + ": a replay's measurements are op times of a workload: compare them with meshsim compare; "
-                           "calibrate --from reads suites (calibrate --measurements)");
-      more = suite_points(m, o.hardware);
-      const calibrate::Calibration fitted = replay::fit_suite(m, not_fitted);
-      local.matmul.insert(local.matmul.end(), fitted.matmul.begin(), fitted.matmul.end());
-      if (fitted.hbm) local.hbm = fitted.hbm;
-      local.hardware = fitted.hardware;
-    } else {
-      more = calibrate::load_points(path, context);
-    }
-    points.insert(points.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
-  }
-  if (points.empty()) {
-    // Suites of one GPU: their GEMMs and copies, and no fabric.
-    if (local.matmul.empty() && !local.hbm)
-      throw Error("calibrate: the files hold nothing to fit: no collective, GEMM or HBM copy");
-    std::string out;
-    const auto quality = [](const calibrate::FitQuality& q) {
-      return fmt::format("rms residual {:.2f} %, max {:.2f} % over {} points\n", 100 * q.rms_relative_residual,
-                         100 * q.max_relative_residual, q.points);
-    };
-    for (const calibrate::MatmulFit& f : local.matmul)
-      out += fmt::format("fitted {} GEMMs: {}", f.dtype, quality(f.quality));
-    if (local.hbm) out += "fitted HBM copies: " + quality(local.hbm->quality);
-    out += "no collective: the fabric keeps the preset's terms\n";
-    for (const std::string& n : not_fitted) out += "not fitted: " + n + "\n";
-    local.file = o.out;
-    write_output(o.out, calibrate::format_calibration(local));
-    std::fputs((out + fmt::format("wrote {}\n", o.out)).c_str(), stdout);
-    return 0;
-  }
-  calibrate::FabricFit fit;
-  try {
-    fit = calibrate::fit_fabric(points);
-  } catch (const InputError&) {
-    throw;
-  } catch (const Error& e) {
-    throw Error(std::string("calibrate: ") + e.what());  // what the points cannot determine
-  }
-  std::string out = fmt::format("fitted {} points by simulating them ({} simulations, {} Gauss-Newton steps)\n",
-                                points.size(), fit.simulations, fit.iterations);
-  for (const calibrate::LevelFit& l : fit.levels) {
-    out += fmt::format("  {} on {}: hop latency {:.4g} s ± {:.2g}{}, link efficiency {:.4f} ± {:.2g}; "
-                       "rms residual {:.2f} %, max {:.2f} % over {} points\n",
-                       workloads::level_name(l.level), l.preset, l.hop_latency_s, l.hop_latency_error_s,
-                       l.hop_latency_fitted ? "" : " (the preset's, kept)", l.efficiency, l.efficiency_error,
-                       100 * l.quality.rms_relative_residual, 100 * l.quality.max_relative_residual, l.quality.points);
-    for (const calibrate::LevelFit::Fixed& f : l.fixed_cost)
-      out += fmt::format("    fixed cost of {}: {:.4g} s ± {:.2g}\n", kind_name(f.kind), f.seconds, f.error_s);
-  }
-  for (const std::string& n : fit.notes) out += "note: " + n + "\n";
-  // The points that fit worst, after the fit.
-  std::vector<std::size_t> order(points.size());
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  const auto error = [&](std::size_t i) {
-    return calibrate::error_percent(fit.points[i].after_s, fit.points[i].measured_s);
-  };
-  std::stable_sort(order.begin(), order.end(),
-                   [&](std::size_t a, std::size_t b) { return std::abs(error(a)) > std::abs(error(b)); });
-  out += "worst points (measured, simulated before and after, error after):\n";
-  for (std::size_t k = 0; k < order.size() && k < 5; ++k) {
-    const std::size_t i = order[k];
-    const calibrate::MeasuredPoint& p = points[i];
-    out += fmt::format("  {}: {} {} B on {} {} over {}: {:.4g} s, {:.4g} s, {:.4g} s, {:+.2f} %\n", p.where(),
-                       kind_name(p.kind), p.bytes, p.hardware, p.topology, p.axes, p.time_s, fit.points[i].before_s,
-                       fit.points[i].after_s, error(i));
-  }
-  for (const std::string& n : not_fitted) out += "not fitted: " + n + "\n";
-  calibrate::Calibration cal = local;
-  cal.file = o.out;
-  if (cal.hardware.device.empty()) cal.hardware.device = points.front().hardware;
-  cal.fabric = fit.levels;
-  write_output(o.out, calibrate::format_calibration(cal));
-  out += fmt::format("wrote {}\n", o.out);
-  std::fputs(out.c_str(), stdout);
+  replay::FittedFiles fitted = replay::calibrate_from(o.from, {o.hardware, o.nodes});
+  fitted.calibration.file = o.out;
+  write_output(o.out, calibrate::format_calibration(fitted.calibration));
+  std::fputs((fitted.report + fmt::format("wrote {}\n", o.out)).c_str(), stdout);
   return 0;
-}
-
-// compare on points or nccl-tests logs: each point measured, simulated on the
-// preset and with the calibration, and the errors.
-std::string compare_points(const std::vector<calibrate::MeasuredPoint>& points,
-                           const calibrate::Calibration* cal) {
-  std::string out = fmt::format("{:<24} {:<14} {:>12}  {:<22} {:>13} {:>12} {:>9}", "point", "kind", "bytes", "system",
-                                "measured (us)", "before (us)", "error");
-  if (cal) out += fmt::format(" {:>12} {:>9}", "after (us)", "error");
-  out += "\n";
-  std::vector<double> before_errors, after_errors;
-  for (const calibrate::MeasuredPoint& p : points) {
-    const double before = calibrate::simulate_point(p, {});
-    before_errors.push_back(calibrate::error_percent(before, p.time_s));
-    out += fmt::format("{:<24} {:<14} {:>12}  {:<22} {:>13.3f} {:>12.3f} {:>+8.1f}%", p.where(), kind_name(p.kind),
-                       p.bytes, fmt::format("{} {} {}", p.hardware, p.topology, p.axes), p.time_s * 1e6, before * 1e6,
-                       before_errors.back());
-    if (cal) {
-      const double after = calibrate::simulate_point(p, cal->fabric);
-      after_errors.push_back(calibrate::error_percent(after, p.time_s));
-      out += fmt::format(" {:>12.3f} {:>+8.1f}%", after * 1e6, after_errors.back());
-    }
-    out += "\n";
-  }
-  out += fmt::format("median |error| over {} points: {:.1f} % before", points.size(),
-                     calibrate::median_abs(before_errors));
-  if (cal) out += fmt::format(", {:.1f} % after calibration", calibrate::median_abs(after_errors));
-  return out + "\n";
 }
 
 int run_compare(const Options& o) {
@@ -352,7 +192,7 @@ int run_compare(const Options& o) {
         calibrate::load_points(o.measurements, {o.hardware, o.nodes});
     std::optional<calibrate::Calibration> cal;
     if (!o.calibration.empty()) cal = calibrate::load_calibration(o.calibration);
-    std::fputs(compare_points(points, cal ? &*cal : nullptr).c_str(), stdout);
+    std::fputs(calibrate::format_point_comparison(points, cal ? &*cal : nullptr).c_str(), stdout);
     return 0;
   }
   if (o.nodes > 0) throw Error("compare: --nodes describes the system of an nccl-tests log");
