@@ -528,14 +528,14 @@ int main(int argc, char** argv) {
       for (int r = 0; r < repeat; ++r) {
         const auto t0 = Clock::now();
         const meshsim::workloads::Workload w = meshsim::workloads::load_workload(path);
-        const meshsim::topology::Torus torus = w.make_torus();
         t_parse.push_back(seconds_since(t0));
         const auto t1 = Clock::now();
-        const meshsim::driver::Expanded ex = meshsim::driver::expand(w, torus);
+        meshsim::driver::RunContext run(w);  // the system, as expand() made it
+        const meshsim::driver::Expanded ex = meshsim::driver::expand(w, run);
         t_expand.push_back(seconds_since(t1));
         const auto t2 = Clock::now();
         meshsim::sim::Engine engine;
-        const std::vector<std::uint8_t> op_class = meshsim::driver::op_classes(w, torus);  // NCCL's protocols
+        const std::vector<std::uint8_t> op_class = meshsim::driver::op_classes(w, run);  // NCCL's protocols
         meshsim::sim::Executor exec(engine, ex.program, ex.resources);
         if (!op_class.empty()) exec.classify_ops(op_class);
         exec.start();

@@ -321,12 +321,9 @@ collectives::Schedule torus_schedule(const workloads::Op& op) {
 }
 
 collectives::ClosedForm communication_closed_form(const workloads::Op& op, const workloads::Workload& w,
-                                                  const topology::Torus& torus, const topology::Fabric* fabric) {
-  if (w.hardware.gpu) {
-    MESHSIM_ASSERT(fabric != nullptr, "a GPU system's fabric");
-    return communication_closed_form(op, w, torus, *fabric);
-  }
-  return torus_closed_form(op, w, torus);
+                                                  const topology::System& system) {
+  if (const topology::Fabric* fabric = system.fabric()) return communication_closed_form(op, w, system.grid(), *fabric);
+  return torus_closed_form(op, w, system.grid());
 }
 
 collectives::ClosedForm communication_closed_form(const workloads::Op& op, const workloads::Workload& w,

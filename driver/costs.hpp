@@ -62,9 +62,9 @@ Tick op_fixed_cost(const workloads::Op& op, const workloads::Workload& w, const 
 // A torus collective's multi-axis schedule: the one the op names, else balanced.
 collectives::Schedule torus_schedule(const workloads::Op& op);
 
-// On a torus (`fabric` null), or on the GPU system's fabric.
+// On the system's torus, or on its GPU fabric.
 collectives::ClosedForm communication_closed_form(const workloads::Op& op, const workloads::Workload& w,
-                                                  const topology::Torus& torus, const topology::Fabric* fabric);
+                                                  const topology::System& system);
 collectives::ClosedForm communication_closed_form(const workloads::Op& op, const workloads::Workload& w,
                                                   const topology::Torus& torus, const topology::Fabric& fabric);
 collectives::ClosedForm torus_closed_form(const workloads::Op& op, const workloads::Workload& w,

@@ -4,6 +4,7 @@
 
 #include "base/error.hpp"
 #include "driver/costs.hpp"
+#include "driver/run_context.hpp"
 #include "sim/collectives/collective.hpp"
 #include "sim/collectives/gpu.hpp"
 
@@ -106,10 +107,8 @@ std::uint64_t chips_share(const workloads::Op& op, const topology::Torus& t, std
 // choices and the collectives' transfer bounds memoized (ops alike share them).
 class Estimator {
  public:
-  Estimator(const workloads::Workload& w, const topology::Torus& t, GpuChoices* gpu)
-      : w_(w), t_(t), choices_(choices_for(gpu, own_, w, t)) {}
-  Estimator(const Estimator&) = delete;  // choices_ may point into own_
-  Estimator& operator=(const Estimator&) = delete;
+  Estimator(const workloads::Workload& w, RunContext& run)
+      : w_(w), t_(run.torus()), choices_(run.gpu()), plans_(run.plans()) {}
   const topology::Fabric* fabric() const { return choices_ ? &choices_->fabric() : nullptr; }
   GpuChoices* choices() { return choices_; }
   collectives::PlanCache& plans() { return plans_; }
@@ -133,10 +132,9 @@ class Estimator {
   using Key = std::tuple<int, std::vector<int>, std::uint64_t, int, int>;
   const workloads::Workload& w_;
   const topology::Torus& t_;
-  std::optional<GpuChoices> own_;
-  GpuChoices* choices_;  // own_'s, or the caller's
+  GpuChoices* choices_;  // the run's; null on a torus
   std::map<Key, std::uint64_t> bounds_;
-  collectives::PlanCache plans_;  // the torus's multi-axis plans
+  collectives::PlanCache& plans_;  // the run's: the torus's multi-axis plans
 };
 
 }  // namespace
@@ -165,9 +163,10 @@ std::uint64_t estimate_transfers(const workloads::Op& op, const workloads::Workl
   }
 }
 
-RunSize estimate_run(const workloads::Workload& w, const topology::Torus& torus, GpuChoices* gpu) {
+RunSize estimate_run(const workloads::Workload& w, RunContext& run) {
   RunSize size;
-  Estimator estimate(w, torus, gpu);
+  const topology::Torus& torus = run.torus();
+  Estimator estimate(w, run);
   const auto saturating_add = [](std::uint64_t a, std::uint64_t b) { return a > ~b ? ~std::uint64_t{0} : a + b; };
   const auto saturating_mul = [](std::uint64_t a, std::uint64_t b) {
     return b != 0 && a > ~std::uint64_t{0} / b ? ~std::uint64_t{0} : a * b;
@@ -268,24 +267,24 @@ void check_limits(const workloads::Workload& w, const RunSize& size, const Limit
                                largest || tasks ? "" : " or raise the limit"));
 }
 
-struct Expander::System {
-  System(const workloads::Workload& w, const topology::Torus& t, GpuChoices* gpu, const BuildOptions& o)
-      : torus(t), estimator(w, t, gpu), options(o) {}
+struct Expander::State {
+  State(const workloads::Workload& w, RunContext& run, const BuildOptions& o)
+      : torus(run.torus()), estimator(w, run), options(o) {}
   const topology::Torus& torus;
   Estimator estimator;
   BuildOptions options;
   Expanded layout;  // the resources and the network, no ops
 };
 
-Expander::Expander(const workloads::Workload& w, const topology::Torus& torus, GpuChoices* gpu,
-                   const BuildOptions& options)
-    : system_(std::make_unique<System>(w, torus, gpu, options)) {
-  Expanded& out = system_->layout;
+Expander::Expander(const workloads::Workload& w, RunContext& run, const BuildOptions& options)
+    : state_(std::make_unique<State>(w, run, options)) {
+  const topology::Torus& torus = run.torus();
+  Expanded& out = state_->layout;
   const std::uint32_t chips = torus.num_chips();
   out.chips = chips;
   // Resources: the links (torus link slots, or the fabric's links), then one
   // compute unit per chip.
-  const topology::Fabric* fabric = system_->estimator.fabric();
+  const topology::Fabric* fabric = state_->estimator.fabric();
   if (fabric) {
     // Switch nodes after the GPUs (Fabric::link_ends).
     for (topology::LinkId l = 0; l < fabric->num_links(); ++l) {
@@ -328,14 +327,14 @@ Expander::Expander(const workloads::Workload& w, const topology::Torus& torus, G
 Expander::~Expander() = default;
 
 Expanded Expander::operator()(const workloads::Workload& w) const {
-  const topology::Torus& torus = system_->torus;
-  Estimator& estimator = system_->estimator;
+  const topology::Torus& torus = state_->torus;
+  Estimator& estimator = state_->estimator;
   const topology::Fabric* fabric = estimator.fabric();
-  Expanded out = system_->layout;
+  Expanded out = state_->layout;
   const std::uint32_t chips = out.chips;
   const auto compute_unit = [&](std::uint32_t chip) { return static_cast<std::uint32_t>(out.links + chip); };
   sim::ProgramBuilder b;
-  b.copy_repeats = system_->options.copy_repeats;
+  b.copy_repeats = state_->options.copy_repeats;
   {
     // Reserve from the estimates: untouched capacity costs no resident memory,
     // and no reallocation copies millions of tasks.
@@ -460,9 +459,13 @@ std::vector<std::uint32_t> send_chips(const workloads::Op& op) {
   return out;
 }
 
-Expanded expand(const workloads::Workload& w, const topology::Torus& torus, GpuChoices* gpu,
-                const BuildOptions& options) {
-  return Expander(w, torus, gpu, options)(w);
+Expanded expand(const workloads::Workload& w, RunContext& run, const BuildOptions& options) {
+  return Expander(w, run, options)(w);
+}
+
+Expanded expand(const workloads::Workload& w, const BuildOptions& options) {
+  RunContext run(w);
+  return expand(w, run, options);
 }
 
 }  // namespace meshsim::driver

@@ -44,7 +44,7 @@ struct Expanded {
 // Expanded::send_chips of `op`: a send's chips, ascending; empty for other kinds.
 std::vector<std::uint32_t> send_chips(const workloads::Op& op);
 
-class GpuChoices;
+class RunContext;
 
 // How programs are built: with `copy_repeats` off, every round of a pipelined
 // loop (NCCL's tree's chunks, the NVLS tree's loops) is built instead of copied
@@ -54,9 +54,10 @@ struct BuildOptions {
 };
 
 // Refuses (InputError at the op, before building it) a program whose tasks would
-// exceed kMaxTasks. `gpu`: the system's GPU choices (costs.hpp), null to make them.
-Expanded expand(const workloads::Workload& w, const topology::Torus& torus, GpuChoices* gpu = nullptr,
-                const BuildOptions& options = {});
+// exceed kMaxTasks. `run`: the run's system, GPU choices and torus plans
+// (run_context.hpp); without it, a context of w's own.
+Expanded expand(const workloads::Workload& w, RunContext& run, const BuildOptions& options = {});
+Expanded expand(const workloads::Workload& w, const BuildOptions& options = {});
 
 // expand() in two parts, for expanding many workloads on one system (the ops of
 // one workload one by one): the system's resources and network, and on a GPU
@@ -64,18 +65,17 @@ Expanded expand(const workloads::Workload& w, const topology::Torus& torus, GpuC
 class Expander {
  public:
   // `w`: the system (hardware, topology); it must outlive the expander, and so
-  // must `gpu` (the system's GPU choices; null: the expander makes its own).
-  Expander(const workloads::Workload& w, const topology::Torus& torus, GpuChoices* gpu = nullptr,
-           const BuildOptions& options = {});
+  // must `run` (the run's system, GPU choices and torus plans).
+  Expander(const workloads::Workload& w, RunContext& run, const BuildOptions& options = {});
   ~Expander();
   Expander(const Expander&) = delete;
   Expander& operator=(const Expander&) = delete;
-  // expand(w, torus) for a workload `w` on this system (its ops may be any).
+  // expand(w, run) for a workload `w` on this system (its ops may be any).
   Expanded operator()(const workloads::Workload& w) const;
 
  private:
-  struct System;
-  std::unique_ptr<System> system_;
+  struct State;
+  std::unique_ptr<State> state_;
 };
 
 constexpr std::size_t kMaxTasks = std::size_t{1} << 27;
@@ -118,8 +118,8 @@ struct RunSize {
 // (driver::turns_unbuilt).
 RunSize translated_size(const RunSize& full, std::uint64_t translations, bool biggest_built = true);
 // Saturates instead of overflowing. Throws InputError when a named GPU algorithm
-// does not apply (as expand() would). `gpu` as expand()'s.
-RunSize estimate_run(const workloads::Workload& w, const topology::Torus& torus, GpuChoices* gpu = nullptr);
+// does not apply (as expand() would). `run` as expand()'s.
+RunSize estimate_run(const workloads::Workload& w, RunContext& run);
 
 // Bounds on a run, checked before anything is built (meshsim run --max-transfers,
 // --max-memory). The defaults let the 4096-chip benchmark run and refuse what

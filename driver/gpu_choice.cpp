@@ -8,6 +8,7 @@
 #include "base/error.hpp"
 #include "driver/costs.hpp"
 #include "driver/nccl_model.hpp"
+#include "driver/run_context.hpp"
 
 namespace meshsim::driver {
 
@@ -117,10 +118,9 @@ GpuChoice gpu_algorithm(const workloads::Op& op, const workloads::Workload& w, c
   return asked ? *best : choose(best->algorithm);
 }
 
-std::vector<std::uint8_t> op_classes(const workloads::Workload& w, const topology::Torus& torus, GpuChoices* gpu) {
-  if (!w.hardware.gpu) return {};
-  std::optional<GpuChoices> own;
-  GpuChoices& choices = *choices_for(gpu, own, w, torus);
+std::vector<std::uint8_t> op_classes(const workloads::Workload& w, RunContext& run) {
+  if (!run.gpu()) return {};
+  GpuChoices& choices = *run.gpu();
   std::vector<std::uint8_t> out(w.ops.size(), 0);
   bool any = false;
   for (std::size_t i = 0; i < w.ops.size(); ++i) {
@@ -133,14 +133,8 @@ std::vector<std::uint8_t> op_classes(const workloads::Workload& w, const topolog
   return out;
 }
 
-GpuChoices::GpuChoices(const workloads::Workload& w, const topology::Torus& torus)
-    : w_(w), torus_(torus), fabric_(w.make_fabric()) {}
-
-GpuChoices* choices_for(GpuChoices* given, std::optional<GpuChoices>& own, const workloads::Workload& w,
-                        const topology::Torus& torus) {
-  if (given || !w.hardware.gpu) return given;
-  return &own.emplace(w, torus);
-}
+GpuChoices::GpuChoices(const workloads::Workload& w, const topology::Torus& torus, const topology::Fabric& fabric)
+    : w_(w), torus_(torus), fabric_(fabric) {}
 
 const GpuChoice& GpuChoices::operator()(const workloads::Op& op) {
   Key key = choice_key(op);
@@ -150,6 +144,10 @@ const GpuChoice& GpuChoices::operator()(const workloads::Op& op) {
                                                     communication_closed_form(op, w_, torus_, fabric_)}
                                         : gpu_algorithm(op, w_, torus_, fabric_);
   return memo_.emplace(std::move(key), c).first->second;
+}
+
+RunContext::RunContext(const workloads::Workload& w) : system_(w.make_system()) {
+  if (const topology::Fabric* f = system_.fabric()) gpu_.emplace(w, system_.grid(), *f);
 }
 
 }  // namespace meshsim::driver

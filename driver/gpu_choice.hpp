@@ -35,9 +35,8 @@ GpuChoice gpu_algorithm(const workloads::Op& op, const workloads::Workload& w, c
 // Per op of `w`, the class its tasks run as (sim::Executor::classify_ops): a GPU
 // collective's protocol (collectives::gpu::Protocol), else 0; empty when every
 // op is of class 0.
-class GpuChoices;
-std::vector<std::uint8_t> op_classes(const workloads::Workload& w, const topology::Torus& torus,
-                                     GpuChoices* gpu = nullptr);
+class RunContext;
+std::vector<std::uint8_t> op_classes(const workloads::Workload& w, RunContext& run);
 
 // What an op's GPU choice depends on: its kind, hardware axes, bytes, the
 // algorithm and protocol it names and a send's ends.
@@ -51,7 +50,8 @@ using GpuChoiceKey = std::tuple<int, std::vector<int>, std::uint64_t, std::strin
 // hardware changes meanwhile.
 class GpuChoices {
  public:
-  GpuChoices(const workloads::Workload& w, const topology::Torus& torus);
+  // `torus` (the GPUs' grid) and `fabric` are the system's; they must outlive this.
+  GpuChoices(const workloads::Workload& w, const topology::Torus& torus, const topology::Fabric& fabric);
   const GpuChoice& operator()(const workloads::Op& op);
   const topology::Fabric& fabric() const { return fabric_; }
 
@@ -59,16 +59,8 @@ class GpuChoices {
   using Key = GpuChoiceKey;
   const workloads::Workload& w_;
   const topology::Torus& torus_;
-  topology::Fabric fabric_;
+  const topology::Fabric& fabric_;
   std::map<Key, GpuChoice> memo_;
 };
-
-// The choices a function uses: `given` (one run's, passed down by simulate()
-// so that each op's algorithm is chosen once: the size estimate, the quotient's
-// checks, the build and the report each ask, and at scale a choice walks every
-// GPU of every channel), else `own`, made here for `w` on a GPU fabric; null on
-// a TPU.
-GpuChoices* choices_for(GpuChoices* given, std::optional<GpuChoices>& own, const workloads::Workload& w,
-                        const topology::Torus& torus);
 
 }  // namespace meshsim::driver

@@ -7,8 +7,8 @@
 
 namespace meshsim::driver {
 
-std::optional<TranslatedGroups> translated_groups(const workloads::Workload& w, const topology::Torus& t,
-                                                  const topology::Fabric* fabric) {
+std::optional<TranslatedGroups> translated_groups(const workloads::Workload& w, const topology::System& system) {
+  const topology::Torus& t = system.grid();
   // A twisted wraparound lands shifted along other axes: its groups are not
   // translates of each other.
   if (w.training || t.twisted()) return std::nullopt;
@@ -25,11 +25,10 @@ std::optional<TranslatedGroups> translated_groups(const workloads::Workload& w, 
   // spines are oversubscribed).
   bool across = false;  // some collective spans nodes
   for (int a = 1; a < t.num_axes(); ++a) across = across || in_a[static_cast<std::size_t>(a)];
-  if (w.hardware.gpu && across) {
+  if (const topology::Fabric* fabric = system.fabric(); fabric && across) {
     if (in_a[0]) return std::nullopt;
     for (int a = 1; a < t.num_axes(); ++a)
       if (!in_a[static_cast<std::size_t>(a)] && t.axis(a).size > 1) return std::nullopt;
-    MESHSIM_ASSERT(fabric != nullptr, "a GPU system's fabric");
     const topology::Fabric& f = *fabric;
     if (f.pods() > 1 && f.core_cables() < f.leaves_per_pod() * f.spine_cables()) return std::nullopt;
   }
@@ -62,19 +61,18 @@ workloads::Workload first_group(const workloads::Workload& w, const TranslatedGr
   return out;
 }
 
-sim::Reduced::Class translated_class(const TranslatedGroups& g, const workloads::Workload& w, const topology::Torus& t,
-                                     const Expanded& ex, const topology::Fabric* fabric) {
+sim::Reduced::Class translated_class(const TranslatedGroups& g, const topology::System& system, const Expanded& ex) {
+  const topology::Torus& t = system.grid();
   // A chip's resources, as ids and how far they move per chip of offset.
   std::vector<std::uint32_t> resources;
   std::vector<std::uint32_t> scale;
   const auto links = static_cast<std::uint32_t>(ex.links);
-  if (w.hardware.gpu) {
+  if (const topology::Fabric* fabric = system.fabric()) {
     // The fabric's per-GPU links come in four blocks of one per GPU (NVLink up,
     // down, NIC up, down: topology/fabric.hpp); an in-node group uses no spine.
     const std::uint32_t n = t.num_chips();
     for (topology::ChipId c : *g.first)
       for (std::uint32_t block = 0; block < 4; ++block) resources.push_back(block * n + c), scale.push_back(1);
-    MESHSIM_ASSERT(fabric != nullptr, "a GPU system's fabric");
     const topology::Fabric& f = *fabric;
     if (g.first->size() > 1 && f.node_of(g.first->back()) != 0) {
       // Rail 0: its leaves' cables, and their core cables; rail k's are the same

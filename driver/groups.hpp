@@ -19,6 +19,7 @@
 
 #include "driver/expand.hpp"
 #include "sim/reduce.hpp"
+#include "topology/system.hpp"
 #include "topology/torus.hpp"
 #include "workloads/workload.hpp"
 
@@ -33,10 +34,8 @@ struct TranslatedGroups {
 // The groups, or nothing when the workload does not split into several (a
 // training step, a send, an op on part of the chips, a twisted torus, GPU
 // collectives across nodes beside ones inside them or on part of the nodes,
-// oversubscribed spines, or collectives over every axis). `fabric`: the GPU
-// system's (the run's, GpuChoices::fabric), null on a torus.
-std::optional<TranslatedGroups> translated_groups(const workloads::Workload& w, const topology::Torus& t,
-                                                  const topology::Fabric* fabric);
+// oversubscribed spines, or collectives over every axis). `system`: the run's.
+std::optional<TranslatedGroups> translated_groups(const workloads::Workload& w, const topology::System& system);
 
 // `w` with every op on group 0's chips only.
 workloads::Workload first_group(const workloads::Workload& w, const TranslatedGroups& g);
@@ -45,7 +44,6 @@ workloads::Workload first_group(const workloads::Workload& w, const TranslatedGr
 // exact reductions use): group 0's resources (its chips' links and compute
 // units; on a GPU fabric their NVLink and NIC ports, and for rails their leaves'
 // cables and those cables' core cables) and each other group's.
-sim::Reduced::Class translated_class(const TranslatedGroups& g, const workloads::Workload& w, const topology::Torus& t,
-                                     const Expanded& ex, const topology::Fabric* fabric);
+sim::Reduced::Class translated_class(const TranslatedGroups& g, const topology::System& system, const Expanded& ex);
 
 }  // namespace meshsim::driver

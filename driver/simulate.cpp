@@ -122,8 +122,8 @@ Names names_of(const topology::Torus& torus, const Expanded& ex, GpuChoices* gpu
   return n;
 }
 
-traces::TraceLayout trace_layout(const workloads::Workload& w, const topology::Torus& torus, const Expanded& ex,
-                                 const Names& n, GpuChoices* gpu) {
+traces::TraceLayout trace_layout(const workloads::Workload& w, RunContext& run, const Expanded& ex, const Names& n) {
+  const topology::Torus& torus = run.torus();
   traces::TraceLayout l;
   l.chips = torus.num_chips();
   l.chip_names = n.chips;
@@ -135,11 +135,10 @@ traces::TraceLayout trace_layout(const workloads::Workload& w, const topology::T
   l.resource_src = n.resource_src;
   l.resource_dst = n.resource_dst;
   l.resource_track = n.resource_track;
-  collectives::PlanCache plans;
   for (const workloads::Op& op : w.ops) {
     l.op_names.push_back(op.name);
     l.op_kinds.emplace_back(kind_name(op.kind));
-    l.op_algorithms.push_back(algorithm_name(op, torus, gpu, plans));
+    l.op_algorithms.push_back(algorithm_name(op, torus, run.gpu(), run.plans()));
   }
   l.forward_chunk_bytes = w.hardware.forward_chunk_bytes;
   l.op_ports = ex.op_ports;
@@ -290,9 +289,10 @@ class PortWatch {
 
 // The results of every op from its timing on an engine: when all its chips could
 // start it (`all_ready`), its first start and last arrival (`timings`).
-std::vector<OpResult> op_results(const workloads::Workload& w, const topology::Torus& torus, const Expanded& ex,
-                                 const std::vector<sim::OpTiming>& timings, const std::vector<Tick>& all_ready,
-                                 GpuChoices* gpu) {
+std::vector<OpResult> op_results(const workloads::Workload& w, RunContext& run, const Expanded& ex,
+                                 const std::vector<sim::OpTiming>& timings, const std::vector<Tick>& all_ready) {
+  const topology::Torus& torus = run.torus();
+  GpuChoices* gpu = run.gpu();
   std::vector<OpResult> out;
   out.reserve(w.ops.size());
   // per (kind, axes, bytes, protocol)
@@ -305,8 +305,7 @@ std::vector<OpResult> op_results(const workloads::Workload& w, const topology::T
     o.kind = op.kind;
     if (is_collective(op.kind))
       for (int a : op.collective().mesh_axes) o.mesh_axes.push_back(w.mesh[static_cast<std::size_t>(a)].name);
-    for (int a : op.comm_axes())
-      o.hw_axes.push_back(w.hardware.gpu ? workloads::gpu_axis_name(w, a) : torus.axis_name(a));
+    for (int a : op.comm_axes()) o.hw_axes.push_back(run.system().axis_name(a));
     if (is_collective(op.kind)) o.groups = op.collective().groups;
     o.bytes = op.comm_bytes();
     o.begin = all_ready[i];
@@ -375,10 +374,10 @@ std::vector<OpResult> op_results(const workloads::Workload& w, const topology::T
 }
 
 // The same program as flows on SimGrid (sim/simgrid/).
-RunResult simulate_simgrid(const workloads::Workload& w, const topology::Torus& torus, const Expanded& ex,
-                           const std::vector<std::string>& config, GpuChoices* gpu) {
+RunResult simulate_simgrid(const workloads::Workload& w, RunContext& run, const Expanded& ex,
+                           const std::vector<std::string>& config) {
   // A SimGrid link has one latency, whichever flow crosses it: Simple's.
-  const std::vector<std::uint8_t> classes = op_classes(w, torus, gpu);
+  const std::vector<std::uint8_t> classes = op_classes(w, run);
   for (std::size_t i = 0; i < classes.size(); ++i)
     if (classes[i] != 0) {
       const workloads::Op& op = w.ops[i];
@@ -393,14 +392,14 @@ RunResult simulate_simgrid(const workloads::Workload& w, const topology::Torus& 
   for (std::size_t i = 0; i < ex.resources.size(); ++i)
     resources.push_back({ex.resources[i].bandwidth_bytes_per_s, ex.resources[i].latency, ex.resource_ends[i].first,
                          ex.resource_ends[i].second});
-  const sim::SimgridRun run = sim::run_on_simgrid(graph, resources, ex.nodes, config);
-  if (run.unfinished > 0) {
-    const auto& op = w.ops[graph.node(run.first_unfinished).op];
+  const sim::SimgridRun sg = sim::run_on_simgrid(graph, resources, ex.nodes, config);
+  if (sg.unfinished > 0) {
+    const auto& op = w.ops[graph.node(sg.first_unfinished).op];
     throw Error(fmt::format("{}:{}: the schedule deadlocked on SimGrid: {} tasks and flows never ran, the first in "
                             "op '{}'",
-                            w.file, op.pointer, run.unfinished, op.name));
+                            w.file, op.pointer, sg.unfinished, op.name));
   }
-  if (run.makespan > kMaxTick)
+  if (sg.makespan > kMaxTick)
     throw InputError(w.file, w.ops.empty() ? "" : w.ops.front().pointer,
                      fmt::format("simulated time would exceed the limit of {:.3g} s (2^62 ps); reduce the sizes",
                                  kMaxTick.seconds()));
@@ -410,9 +409,9 @@ RunResult simulate_simgrid(const workloads::Workload& w, const topology::Torus& 
   for (sim::TaskId t = 0; t < ex.program.num_tasks(); ++t) {
     const sim::OpId op = ex.program.task(t).op();
     sim::OpTiming& o = timings[op];
-    o.begin = min(o.begin, run.tasks[t].start);
-    o.end = max(o.end, run.tasks[t].done);
-    if (ex.op_ports[op].is_port(t)) sends.port(op, t, run.tasks[t].done);
+    o.begin = min(o.begin, sg.tasks[t].start);
+    o.end = max(o.end, sg.tasks[t].done);
+    if (ex.op_ports[op].is_port(t)) sends.port(op, t, sg.tasks[t].done);
   }
   timings = sends.timings(timings);
   for (std::size_t i = 0; i < w.ops.size(); ++i)
@@ -421,21 +420,21 @@ RunResult simulate_simgrid(const workloads::Workload& w, const topology::Torus& 
       // Ready when its dependencies were done: before the entry's delay (the op's fixed cost).
       const sim::TaskId entry = ex.op_ports[i].entry_begin + c;
       const Tick delay = Tick::from_ps(static_cast<std::int64_t>(ex.program.task(entry).amount));
-      all_ready[i] = max(all_ready[i], run.tasks[entry].done - delay);
+      all_ready[i] = max(all_ready[i], sg.tasks[entry].done - delay);
     }
   RunResult r;
   r.engine = "simgrid";
-  r.makespan = run.makespan;
+  r.makespan = sg.makespan;
   for (std::size_t i = 0; i < w.ops.size(); ++i) {
     r.transfers += ex.op_transfers[i];
     r.link_bytes += ex.op_link_bytes[i];
   }
-  r.flows = run.flows;
-  r.hosts = run.hosts;
-  r.routes = run.routes;
-  r.workers = run.workers;
-  r.engine_seconds = run.engine_seconds;
-  r.ops = op_results(w, torus, ex, timings, all_ready, gpu);
+  r.flows = sg.flows;
+  r.hosts = sg.hosts;
+  r.routes = sg.routes;
+  r.workers = sg.workers;
+  r.engine_seconds = sg.engine_seconds;
+  r.ops = op_results(w, run, ex, timings, all_ready);
   return r;
 }
 
@@ -464,9 +463,9 @@ bool may_repeat(const workloads::Workload& w, const topology::Torus& torus) {
   return true;
 }
 
-std::optional<RunResult> run_native(const workloads::Workload& w, const topology::Torus& torus, const Expanded& ex,
-                                    const SimulateOptions& options, GpuChoices* gpu,
-                                    const sim::Reduced::Class* translated, const TranslationQuotient* quotient = nullptr);
+std::optional<RunResult> run_native(const workloads::Workload& w, RunContext& run, const Expanded& ex,
+                                    const SimulateOptions& options, const sim::Reduced::Class* translated,
+                                    const TranslationQuotient* quotient = nullptr);
 
 }  // namespace
 
@@ -484,40 +483,37 @@ namespace {
 
 // One chip's share of the quotient by the torus' translations (beside its
 // largest op, built whole), when translations leave the workload's ops in place.
-std::optional<RunSize> translation_size(const workloads::Workload& w, const topology::Torus& torus, GpuChoices* gpu) {
-  const std::vector<Shift> axes = translated_axes(w, torus, gpu);
-  const std::uint64_t n = translation_count(axes, torus);
+std::optional<RunSize> translation_size(const workloads::Workload& w, RunContext& run) {
+  const std::vector<Shift> axes = translated_axes(w, run);
+  const std::uint64_t n = translation_count(axes, run.torus());
   if (n <= 1) return std::nullopt;
-  const RunSize full = estimate_run(w, torus, gpu);
+  const RunSize full = estimate_run(w, run);
   bool built = true;  // the largest op, built whole to check its quotient
   bool mirrored = false;
-  if (gpu && !w.ops.empty()) {
-    built = !turns_unbuilt(w.ops[full.biggest_op], *gpu, axes);
-    mirrored = mirrors_unbuilt(w, torus, *gpu, axes);
+  if (run.gpu() && !w.ops.empty()) {
+    built = !turns_unbuilt(w.ops[full.biggest_op], *run.gpu(), axes);
+    mirrored = mirrors_unbuilt(w, run, axes);
   }
   RunSize out = translated_size(full, mirrored ? 2 * n : n, built);
   out.mirrored = mirrored;
   return out;
 }
 
-RunSize group_size(const workloads::Workload& first, const topology::Torus& torus, const TranslatedGroups& groups,
-                   GpuChoices* gpu = nullptr) {
-  RunSize size = estimate_run(first, torus, gpu);
+RunSize group_size(const workloads::Workload& first, RunContext& run, const TranslatedGroups& groups) {
+  RunSize size = estimate_run(first, run);
   size.groups = groups.copies();
   return size;
 }
 
 }  // namespace
 
-RunSize run_size(const workloads::Workload& w, const topology::Torus& torus, const SimulateOptions& options) {
+RunSize run_size(const workloads::Workload& w, RunContext& run, const SimulateOptions& options) {
   if (may_reduce_run(options)) {
-    std::optional<GpuChoices> own;
-    GpuChoices* gpu = choices_for(nullptr, own, w, torus);
-    if (const std::optional<TranslatedGroups> groups = translated_groups(w, torus, gpu ? &gpu->fabric() : nullptr))
-      return group_size(first_group(w, *groups), torus, *groups, gpu);
-    if (std::optional<RunSize> size = translation_size(w, torus, gpu)) return *size;
+    if (const std::optional<TranslatedGroups> groups = translated_groups(w, run.system()))
+      return group_size(first_group(w, *groups), run, *groups);
+    if (std::optional<RunSize> size = translation_size(w, run)) return *size;
   }
-  return estimate_run(w, torus);
+  return estimate_run(w, run);
 }
 
 namespace {
@@ -525,14 +521,13 @@ namespace {
 // For a run that an option keeps whole and that is too big: which option, and
 // what the exact reductions would simulate without it, when that fits (where
 // nothing reduces, that is the whole run again, which does not).
-std::string reduction_hint(const workloads::Workload& w, const topology::Torus& torus,
-                           const SimulateOptions& options) {
+std::string reduction_hint(const workloads::Workload& w, RunContext& run, const SimulateOptions& options) {
   if (may_reduce_run(options)) return {};
   const char* why = options.engine != EngineKind::Native ? "SimGrid (--engine) runs every task"
                     : !options.reduce                    ? "--no-reduce simulates every task"
                     : options.critical_path              ? "--critical-path simulates every task"
                                                          : "--trace simulates every task";
-  const RunSize size = run_size(w, torus, SimulateOptions{});
+  const RunSize size = run_size(w, run, SimulateOptions{});
   if (!within_limits(size, options.limits)) return {};
   return fmt::format("{} (without it, the exact reductions would simulate about {} transfers)", why,
                      size.transfers);
@@ -540,74 +535,70 @@ std::string reduction_hint(const workloads::Workload& w, const topology::Torus& 
 
 }  // namespace
 
-RunPlan plan_run(const workloads::Workload& w, const topology::Torus& torus, const SimulateOptions& options,
-                 GpuChoices* given) {
-  std::optional<GpuChoices> own;
-  GpuChoices* gpu = choices_for(given, own, w, torus);
+RunPlan plan_run(const workloads::Workload& w, RunContext& run, const SimulateOptions& options) {
   RunPlan plan;
   if (may_reduce_run(options)) {
     // Identical independent groups known from the workload (driver/groups.hpp):
     // group 0 alone is built and run.
-    if (std::optional<TranslatedGroups> groups = translated_groups(w, torus, gpu ? &gpu->fabric() : nullptr)) {
+    if (std::optional<TranslatedGroups> groups = translated_groups(w, run.system())) {
       plan.kind = RunPlan::Kind::Group;
       plan.first = first_group(w, *groups);
-      plan.size = group_size(*plan.first, torus, *groups, gpu);
+      plan.size = group_size(*plan.first, run, *groups);
       plan.groups = std::move(groups);
       check_limits(*plan.first, plan.size, options.limits);
       return plan;
     }
     // A program that the torus' translations may leave unchanged: its quotient,
     // built op by op without the whole program (driver/translations.hpp).
-    if (const std::optional<RunSize> size = translation_size(w, torus, gpu)) {
+    if (const std::optional<RunSize> size = translation_size(w, run)) {
       check_limits(w, *size, options.limits);
-      if ((plan.quotient = quotient_by_ops(w, torus, gpu))) {
+      if ((plan.quotient = quotient_by_ops(w, run))) {
         plan.kind = RunPlan::Kind::Quotient;
         plan.size = *size;
         return plan;
       }
       // Not invariant: the whole program.
-      plan.size = estimate_run(w, torus, gpu);
+      plan.size = estimate_run(w, run);
       check_limits(w, plan.size, options.limits);
       return plan;
     }
   }
-  plan.size = estimate_run(w, torus, gpu);
+  plan.size = estimate_run(w, run);
   if (!within_limits(plan.size, options.limits))
-    check_limits(w, plan.size, options.limits, reduction_hint(w, torus, options));
+    check_limits(w, plan.size, options.limits, reduction_hint(w, run, options));
   return plan;
 }
 
 RunResult simulate(const workloads::Workload& w, const SimulateOptions& options) {
-  const topology::Torus torus = w.make_torus();
-  // The system's GPU choices, made once for the run: every step asks for them.
-  std::optional<GpuChoices> own;
-  GpuChoices* gpu = choices_for(nullptr, own, w, torus);
-  const RunPlan plan = plan_run(w, torus, options, gpu);
+  RunContext run(w);
+  return simulate(w, run, options);
+}
+
+RunResult simulate(const workloads::Workload& w, RunContext& run, const SimulateOptions& options) {
+  const RunPlan plan = plan_run(w, run, options);
   switch (plan.kind) {
     case RunPlan::Kind::Group: {
-      const Expanded ex = expand(*plan.first, torus, gpu);
-      const sim::Reduced::Class translated =
-          translated_class(*plan.groups, w, torus, ex, gpu ? &gpu->fabric() : nullptr);
-      return *run_native(w, torus, ex, options, gpu, &translated);
+      const Expanded ex = expand(*plan.first, run);
+      const sim::Reduced::Class translated = translated_class(*plan.groups, run.system(), ex);
+      return *run_native(w, run, ex, options, &translated);
     }
     case RunPlan::Kind::Quotient:
-      if (std::optional<RunResult> r = run_native(w, torus, plan.quotient->ex, options, gpu,
-                                                  &plan.quotient->quotient.translated, &plan.quotient->quotient))
+      if (std::optional<RunResult> r =
+              run_native(w, run, plan.quotient->ex, options, &plan.quotient->quotient.translated, &plan.quotient->quotient))
         return std::move(*r);
       // A tie the quotient cannot stand for: the whole program.
-      check_limits(w, estimate_run(w, torus, gpu), options.limits);
+      check_limits(w, estimate_run(w, run), options.limits);
       break;
     case RunPlan::Kind::Whole:
       break;
   }
-  const Expanded ex = expand(w, torus, gpu);
-  return *run_native(w, torus, ex, options, gpu, nullptr);
+  const Expanded ex = expand(w, run);
+  return *run_native(w, run, ex, options, nullptr);
 }
 
-RunResult simulate_expanded(const workloads::Workload& w, const topology::Torus& torus, const Expanded& ex,
+RunResult simulate_expanded(const workloads::Workload& w, RunContext& run, const Expanded& ex,
                             const SimulateOptions& options) {
-  std::optional<GpuChoices> own;
-  return *run_native(w, torus, ex, options, choices_for(nullptr, own, w, torus), nullptr);
+  return *run_native(w, run, ex, options, nullptr);
 }
 
 namespace {
@@ -620,15 +611,17 @@ namespace {
 // reduced run expands back to the full one read best in one place until the
 // driver runs a RunPlan with observers (issue 48, still open).
 // NOLINTNEXTLINE(readability-function-size)
-std::optional<RunResult> run_native(const workloads::Workload& w, const topology::Torus& torus, const Expanded& ex,
-                                    const SimulateOptions& options, GpuChoices* gpu,
-                                    const sim::Reduced::Class* translated, const TranslationQuotient* quotient) {
+std::optional<RunResult> run_native(const workloads::Workload& w, RunContext& run, const Expanded& ex,
+                                    const SimulateOptions& options, const sim::Reduced::Class* translated,
+                                    const TranslationQuotient* quotient) {
+  const topology::Torus& torus = run.torus();
+  GpuChoices* gpu = run.gpu();
   if (!options.trace_path.empty())
     for (std::uint32_t chip : options.trace.chips)
       if (chip >= torus.num_chips())
         throw Error(fmt::format("--trace-chips: chip {} is out of range: {} has chips 0..{}", chip, w.file,
                                 torus.num_chips() - 1));
-  if (options.engine == EngineKind::SimGrid) return simulate_simgrid(w, torus, ex, options.simgrid_config, gpu);
+  if (options.engine == EngineKind::SimGrid) return simulate_simgrid(w, run, ex, options.simgrid_config);
   // Exact reductions (sim/reduce.hpp): not with a trace or critical paths, which
   // want every task's own timing.
   const bool may_reduce = !translated && options.reduce && options.trace_path.empty() && !options.critical_path;
@@ -640,9 +633,9 @@ std::optional<RunResult> run_native(const workloads::Workload& w, const topology
   // Else identical independent components.
   std::optional<Translations> translations;
   if (!translated) {
-    const std::vector<Shift> axes = translated_axes(w, torus, gpu);
-    if (!axes.empty() && !translated_groups(w, torus, gpu ? &gpu->fabric() : nullptr))
-      translations = Translations::find(torus, ex, axes, gpu ? &gpu->fabric() : nullptr);
+    const std::vector<Shift> axes = translated_axes(w, run);
+    if (!axes.empty() && !translated_groups(w, run.system()))
+      translations = Translations::find(torus, ex, axes, run.fabric());
   }
   BigVector<std::uint32_t> keys;
   if (translations && translations->verify()) keys = translations->keys();
@@ -701,7 +694,7 @@ std::optional<RunResult> run_native(const workloads::Workload& w, const topology
   } entries(ex, subset);
 
   sim::Engine engine;
-  const std::vector<std::uint8_t> op_class = op_classes(w, torus, gpu);  // NCCL's protocols
+  const std::vector<std::uint8_t> op_class = op_classes(w, run);  // NCCL's protocols
   sim::Executor executor(engine, program, resources);
   if (!op_class.empty()) executor.classify_ops(op_class);
   traces::LinkStats observed(resources);
@@ -723,7 +716,7 @@ std::optional<RunResult> run_native(const workloads::Workload& w, const topology
   std::unique_ptr<traces::TraceLayout> layout;
   std::unique_ptr<traces::TraceRecorder> recorder;
   if (!options.trace_path.empty()) {
-    layout = std::make_unique<traces::TraceLayout>(trace_layout(w, torus, ex, names(), gpu));
+    layout = std::make_unique<traces::TraceLayout>(trace_layout(w, run, ex, names()));
     recorder = std::make_unique<traces::TraceRecorder>(ex.program, *layout, options.trace);
     executor.add_observer(*recorder);
   }
@@ -761,14 +754,14 @@ std::optional<RunResult> run_native(const workloads::Workload& w, const topology
   if (executor.threads_used() > 1 && (broken || (!quotient && executor.first_zero_lag()))) {
     SimulateOptions one = options;
     one.threads = 1;
-    return run_native(w, torus, ex, one, gpu, translated, quotient);
+    return run_native(w, run, ex, one, translated, quotient);
   }
   if (quotient && (executor.first_zero_lag() || (broken && !executor.overflowed_task()))) return std::nullopt;
   if (reduced && broken) {
     // Errors are reported from the full program, task by task.
     SimulateOptions full = options;
     full.reduce = false;
-    return run_native(w, torus, ex, full, gpu, nullptr);
+    return run_native(w, run, ex, full, nullptr);
   }
   if (const auto overflow = executor.overflowed_task()) {
     const auto& op = w.ops[program.task(*overflow).op()];
@@ -822,7 +815,7 @@ std::optional<RunResult> run_native(const workloads::Workload& w, const topology
   r.transfers = stats.total_transfers();
   r.link_bytes = stats.total_bytes();
   r.capacity_respected = stats.capacity_respected();
-  r.ops = op_results(w, torus, ex, entries.sends.timings(executor.op_timings()), entries.all_ready, gpu);
+  r.ops = op_results(w, run, ex, entries.sends.timings(executor.op_timings()), entries.all_ready);
   if (translated && !quotient)  // every group ran each op's transfers (a quotient's ex counts the whole program's)
     for (OpResult& o : r.ops) o.transfers *= translated->copies, o.link_bytes *= translated->copies;
   if (recorder) {

@@ -12,6 +12,7 @@
 #include "driver/critical_path.hpp"
 #include "driver/expand.hpp"
 #include "driver/groups.hpp"
+#include "driver/run_context.hpp"
 #include "driver/translations.hpp"
 #include "traces/trace.hpp"
 #include "workloads/workload.hpp"
@@ -124,7 +125,10 @@ struct SimulateOptions {
 // anything), when simulated time would pass kMaxTick, and Error when the engine
 // runs dry with tasks still pending (a deadlock: the message names the stuck ops,
 // their chips and a dependency cycle) instead of reporting a truncated run.
+// With `run`, on the run's context (run_context.hpp: its system, GPU choices and
+// torus plans), which the caller may then hand to the reports; else one of its own.
 RunResult simulate(const workloads::Workload& w, const SimulateOptions& options = {});
+RunResult simulate(const workloads::Workload& w, RunContext& run, const SimulateOptions& options = {});
 
 // The size of the run simulate() makes with `options`, as it checks it against
 // options.limits before building anything: one of the workload's identical
@@ -132,7 +136,7 @@ RunResult simulate(const workloads::Workload& w, const SimulateOptions& options 
 // the torus' translations beside its largest op, which is built alone in full
 // (RunSize::translations), or the whole workload. Should the quotient not
 // apply after all (an op not invariant), simulate() checks the whole workload.
-RunSize run_size(const workloads::Workload& w, const topology::Torus& torus, const SimulateOptions& options = {});
+RunSize run_size(const workloads::Workload& w, RunContext& run, const SimulateOptions& options = {});
 
 // How simulate() runs a workload with `options` (docs/MODEL.md, "Exact
 // reductions"): group 0 of identical independent groups (the others copy its
@@ -147,13 +151,11 @@ struct RunPlan {
   std::optional<workloads::Workload> first;   // Group: the workload on group 0
   std::optional<OpQuotient> quotient;         // Quotient: the quotient, built
 };
-// `gpu`: the system's GPU choices (costs.hpp), null to make them.
-RunPlan plan_run(const workloads::Workload& w, const topology::Torus& torus, const SimulateOptions& options = {},
-                 GpuChoices* gpu = nullptr);
+RunPlan plan_run(const workloads::Workload& w, RunContext& run, const SimulateOptions& options = {});
 
-// simulate() on a program already expanded from `w` (expand(w, torus), or in
+// simulate() on a program already expanded from `w` (expand(w, run), or in
 // tests a deliberately broken one with the same layout); options.limits unused.
-RunResult simulate_expanded(const workloads::Workload& w, const topology::Torus& torus, const Expanded& ex,
+RunResult simulate_expanded(const workloads::Workload& w, RunContext& run, const Expanded& ex,
                             const SimulateOptions& options = {});
 
 }  // namespace meshsim::driver

@@ -11,6 +11,7 @@
 
 #include "base/error.hpp"
 #include "driver/costs.hpp"
+#include "driver/run_context.hpp"
 
 namespace meshsim::driver {
 
@@ -37,12 +38,13 @@ bool moves_cables(const topology::Torus& t, int a, int step, int period) {
 
 }  // namespace
 
-std::vector<Shift> translated_axes(const workloads::Workload& w, const topology::Torus& t, GpuChoices* given) {
+std::vector<Shift> translated_axes(const workloads::Workload& w, RunContext& run) {
+  const topology::Torus& t = run.torus();
   std::vector<Shift> out;
   if (t.twisted() || w.ops.empty()) return out;
   for (const workloads::Op& op : w.ops)
     if (op.explicit_groups()) return out;
-  const bool gpu = w.hardware.gpu;
+  const bool gpu = run.gpu() != nullptr;
   // On a GPU fabric, what a shift of the nodes cannot keep (Translations::verify
   // would refuse it, after building each op): NCCL's tree across nodes, whose
   // positions are absolute. A ring through the GPUs of several nodes runs every
@@ -61,8 +63,7 @@ std::vector<Shift> translated_axes(const workloads::Workload& w, const topology:
   // over node axes alone runs one group per rail: rotated too).
   bool tree = false, rotates = true;
   if (gpu) {
-    std::optional<GpuChoices> own;
-    GpuChoices& choices = *choices_for(given, own, w, t);
+    GpuChoices& choices = *run.gpu();
     const topology::Fabric& fabric = choices.fabric();
     if (fabric.units() > 1) cable_period = fabric.cable_period();
     for (const workloads::Op& op : w.ops) {
@@ -160,17 +161,12 @@ std::vector<Shift> translated_axes(const workloads::Workload& w, const topology:
   return out;
 }
 
-std::uint64_t translation_count(const workloads::Workload& w, const topology::Torus& t) {
-  return translation_count(translated_axes(w, t), t);
-}
-
 std::uint64_t translation_count(const std::vector<Shift>& axes, const topology::Torus& t) {
   std::uint64_t n = 1;
   for (const Shift& s : axes) n *= static_cast<std::uint64_t>(t.axis(s.axis).size / s.step);
   return n;
 }
 
-bool may_translate(const workloads::Workload& w, const topology::Torus& t) { return !translated_axes(w, t).empty(); }
 
 Translations::Translations(const topology::Torus& t, const Expanded& ex) : t_(&t), ex_(&ex) {}
 
@@ -585,8 +581,10 @@ bool turns_unbuilt(const workloads::Op& op, GpuChoices& gpu, const std::vector<S
   return gpu(op).algorithm == collectives::gpu::Algorithm::Tree;
 }
 
-bool mirrors_unbuilt(const workloads::Workload& w, const topology::Torus& t, GpuChoices& gpu,
-                     const std::vector<Shift>& axes) {
+bool mirrors_unbuilt(const workloads::Workload& w, RunContext& run, const std::vector<Shift>& axes) {
+  if (!run.gpu()) return false;
+  const topology::Torus& t = run.torus();
+  GpuChoices& gpu = *run.gpu();
   if (w.ops.size() != 1 || !turns_unbuilt(w.ops.front(), gpu, axes)) return false;
   return !collectives::gpu::tree_mirror(gpu.fabric(), t, w.ops.front().comm_axes()).empty();
 }
@@ -689,11 +687,10 @@ void mirror_class(sim::Reduced::Class& c, const topology::Fabric& fabric,
 // survive and builds each op's quotient with the same state; split, the state
 // would travel through every part.
 // NOLINTNEXTLINE(readability-function-size)
-std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const topology::Torus& t, GpuChoices* given,
-                                          const BuildOptions& options) {
-  std::optional<GpuChoices> own_choices;
-  GpuChoices* gpu = choices_for(given, own_choices, w, t);
-  const std::vector<Shift> axes = translated_axes(w, t, gpu);
+std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, RunContext& run, const BuildOptions& options) {
+  const topology::Torus& t = run.torus();
+  GpuChoices* gpu = run.gpu();
+  const std::vector<Shift> axes = translated_axes(w, run);
   if (axes.empty()) return std::nullopt;
   const topology::Fabric* fabric = gpu ? &gpu->fabric() : nullptr;
   // A workload without ops: the system alone, every op expanded into it by itself.
@@ -704,7 +701,7 @@ std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const to
   one.explanations.clear();
   one.training.reset();
   OpQuotient out;
-  const Expander expand_ops(one, t, gpu, options);  // the system laid out once, every op expanded into it
+  const Expander expand_ops(one, run, options);  // the system laid out once, every op expanded into it
   out.ex = expand_ops(one);
 
   // What expand() reads of an op on a torus (translated_axes: no groups): ops
@@ -717,7 +714,7 @@ std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const to
   std::vector<std::size_t> part_of(w.ops.size());
   std::optional<Translations> layout;  // any op's: the translations depend on the torus and the axes alone
   std::vector<topology::ChipId> mirrors;  // the mirror of the nodes, when the quotient is by it too
-  if (gpu && mirrors_unbuilt(w, t, *gpu, axes))
+  if (gpu && mirrors_unbuilt(w, run, axes))
     mirrors = collectives::gpu::tree_mirror(*fabric, t, w.ops.front().comm_axes());
   const bool mirror = !mirrors.empty();
   for (std::size_t i = 0; i < w.ops.size(); ++i) {

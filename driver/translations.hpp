@@ -77,18 +77,12 @@ struct Shift {
 // leaves the step is the least multiple of that which moves whole blocks of
 // the cable period, so that the cables move too; an axis where none divides
 // its size is left out. A pipeline's stages along one axis leave the others.
-// `gpu`: the system's GPU choices (costs.hpp), null to make them.
-std::vector<Shift> translated_axes(const workloads::Workload& w, const topology::Torus& t, GpuChoices* gpu = nullptr);
+// `run`: the run's system and GPU choices (run_context.hpp).
+std::vector<Shift> translated_axes(const workloads::Workload& w, RunContext& run);
 
-// How many translations the quotient of `w` uses: the product over
-// translated_axes(w, t) of size / step; 1 when none.
-std::uint64_t translation_count(const workloads::Workload& w, const topology::Torus& t);
-// The same for axes already known.
+// How many translations the quotient by translations along `axes` (translated_axes)
+// uses: the product of size / step; 1 when none.
 std::uint64_t translation_count(const std::vector<Shift>& axes, const topology::Torus& t);
-
-// Whether the workload may be translation invariant: translated_axes is not
-// empty. Only a shortcut: verify() decides.
-bool may_translate(const workloads::Workload& w, const topology::Torus& t);
 
 class Translations {
  public:
@@ -181,8 +175,8 @@ struct OpQuotient {
   std::uint64_t built_tasks = 0;    // their tasks
   std::uint64_t full_tasks = 0;     // the tasks of the whole program
 };
-std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, const topology::Torus& t,
-                                          GpuChoices* gpu = nullptr, const BuildOptions& options = {});
+std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, RunContext& run,
+                                          const BuildOptions& options = {});
 
 // Whether quotient_by_ops builds `op`'s quotient without the op itself: NCCL's
 // tree across nodes over the GPUs of every node, on a fabric of one unit of
@@ -199,7 +193,6 @@ bool turns_unbuilt(const workloads::Op& op, GpuChoices& gpu, const std::vector<S
 // double binary tree is then tree 0 mirrored, and the quotient is rail 0's tree
 // 0 alone (the tasks of 2G each), checked by its chains, trees and routes
 // mirroring, as the rotation is by turning.
-bool mirrors_unbuilt(const workloads::Workload& w, const topology::Torus& t, GpuChoices& gpu,
-                     const std::vector<Shift>& axes);
+bool mirrors_unbuilt(const workloads::Workload& w, RunContext& run, const std::vector<Shift>& axes);
 
 }  // namespace meshsim::driver

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "driver/costs.hpp"
+#include "driver/run_context.hpp"
 #include "workloads/training_formulas.hpp"
 
 namespace meshsim::reports {
@@ -16,6 +17,7 @@ using driver::GpuChoices;
 using driver::matmul_cost;
 using driver::matmul_flops;
 using driver::op_fixed_cost;
+using driver::RunContext;
 
 namespace {
 
@@ -33,8 +35,9 @@ std::string fixed_term(double fixed_s) {
   return fixed_s > 0 ? fmt::format("fixed cost {} + ", us(fixed_s)) : std::string();
 }
 
-std::string step_line(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus,
-                      GpuChoices* gpu) {
+std::string step_line(const workloads::Op& op, const workloads::Workload& w, RunContext& run) {
+  const topology::Torus& torus = run.torus();
+  GpuChoices* gpu = run.gpu();
   if (op.kind == OpKind::Matmul) {
     const kernels::Roofline r = matmul_cost(op, w.hardware, w.file);
     const double flops = matmul_flops(op);
@@ -69,7 +72,7 @@ std::string step_line(const workloads::Op& op, const workloads::Workload& w, con
                        f.additive ? " +" : ",", us(f.bandwidth_s),
                        fixed_s + f.latency_s > f.bandwidth_s ? "latency" : "bandwidth");
   }
-  const collectives::ClosedForm f = communication_closed_form(op, w, torus, nullptr);
+  const collectives::ClosedForm f = driver::torus_closed_form(op, w, torus);
   const double wbi = 2.0 * static_cast<double>(w.hardware.ici.bandwidth_bytes_per_s);
   std::string sizes;
   int sum = 0;
@@ -109,10 +112,10 @@ namespace {
 std::string gigabytes(double b) { return fmt::format("{:.3f} GB", b / 1e9); }
 
 // One lowered op of a training step, with its closed-form cost (what it pays
-// before its first transfer as the report counts it: `gpu`, the workload's
-// choices, null on a TPU).
-std::string training_line(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus,
-                          GpuChoices* gpu) {
+// before its first transfer as the report counts it, with the run's GPU choices).
+std::string training_line(const workloads::Op& op, const workloads::Workload& w, RunContext& run) {
+  const topology::Torus& torus = run.torus();
+  GpuChoices* gpu = run.gpu();
   switch (op.kind) {
     case OpKind::Matmul: {
       const kernels::Roofline r = matmul_cost(op, w.hardware, w.file);
@@ -128,7 +131,7 @@ std::string training_line(const workloads::Op& op, const workloads::Workload& w,
                          w.hardware.chip.hbm_bandwidth_bytes_per_s,
                          us(elementwise_cost(op, w.hardware, w.file).time().seconds()));
     default: {
-      const collectives::ClosedForm f = communication_closed_form(op, w, torus, gpu ? &gpu->fabric() : nullptr);
+      const collectives::ClosedForm f = communication_closed_form(op, w, run.system());
       if (op.kind == OpKind::Send)
         return fmt::format(
             "{}: send of {} bytes from each of {} chips to its partner at once; closed form of one "
@@ -147,10 +150,8 @@ std::string training_explain(const workloads::Workload& w) {
   const workloads::Training& t = *w.training;
   const workloads::ModelSpec& m = t.model;
   const workloads::StepFormulas& f = t.formulas;
-  const topology::Torus torus = w.make_torus();
-  std::optional<GpuChoices> choices;  // one fabric and one memo for every line
-  if (w.hardware.gpu) choices.emplace(w, torus);
-  GpuChoices* gpu = choices ? &*choices : nullptr;
+  RunContext run(w);  // one system and one memo of GPU choices for every line
+  const topology::Torus& torus = run.torus();
   std::string out = fmt::format(
       "training step: {} ({:.3f} B parameters) on {} chips: data {} x fsdp {} x tensor {}{} x pipeline {}{}{}; {} "
       "microbatches of {} x {} tokens per replica\n\n",
@@ -166,14 +167,14 @@ std::string training_explain(const workloads::Workload& w) {
     for (const workloads::Op& op : w.ops) {
       const workloads::StepSite& site = op.site;
       if (site.part == Part::Layer && site.pass == pass && site.microbatch == 0 && site.layer == first)
-        out += fmt::format("  {}{}\n", training_line(op, w, torus, gpu), site.recompute ? " [recomputed]" : "");
+        out += fmt::format("  {}{}\n", training_line(op, w, run), site.recompute ? " [recomputed]" : "");
     }
   }
   // The gradient reductions, up to the first optimizer op.
   for (const workloads::Op& op : w.ops) {
     const Part part = op.site.part;
     if (part == Part::LayerGradients || part == Part::OutsideGradients || part == Part::Optimizer)
-      out += fmt::format("  {}\n", training_line(op, w, torus, gpu));
+      out += fmt::format("  {}\n", training_line(op, w, run));
     if (part == Part::Optimizer) break;
   }
   // FLOPs.
@@ -223,9 +224,7 @@ std::string training_explain(const workloads::Workload& w) {
 
 std::string format_explain(const workloads::Workload& w) {
   if (w.training) return training_explain(w);
-  const topology::Torus torus = w.make_torus();
-  std::optional<GpuChoices> choices;  // one fabric and one memo for every line
-  if (w.hardware.gpu) choices.emplace(w, torus);
+  RunContext run(w);  // one system and one memo of GPU choices for every line
   std::string out;
   if (w.explanations.empty()) return "no matmuls or layers to explain (collectives are explained by meshsim run)\n";
   for (const workloads::MatmulExplanation& e : w.explanations) {
@@ -236,7 +235,7 @@ std::string format_explain(const workloads::Workload& w) {
       out += e.seed_case > 0 ? fmt::format("  [case {}]\n", e.seed_case) : "  [contracting dim resharded]\n";
     }
     for (const std::string& line : e.lines) out += fmt::format("  {}\n", line);
-    for (std::uint32_t id : e.ops) out += fmt::format("  step {}\n", step_line(w.ops[id], w, torus, choices ? &*choices : nullptr));
+    for (std::uint32_t id : e.ops) out += fmt::format("  step {}\n", step_line(w.ops[id], w, run));
     out += "\n";
   }
   return out;

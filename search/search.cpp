@@ -313,9 +313,9 @@ Tick compute_bound(const workloads::Workload& w, std::uint32_t chips) {
 // per-layer gathers) need the same links in the same direction, so their
 // ingress bounds add up, and so do their cut bounds; each op also takes at
 // least its own bound plus its fixed cost. The largest of these.
-Tick comm_bound(const workloads::Workload& w, const topology::Torus& torus) {
-  std::optional<topology::Fabric> fabric;
-  if (w.hardware.gpu) fabric.emplace(w.make_fabric());
+Tick comm_bound(const workloads::Workload& w, const topology::System& system) {
+  const topology::Torus& torus = system.grid();
+  const topology::Fabric* fabric = system.fabric();
   using Key = std::tuple<int, std::vector<int>, std::uint64_t, const std::vector<topology::ChipId>*>;
   std::map<Key, driver::LowerBound> cache;
   using Class = std::tuple<int, std::vector<int>, std::vector<topology::ChipId>,
@@ -326,7 +326,7 @@ Tick comm_bound(const workloads::Workload& w, const topology::Torus& torus) {
     if (is_local(op.kind)) continue;
     driver::LowerBound lb;
     if (op.kind == OpKind::Send) {
-      lb = driver::lower_bound(op, w, torus, fabric ? &*fabric : nullptr);
+      lb = driver::lower_bound(op, w, torus, fabric);
     } else {
       // With the latencies of NCCL's LL, the lowest of any protocol's: a bound
       // whichever protocol the op runs (the choice is not made here).
@@ -334,7 +334,7 @@ Tick comm_bound(const workloads::Workload& w, const topology::Torus& torus) {
       auto it = cache.find(key);
       if (it == cache.end())
         it = cache
-                 .emplace(key, driver::lower_bound(op, w, torus, fabric ? &*fabric : nullptr,
+                 .emplace(key, driver::lower_bound(op, w, torus, fabric,
                                                    collectives::gpu::Protocol::LL))
                  .first;
       lb = it->second;
@@ -474,12 +474,13 @@ SearchResult run_search(const SearchSpec& spec, const SearchOptions& options) {
       invalid(e);
       continue;
     }
-    const topology::Torus torus = w.make_torus();
+    driver::RunContext run(w);
+    const topology::Torus& torus = run.torus();
     out.chips = torus.num_chips();
     try {
       driver::SimulateOptions sized;
       sized.limits = options.limits;
-      driver::check_limits(w, driver::run_size(w, torus, sized), options.limits);
+      driver::check_limits(w, driver::run_size(w, run, sized), options.limits);
     } catch (const InputError& e) {
       ++out.too_large;
       if (out.too_large_reasons.size() < 3)
@@ -487,7 +488,7 @@ SearchResult run_search(const SearchSpec& spec, const SearchOptions& options) {
       continue;
     }
     r.compute_bound = compute_bound(w, torus.num_chips());
-    r.comm_bound = comm_bound(w, torus);
+    r.comm_bound = comm_bound(w, run.system());
     r.bound = max(r.compute_bound, r.comm_bound);
     fits.push_back(std::move(r));
   }

@@ -258,6 +258,13 @@ std::optional<Hardware> preset_hardware(std::string_view name) {
   return std::nullopt;
 }
 
+topology::System Workload::make_system() const {
+  if (!hardware.gpu) return topology::System(make_torus());
+  std::vector<std::string> names;
+  for (std::size_t a = 0; a < topology.size(); ++a) names.push_back(gpu_axis_name(*this, static_cast<int>(a)));
+  return topology::System(make_torus(), make_fabric(), std::move(names));
+}
+
 std::string gpu_axis_name(const Workload& w, int axis) {
   if (axis == 0) return "gpu";
   return w.node_grid ? fmt::format("node{}", axis - 1) : std::string("node");

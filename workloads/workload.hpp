@@ -15,6 +15,7 @@
 #include "topology/fabric.hpp"
 #include "topology/gpu_preset.hpp"
 #include "topology/preset.hpp"
+#include "topology/system.hpp"
 #include "topology/torus.hpp"
 #include "workloads/training.hpp"
 
@@ -250,6 +251,8 @@ struct Workload {
   // node); the links are the fabric's, one fat tree of all the nodes.
   topology::Torus make_torus() const;
   topology::Fabric make_fabric() const;  // GPU workloads only
+  // The machine, built once per run: the torus, or the GPUs' grid and fabric.
+  topology::System make_system() const;
 };
 
 // The name of a GPU workload's hardware axis: "gpu" (0), then "node" or, on a

@@ -23,27 +23,27 @@ Subcommand add_validate_command(CLI::App& app) {
   return {validate, [path, quiet]() -> int {
             return guarded([&] {
               const workloads::Workload w = workloads::load_workload(*path);
-              const topology::Torus torus = w.make_torus();
+              driver::RunContext run(w);
               // What run builds, its size checked against run's default limits:
               // group 0 of identical independent groups, the quotient by the
               // translations (each distinct op's program in full), else the
               // whole program. The count is the whole program's.
-              const driver::RunPlan plan = driver::plan_run(w, torus);
+              const driver::RunPlan plan = driver::plan_run(w, run);
               std::uint64_t tasks = 0;
               switch (plan.kind) {
                 case driver::RunPlan::Kind::Group:
-                  tasks = driver::expand(*plan.first, torus).program.num_tasks() * plan.groups->copies();
+                  tasks = driver::expand(*plan.first, run).program.num_tasks() * plan.groups->copies();
                   break;
                 case driver::RunPlan::Kind::Quotient:
                   tasks = plan.quotient->full_tasks;
                   break;
                 case driver::RunPlan::Kind::Whole:
-                  tasks = driver::expand(w, torus).program.num_tasks();
+                  tasks = driver::expand(w, run).program.num_tasks();
                   break;
               }
               if (!*quiet)
                 std::printf("%s: valid: %zu ops, %u chips, %llu tasks\n", path->c_str(), w.ops.size(),
-                            torus.num_chips(), static_cast<unsigned long long>(tasks));
+                            run.torus().num_chips(), static_cast<unsigned long long>(tasks));
               return 0;
             });
           }};

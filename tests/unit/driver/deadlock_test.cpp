@@ -48,9 +48,9 @@ sim::Program with_edge(const sim::Program& p, sim::TaskId before, sim::TaskId af
   return std::move(b).finish();
 }
 
-std::string deadlock_message(const workloads::Workload& w, const topology::Torus& torus, driver::Expanded& ex) {
+std::string deadlock_message(const workloads::Workload& w, driver::RunContext& run, driver::Expanded& ex) {
   try {
-    driver::simulate_expanded(w, torus, ex);
+    driver::simulate_expanded(w, run, ex);
   } catch (const InputError& e) {
     FAIL("an input error instead of the deadlock: " << e.what());
   } catch (const Error& e) {
@@ -64,23 +64,23 @@ std::string deadlock_message(const workloads::Workload& w, const topology::Torus
 
 TEST_CASE("Deadlock: the unbroken program runs every task", "[driver][deadlock]") {
   const workloads::Workload w = workloads::parse_workload(kWorkload, "w.json");
-  const topology::Torus torus = w.make_torus();
-  const driver::Expanded ex = driver::expand(w, torus);
-  const driver::RunResult r = driver::simulate_expanded(w, torus, ex);
+  driver::RunContext torus_run(w);
+  const driver::Expanded ex = driver::expand(w, torus_run);
+  const driver::RunResult r = driver::simulate_expanded(w, torus_run, ex);
   CHECK(r.ops.size() == 2);
   CHECK(r.ops[1].begin >= r.ops[0].end);
 }
 
 TEST_CASE("Deadlock: a cycle between two ops names both ops, the chip and the cycle", "[driver][deadlock]") {
   const workloads::Workload w = workloads::parse_workload(kWorkload, "w.json");
-  const topology::Torus torus = w.make_torus();
-  driver::Expanded ex = driver::expand(w, torus);
+  driver::RunContext torus_run(w);
+  driver::Expanded ex = driver::expand(w, torus_run);
   // "first" on chip 2 now also waits for "second" to finish on chip 2, which waits
   // for "first": a schedule bug.
   const sim::TaskId first_entry_2 = ex.op_ports[0].entry_begin + 2;
   const sim::TaskId second_exit_2 = ex.op_ports[1].entry_begin + ex.chips + 2;
   ex.program = with_edge(ex.program, second_exit_2, first_entry_2);
-  const std::string m = deadlock_message(w, torus, ex);
+  const std::string m = deadlock_message(w, torus_run, ex);
   INFO(m);
   CHECK(m.starts_with("w.json:/ops/0: the schedule deadlocked: "));
   CHECK(m.find(" tasks never ran, in 2 ops: 'first' on chips (0), (1), (2), (3) and 'second' on chips ") != std::string::npos);
@@ -93,8 +93,8 @@ TEST_CASE("Deadlock: a cycle between two ops names both ops, the chip and the cy
 
 TEST_CASE("Deadlock: a cycle inside one op's transfers", "[driver][deadlock]") {
   const workloads::Workload w = workloads::parse_workload(kWorkload, "w.json");
-  const topology::Torus torus = w.make_torus();
-  driver::Expanded ex = driver::expand(w, torus);
+  driver::RunContext torus_run(w);
+  driver::Expanded ex = driver::expand(w, torus_run);
   // A transfer that "first"'s exit on chip 0 waits for now also waits for that exit.
   const sim::TaskId exit_0 = ex.op_ports[0].entry_begin + ex.chips;
   sim::TaskId transfer = 0;
@@ -106,7 +106,7 @@ TEST_CASE("Deadlock: a cycle inside one op's transfers", "[driver][deadlock]") {
   while (ex.program.task(transfer).kind() != sim::TaskKind::Transfer || !feeds_exit(transfer)) ++transfer;
   REQUIRE(ex.program.task(transfer).op() == 0);
   ex.program = with_edge(ex.program, exit_0, transfer);
-  const std::string m = deadlock_message(w, torus, ex);
+  const std::string m = deadlock_message(w, torus_run, ex);
   INFO(m);
   CHECK(m.starts_with("w.json:/ops/0: the schedule deadlocked: "));
   CHECK(m.find("'first' exit on (0) -> 'first' hop ") != std::string::npos);

@@ -159,9 +159,10 @@ TEST_CASE("GPU grid: the task-limit estimate bounds every algorithm on part of t
     for (const char* algorithm : {"ring", "tree", "direct", "hierarchical"}) {
       if (std::string(algorithm) == "hierarchical" && std::string(axes).find('X') == std::string::npos) continue;
       const workloads::Workload w = workloads::parse_workload(head + op(axes, (std::uint64_t{3} << 20) + 5, algorithm) + "]}", "t.json");
-      const topology::Torus torus = w.make_torus();
+      driver::RunContext torus_run(w);
+      const topology::Torus& torus = torus_run.torus();
       const topology::Fabric fabric = w.make_fabric();
-      const driver::Expanded ex = driver::expand(w, torus);
+      const driver::Expanded ex = driver::expand(w, torus_run);
       const std::uint64_t estimate = driver::estimate_transfers(w.ops[0], w, torus, &fabric);
       INFO(axes << " " << algorithm);
       CHECK(ex.op_transfers[0] > 0);

@@ -279,9 +279,10 @@ TEST_CASE("GPU: the task-limit estimate bounds the transfers every algorithm bui
     for (std::uint64_t bytes : {std::uint64_t{4608}, std::uint64_t{1} << 20, (std::uint64_t{3} << 22) + 5}) {
       const workloads::Workload w =
           workloads::parse_workload(c.head + R"("ops": [)" + ops(c.kind, c.axes, bytes, c.algorithm) + "]}", "t.json");
-      const topology::Torus torus = w.make_torus();
+      driver::RunContext torus_run(w);
+      const topology::Torus& torus = torus_run.torus();
       const topology::Fabric fabric = w.make_fabric();
-      const driver::Expanded ex = driver::expand(w, torus);
+      const driver::Expanded ex = driver::expand(w, torus_run);
       const std::uint64_t estimate = driver::estimate_transfers(w.ops[0], w, torus, &fabric);
       INFO(c.kind << " " << c.axes << " " << c.algorithm << " " << bytes);
       CHECK(ex.op_transfers[0] > 0);
@@ -293,9 +294,10 @@ TEST_CASE("GPU: the task-limit estimate bounds the transfers every algorithm bui
   // A send: its route's links.
   const workloads::Workload send = workloads::parse_workload(
       nodes + R"("ops": [{"kind": "send", "bytes": 1024, "from": [0, 0], "to": [3, 2]}]})", "t.json");
-  const topology::Torus torus = send.make_torus();
+  driver::RunContext torus_run(send);
+  const topology::Torus& torus = torus_run.torus();
   const topology::Fabric fabric = send.make_fabric();
-  CHECK(driver::expand(send, torus).op_transfers[0] == driver::estimate_transfers(send.ops[0], send, torus, &fabric));
+  CHECK(driver::expand(send, torus_run).op_transfers[0] == driver::estimate_transfers(send.ops[0], send, torus, &fabric));
 }
 
 TEST_CASE("GPU: the full-bisection spine carries a permutation of cross-rail sends side by side", "[gpu]") {
@@ -509,7 +511,8 @@ TEST_CASE("GPU: a ring across nodes runs on one channel per GPU of a node, and e
   // other way round: node-to-node steps stay on one rail, a different rail for
   // every channel.
   const workloads::Workload w = workloads::parse_workload(head + ops("all_reduce", R"(["X", "Y"])", v) + "]}", "t.json");
-  const topology::Torus t = w.make_torus();
+  driver::RunContext t_run(w);
+  const topology::Torus& t = t_run.torus();
   REQUIRE(collectives::gpu::ring_channels(t, w.ops[0].collective().hw_axes) == 8);
   const topology::Fabric f = w.make_fabric();
   std::vector<int> nic_up(f.num_gpus(), 0);
@@ -722,7 +725,8 @@ TEST_CASE("GPU: NCCL's tree chunk: halved until the channels get 8, 4 and 1 time
           ops("all_reduce", R"(["G", "N"])", mib) + "]}",
       "t.json");
   const topology::Fabric f = w.make_fabric();
-  const topology::Torus t = w.make_torus();
+  driver::RunContext t_run(w);
+  const topology::Torus& t = t_run.torus();
   CHECK(collectives::gpu::tree_depth(f, collectives::gpu::rings(t, std::vector<int>{0, 1}).front()) == 7 + 3);
   CHECK(collectives::gpu::tree_depth(f, collectives::gpu::rings(t, std::vector<int>{1}).front()) == 0 + 3);
   CHECK(collectives::gpu::tree_depth(f, collectives::gpu::rings(t, std::vector<int>{0}).front()) == 7 + 0);
@@ -834,7 +838,8 @@ TEST_CASE("GPU: NCCL's NVLS tree cuts its bytes over 16 channels (Blackwell 32) 
         R"({"hardware": ")" + preset + R"(", "topology": {"nodes": )" + m + R"(}, "mesh": {"G": 8, "N": )" + m +
             "}, \"ops\": [" + ops("all_reduce", R"(["G", "N"])", bytes, "nvls_tree") + "]}",
         "t.json");
-    const topology::Torus torus = w.make_torus();
+    driver::RunContext torus_run(w);
+    const topology::Torus& torus = torus_run.torus();
     const std::vector<int> axes{0, 1};
     return collectives::gpu::nvls_tree_cut(w.make_fabric(), collectives::gpu::rings(torus, axes).front(), bytes);
   };
@@ -870,14 +875,15 @@ TEST_CASE("GPU: NCCL's NVLS tree cuts its bytes over 16 channels (Blackwell 32) 
       R"({"hardware": "gb200-nvl72", "topology": {"nodes": 2}, "mesh": {"G": 72, "N": 2}, "ops": [)" +
           ops("all_reduce", R"(["G", "N"])", 1ull << 20, "nvls_tree") + "]}",
       "t.json");
-  const topology::Torus torus = nvl72.make_torus();
+  driver::RunContext torus_run(nvl72);
+  const topology::Torus& torus = torus_run.torus();
   const topology::Fabric fabric = nvl72.make_fabric();
   const std::vector<int> axes{0, 1};
   c = collectives::gpu::nvls_tree_cut(fabric, collectives::gpu::rings(torus, axes).front(), 1ull << 20);
   CHECK(c.heads == 32);
   CHECK(c.loops == 1);
   CHECK(c.piece == 1024);  // 1 MiB over 32 channels and 32 heads
-  const std::uint64_t built = driver::expand(nvl72, torus).op_transfers[0];
+  const std::uint64_t built = driver::expand(nvl72, torus_run).op_transfers[0];
   CHECK(built == driver::estimate_transfers(nvl72.ops[0], nvl72, torus, &fabric));
   // Per channel and head: each domain's 72 loads, sum, store and 72 copies, and
   // the one edge between the two domains, up and down (a NIC up and a NIC down each).
@@ -890,9 +896,10 @@ TEST_CASE("GPU: NCCL's NVLS tree cuts its bytes over 16 channels (Blackwell 32) 
       R"({"hardware": "gb200-nvl72", "mesh": {"G": 72}, "ops": [)" + ops("all_reduce", R"(["G"])", 1ull << 20, "nvls") +
           "]}",
       "t.json");
-  const topology::Torus one_torus = one.make_torus();
+  driver::RunContext one_torus_run(one);
+  const topology::Torus& one_torus = one_torus_run.torus();
   const topology::Fabric one_fabric = one.make_fabric();
-  const std::uint64_t one_built = driver::expand(one, one_torus).op_transfers[0];
+  const std::uint64_t one_built = driver::expand(one, one_torus_run).op_transfers[0];
   CHECK(one_built == 32ull * (2 * 72 + 2));  // 32 KiB a slice: one chunk
   CHECK(one_built == driver::estimate_transfers(one.ops[0], one, one_torus, &one_fabric));
 }
@@ -1346,7 +1353,8 @@ TEST_CASE("GPU: the tree's chunks and the NVLS tree's loops copied from one give
                                        "t.json");
     };
     const workloads::Workload probe = workload(1);
-    const topology::Torus t = probe.make_torus();
+    driver::RunContext t_run(probe);
+    const topology::Torus& t = t_run.torus();
     const topology::Fabric f = probe.make_fabric();
     const std::vector<int> axes = {0, 1};
     const auto all = collectives::gpu::rings(t, axes).front();  // the group, in ring order
@@ -1366,12 +1374,12 @@ TEST_CASE("GPU: the tree's chunks and the NVLS tree's loops copied from one give
     const workloads::Workload w = workload(bytes);
     // The whole op, and the quotient by the rotation of every node's GPUs
     // (and the mirror, on an even number of nodes).
-    const driver::Expanded copied = driver::expand(w, t);
-    const std::optional<driver::OpQuotient> q = driver::quotient_by_ops(w, t);
+    const driver::Expanded copied = driver::expand(w, t_run);
+    const std::optional<driver::OpQuotient> q = driver::quotient_by_ops(w, t_run);
     driver::BuildOptions one_by_one;
     one_by_one.copy_repeats = false;
-    const driver::Expanded built = driver::expand(w, t, nullptr, one_by_one);
-    const std::optional<driver::OpQuotient> q_built = driver::quotient_by_ops(w, t, nullptr, one_by_one);
+    const driver::Expanded built = driver::expand(w, t_run, one_by_one);
+    const std::optional<driver::OpQuotient> q_built = driver::quotient_by_ops(w, t_run, one_by_one);
     CHECK(sim::testing::same_program(copied.program, built.program));
     REQUIRE(q.has_value() == q_built.has_value());
     if (q) CHECK(sim::testing::same_program(q->quotient.program, q_built->quotient.program));
@@ -1385,11 +1393,13 @@ TEST_CASE("GPU: a run's choices (GpuChoices) choose each op's algorithm once, as
           ops("all_reduce", R"(["G", "N"])", 1 << 20) + ", " + ops("all_reduce", R"(["G", "N"])", 1 << 30) + ", " +
           ops("all_gather", R"(["G"])", 1 << 24) + ", " + ops("all_reduce", R"(["G", "N"])", 1 << 30, "tree") + "]}",
       "t.json");
-  const topology::Torus t = w.make_torus();
+  driver::RunContext t_run(w);
+  const topology::Torus& t = t_run.torus();
   const topology::Fabric f = w.make_fabric();
   std::vector<driver::GpuChoice> alone;
   for (const workloads::Op& op : w.ops) alone.push_back(driver::gpu_algorithm(op, w, t, f));
-  driver::GpuChoices choices(w, t);
+  driver::RunContext run(w);
+  driver::GpuChoices& choices = *run.gpu();
   for (int pass = 0; pass < 2; ++pass)
     for (std::size_t i = 0; i < w.ops.size(); ++i) {
       CAPTURE(pass, i);

@@ -17,11 +17,9 @@ namespace {
 
 workloads::Workload parse(const std::string& text) { return workloads::parse_workload(text, "t.json"); }
 
-// The groups of `w` on its system (a GPU system's fabric built here).
+// The groups of `w` on its system.
 std::optional<driver::TranslatedGroups> groups_in(const workloads::Workload& w) {
-  if (!w.hardware.gpu) return driver::translated_groups(w, w.make_torus(), nullptr);
-  const topology::Fabric fabric = w.make_fabric();
-  return driver::translated_groups(w, w.make_torus(), &fabric);
+  return driver::translated_groups(w, w.make_system());
 }
 
 std::optional<driver::TranslatedGroups> groups_of(const std::string& text) { return groups_in(parse(text)); }

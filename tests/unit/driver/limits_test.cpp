@@ -1,6 +1,7 @@
 // Run size estimates and the limits checked before anything is built.
 #include <catch2/catch.hpp>
 
+#include <memory>
 #include <string>
 
 #include "base/error.hpp"
@@ -28,9 +29,9 @@ TEST_CASE("Limits: the estimate bounds the transfers expand() builds", "[limits]
             {"kind": "all_reduce", "bytes": 1048576, "axes": ["X", "Y"]},
             {"kind": "all_to_all", "bytes": 1048576, "axes": ["Y"]}]})",
       "w.json");
-  const topology::Torus torus = w.make_torus();
-  const driver::RunSize size = driver::estimate_run(w, torus);
-  const driver::Expanded ex = driver::expand(w, torus);
+  driver::RunContext torus_run(w);
+  const driver::RunSize size = driver::estimate_run(w, torus_run);
+  const driver::Expanded ex = driver::expand(w, torus_run);
   std::uint64_t built = 0;
   for (std::uint64_t n : ex.op_transfers) built += n;
   CHECK(built <= size.transfers);
@@ -41,7 +42,7 @@ TEST_CASE("Limits: the estimate bounds the transfers expand() builds", "[limits]
 
 TEST_CASE("Limits: the 4096-chip benchmark op is estimated exactly and fits the defaults", "[limits]") {
   const workloads::Workload w = allreduces(1);
-  const driver::RunSize size = driver::estimate_run(w, w.make_torus());
+  const driver::RunSize size = driver::estimate_run(w, *std::make_unique<driver::RunContext>(w));
   CHECK(size.transfers == 1179648);
   CHECK_NOTHROW(driver::check_limits(w, size, driver::Limits{}));
   CHECK_THROWS_WITH(driver::check_limits(w, size, driver::Limits{1179647, std::uint64_t{8} << 30}),
@@ -51,7 +52,7 @@ TEST_CASE("Limits: the 4096-chip benchmark op is estimated exactly and fits the 
 TEST_CASE("Limits: transfers within the bound but tasks past the program's limit are refused up front", "[limits]") {
   // 113 of them: 133,300,224 transfers (under 2^27), but with their joins more than 2^27 tasks.
   const workloads::Workload w = allreduces(113);
-  const driver::RunSize size = driver::estimate_run(w, w.make_torus());
+  const driver::RunSize size = driver::estimate_run(w, *std::make_unique<driver::RunContext>(w));
   CHECK(size.transfers == 113ull * 1179648);
   CHECK(size.transfers < driver::kMaxTasks);
   CHECK_THROWS_WITH(driver::check_limits(w, size, driver::Limits{}),
@@ -64,9 +65,9 @@ TEST_CASE("Limits: a run that the torus' translations reduce counts what it simu
   // program is past the task limit, its quotient one chip's share of each op,
   // and the largest op is built alone in full.
   const workloads::Workload w = allreduces(113);
-  const topology::Torus torus = w.make_torus();
-  const driver::RunSize full = driver::estimate_run(w, torus);
-  const driver::RunSize size = driver::run_size(w, torus);
+  driver::RunContext torus_run(w);
+  const driver::RunSize full = driver::estimate_run(w, torus_run);
+  const driver::RunSize size = driver::run_size(w, torus_run);
   CHECK(full.tasks > driver::kMaxTasks);
   CHECK(size.translations == 4096);
   CHECK(size.transfers == 113ull * 1179648 / 4096);
@@ -80,7 +81,7 @@ TEST_CASE("Limits: a run that the torus' translations reduce counts what it simu
   // Without the reduction (meshsim run --no-reduce) the whole program counts.
   driver::SimulateOptions whole;
   whole.reduce = false;
-  CHECK(driver::run_size(w, torus, whole).transfers == full.transfers);
+  CHECK(driver::run_size(w, torus_run, whole).transfers == full.transfers);
 }
 
 TEST_CASE("Limits: a quotient whose op, built whole to check it, passes the task limit is refused up front",
@@ -91,7 +92,7 @@ TEST_CASE("Limits: a quotient whose op, built whole to check it, passes the task
       R"({"hardware": "tpu-v4", "topology": {"shape": [16, 16, 16]}, "mesh": {"X": 16, "Y": 16, "Z": 16},
           "ops": [{"kind": "all_to_all", "bytes": 1073741824, "axes": ["X", "Y", "Z"]}]})",
       "w.json");
-  const driver::RunSize size = driver::run_size(w, w.make_torus());
+  const driver::RunSize size = driver::run_size(w, *std::make_unique<driver::RunContext>(w));
   CHECK(size.translations == 4096);
   CHECK(size.biggest_op_tasks > driver::kMaxTasks);
   CHECK_THROWS_WITH(driver::check_limits(w, size, driver::Limits{}),
@@ -106,7 +107,7 @@ TEST_CASE("Limits: a quotient whose op, built whole to check it, passes the task
       R"({"hardware": "h100-dgx", "topology": {"nodes": 1024}, "mesh": {"G": 8, "N": 1024},
           "ops": [{"kind": "all_reduce", "bytes": 1073741824, "axes": ["G", "N"]}]})",
       "w.json");
-  const driver::RunSize turned = driver::run_size(tree, tree.make_torus());
+  const driver::RunSize turned = driver::run_size(tree, *std::make_unique<driver::RunContext>(tree));
   CHECK(turned.translations == 16);
   CHECK(turned.mirrored);
   CHECK(turned.transfers == 134201344 / 16);

@@ -4,6 +4,7 @@
 // builders did not lay out alike would make it inexact.
 #include <catch2/catch.hpp>
 
+#include <memory>
 #include <algorithm>
 #include <cstdint>
 #include <map>
@@ -25,7 +26,8 @@ namespace {
 // along translated_axes(w, t), on w's fabric when it is a GPU system's.
 std::optional<driver::Translations> find_translations(const workloads::Workload& w, const topology::Torus& t,
                                                       const driver::Expanded& ex) {
-  const std::vector<driver::Shift> axes = driver::translated_axes(w, t);
+  driver::RunContext run(w);
+  const std::vector<driver::Shift> axes = driver::translated_axes(w, run);
   if (!w.hardware.gpu) return driver::Translations::find(t, ex, axes, nullptr);
   const topology::Fabric fabric = w.make_fabric();
   return driver::Translations::find(t, ex, axes, &fabric);
@@ -224,8 +226,9 @@ TEST_CASE("translations: a collective over every axis runs one chip's tasks, wit
 TEST_CASE("translations: the quotient's tasks and the automorphism check", "[translations]") {
   const workloads::Workload w =
       parse(kV4 + R"({"name": "ar", "kind": "all_reduce", "bytes": 16777216, "axes": ["X", "Y", "Z"]}]})");
-  const topology::Torus t = w.make_torus();
-  const driver::Expanded ex = driver::expand(w, t);
+  driver::RunContext t_run(w);
+  const topology::Torus& t = t_run.torus();
+  const driver::Expanded ex = driver::expand(w, t_run);
   std::optional<driver::Translations> x = find_translations(w, t, ex);
   REQUIRE(x.has_value());
   CHECK(x->copies() == 128);
@@ -269,8 +272,8 @@ TEST_CASE("translations: the quotient's tasks and the automorphism check", "[tra
   // Through the driver: the bumped program runs in full, as --no-reduce would.
   driver::SimulateOptions full;
   full.reduce = false;
-  const driver::RunResult a = driver::simulate_expanded(w, t, bumped);
-  const driver::RunResult c = driver::simulate_expanded(w, t, bumped, full);
+  const driver::RunResult a = driver::simulate_expanded(w, t_run, bumped);
+  const driver::RunResult c = driver::simulate_expanded(w, t_run, bumped, full);
   // simulate_expanded runs the program it is given, with the tie keys of its
   // translations: the bumped one in full either way.
   CHECK(a.translations == 0);
@@ -322,13 +325,14 @@ TEST_CASE("translations: the quotient built op by op is the whole program's", "[
   for (const std::string& text : cases) {
     INFO(text);
     const workloads::Workload w = parse(text);
-    const topology::Torus t = w.make_torus();
-    const driver::Expanded ex = driver::expand(w, t);
+    driver::RunContext t_run(w);
+    const topology::Torus& t = t_run.torus();
+    const driver::Expanded ex = driver::expand(w, t_run);
     const std::optional<driver::Translations> x = find_translations(w, t, ex);
     REQUIRE(x.has_value());
     REQUIRE(x->verify());
     const std::optional<driver::TranslationQuotient> whole = x->quotient();
-    const std::optional<driver::OpQuotient> by_ops = driver::quotient_by_ops(w, t);
+    const std::optional<driver::OpQuotient> by_ops = driver::quotient_by_ops(w, t_run);
     REQUIRE(whole.has_value());
     REQUIRE(by_ops.has_value());
     const sim::Program& a = whole->program;
@@ -360,10 +364,11 @@ TEST_CASE("translations: the quotient built op by op is the whole program's", "[
 TEST_CASE("translations: along the wrapped axes that keep every op's chips and every send's pairs",
           "[translations]") {
   const workloads::Workload w = parse(kPipeline);
-  const topology::Torus t = w.make_torus();
+  driver::RunContext t_run(w);
+  const topology::Torus& t = t_run.torus();
   // The stages lie along X (axis 0): Y and Z keep them.
-  CHECK(driver::translated_axes(w, t) == std::vector<driver::Shift>{{1, 1}, {2, 1}});
-  CHECK(driver::translation_count(w, t) == 32);
+  CHECK(driver::translated_axes(w, t_run) == std::vector<driver::Shift>{{1, 1}, {2, 1}});
+  CHECK(driver::translation_count(driver::translated_axes(w, t_run), t) == 32);
   // A send from every chip to its +X neighbour is kept by every translation; one
   // pair alone by none.
   workloads::Workload shift = parse(kV4 + R"({"name": "ar", "kind": "all_reduce", "bytes": 4096, "axes": ["X"]}]})");
@@ -371,19 +376,20 @@ TEST_CASE("translations: along the wrapped axes that keep every op's chips and e
   shift.ops[0] = workloads::Op(OpKind::Send);
   shift.ops[0].name = shift.ops[0].group = ar.name;
   shift.ops[0].send().bytes = ar.collective().bytes;
-  const topology::Torus v4 = shift.make_torus();
+  driver::RunContext v4_run(shift);
+  const topology::Torus& v4 = v4_run.torus();
   for (topology::ChipId c = 0; c < v4.num_chips(); ++c)
     shift.ops[0].send().pairs.emplace_back(c, v4.neighbor(c, 0, topology::Direction::Plus));
-  CHECK(driver::translated_axes(shift, v4) == std::vector<driver::Shift>{{0, 1}, {1, 1}, {2, 1}});
+  CHECK(driver::translated_axes(shift, v4_run) == std::vector<driver::Shift>{{0, 1}, {1, 1}, {2, 1}});
   shift.ops[0].send().pairs.resize(1);
-  CHECK(driver::translated_axes(shift, v4).empty());
+  CHECK(driver::translated_axes(shift, v4_run).empty());
 }
 
 TEST_CASE("translations: only on an untwisted TPU torus with a wrapped axis, or a GPU fabric's nodes",
           "[translations]") {
   const auto may = [](const std::string& text) {
     const workloads::Workload w = parse(text);
-    return driver::may_translate(w, w.make_torus());
+    return !driver::translated_axes(w, *std::make_unique<driver::RunContext>(w)).empty();
   };
   CHECK(may(kV4 + R"({"name": "ar", "kind": "all_reduce", "bytes": 1024, "axes": ["X"]}]})"));
   CHECK_FALSE(may(kV4 + R"({"name": "s", "kind": "send", "bytes": 1024, "from": [0, 0, 0], "to": [1, 0, 0]}]})"));
@@ -400,7 +406,7 @@ TEST_CASE("translations: only on an untwisted TPU torus with a wrapped axis, or 
   // over the GPUs of a node is something else.
   const auto axes = [](const std::string& text) {
     const workloads::Workload w = parse(text);
-    return driver::translated_axes(w, w.make_torus());
+    return driver::translated_axes(w, *std::make_unique<driver::RunContext>(w));
   };
   const std::vector<driver::Shift> rotation{{0, 1}};
   CHECK(axes(R"({"hardware": "h100-dgx", "topology": {"nodes": 2}, "mesh": {"G": 8, "N": 2},
@@ -430,9 +436,10 @@ TEST_CASE("translations: only on an untwisted TPU torus with a wrapped axis, or 
   const workloads::Workload cables = parse(R"({"hardware": {"preset": "h100-dgx", "leaf_nodes": 2},
       "topology": {"nodes": 4}, "mesh": {"G": 8, "N": 4},
       "ops": [{"name": "ag", "kind": "all_gather", "bytes": 1048576, "axes": ["N"]}]})");
-  const topology::Torus ct = cables.make_torus();
-  CHECK(driver::translated_axes(cables, ct) == std::vector<driver::Shift>{{1, 2}});
-  const driver::Expanded cx = driver::expand(cables, ct);
+  driver::RunContext ct_run(cables);
+  const topology::Torus& ct = ct_run.torus();
+  CHECK(driver::translated_axes(cables, ct_run) == std::vector<driver::Shift>{{1, 2}});
+  const driver::Expanded cx = driver::expand(cables, ct_run);
   std::optional<driver::Translations> moved = find_translations(cables, ct, cx);
   REQUIRE(moved.has_value());
   CHECK(moved->copies() == 2);
@@ -442,9 +449,10 @@ TEST_CASE("translations: only on an untwisted TPU torus with a wrapped axis, or 
   const workloads::Workload partial = parse(R"({"hardware": {"preset": "h100-dgx", "leaf_nodes": 4},
       "topology": {"nodes": 6}, "mesh": {"G": 8, "N": 6},
       "ops": [{"name": "ag", "kind": "all_gather", "bytes": 1048576, "axes": ["N"]}]})");
-  const topology::Torus pt = partial.make_torus();
-  CHECK(driver::translated_axes(partial, pt) == std::vector<driver::Shift>{{1, 1}});
-  CHECK_FALSE(find_translations(partial, pt, driver::expand(partial, pt)).has_value());
+  driver::RunContext pt_run(partial);
+  const topology::Torus& pt = pt_run.torus();
+  CHECK(driver::translated_axes(partial, pt_run) == std::vector<driver::Shift>{{1, 1}});
+  CHECK_FALSE(find_translations(partial, pt, driver::expand(partial, pt_run)).has_value());
   CHECK_FALSE(may(R"({"hardware": "tpu-v5e", "mesh": {"X": 4, "Y": 8}, "ops": [
                       {"name": "ag", "kind": "all_gather", "bytes": 1024, "axes": ["X", "Y"]}]})"));
 }
@@ -458,10 +466,10 @@ TEST_CASE("translations: a quotient run past the time limit reports it, though t
       {"kind": "all_gather", "bytes": 8e17, "axes": ["X", "Y", "Z"]},
       {"kind": "all_gather", "bytes": 8e17, "axes": ["X", "Y", "Z"]},
       {"kind": "all_gather", "bytes": 8e17, "axes": ["X", "Y", "Z"]}]})");
-  const topology::Torus t = w.make_torus();
+  driver::RunContext t_run(w);
   driver::SimulateOptions o;
-  o.limits.max_transfers = driver::run_size(w, t).transfers;
-  REQUIRE(o.limits.max_transfers * 64 <= driver::estimate_run(w, t).transfers);
+  o.limits.max_transfers = driver::run_size(w, t_run).transfers;
+  REQUIRE(o.limits.max_transfers * 64 <= driver::estimate_run(w, t_run).transfers);
   CHECK_THROWS_WITH(driver::simulate(w, o), Catch::Contains("t.json:/ops/1: simulated time would exceed the limit"));
   o.reduce = false;
   CHECK_THROWS_WITH(driver::simulate(w, o), Catch::Contains("the run would need about"));
@@ -476,9 +484,10 @@ TEST_CASE("translations: NCCL's tree turns every node's GPUs, not a spine's cabl
   // One leaf per rail: channel (r, t) is channel (0, t) turned by r GPUs, and
   // every link's tasks come in an order the turn keeps.
   const workloads::Workload one = workload("");
-  const topology::Torus t = one.make_torus();
-  CHECK(driver::translated_axes(one, t) == std::vector<driver::Shift>{{0, 1}});
-  const driver::Expanded ex = driver::expand(one, t);
+  driver::RunContext t_run(one);
+  const topology::Torus& t = t_run.torus();
+  CHECK(driver::translated_axes(one, t_run) == std::vector<driver::Shift>{{0, 1}});
+  const driver::Expanded ex = driver::expand(one, t_run);
   const std::optional<driver::Translations> x = find_translations(one, t, ex);
   REQUIRE(x);
   CHECK(x->copies() == 8);
@@ -486,11 +495,11 @@ TEST_CASE("translations: NCCL's tree turns every node's GPUs, not a spine's cabl
   CHECK(x->verify());
   // quotient_by_ops builds its quotient without the op (rail 0's channels on
   // GPU 0's links; the test above compares it with this one, slot by slot).
-  driver::GpuChoices choices(one, t);
+  driver::GpuChoices& choices = *t_run.gpu();
   CHECK(driver::turns_unbuilt(one.ops[0], choices, {{0, 1}}));
   // Over 4 nodes, the mirror of the nodes too: rail 0's tree 0 alone.
-  CHECK(driver::mirrors_unbuilt(one, t, choices, {{0, 1}}));
-  const std::optional<driver::OpQuotient> q = driver::quotient_by_ops(one, t);
+  CHECK(driver::mirrors_unbuilt(one, t_run, {{0, 1}}));
+  const std::optional<driver::OpQuotient> q = driver::quotient_by_ops(one, t_run);
   REQUIRE(q);
   CHECK(q->quotient.mirrored);
   CHECK(q->quotient.translated.copies == 16);
@@ -502,10 +511,11 @@ TEST_CASE("translations: NCCL's tree turns every node's GPUs, not a spine's cabl
   // Leaves of 2 nodes: trees cross the spines, whose cables the turn would
   // move to the next rail's leaf (not mapped): no quotient, the whole program runs.
   const workloads::Workload two = workload(R"(, "leaf_nodes": 2, "spines": 2)");
-  const topology::Torus t2 = two.make_torus();
-  CHECK(driver::translated_axes(two, t2) == std::vector<driver::Shift>{{0, 1}});
-  CHECK_FALSE(find_translations(two, t2, driver::expand(two, t2)));
-  CHECK(driver::simulate(two).simulated_transfers == driver::expand(two, t2).op_transfers[0]);
+  driver::RunContext t2_run(two);
+  const topology::Torus& t2 = t2_run.torus();
+  CHECK(driver::translated_axes(two, t2_run) == std::vector<driver::Shift>{{0, 1}});
+  CHECK_FALSE(find_translations(two, t2, driver::expand(two, t2_run)));
+  CHECK(driver::simulate(two).simulated_transfers == driver::expand(two, t2_run).op_transfers[0]);
 }
 
 TEST_CASE("translations: a one-op quotient is its op's, also laid out rail by rail", "[translations]") {
@@ -520,13 +530,14 @@ TEST_CASE("translations: a one-op quotient is its op's, also laid out rail by ra
     const workloads::Workload w = parse(R"({"hardware": "h100-dgx", "topology": {"nodes": )" + m + R"(},
         "mesh": {"G": 8, "N": )" + m + R"(}, "ops": [{"name": "ar", "kind": "all_reduce", "bytes": 4194304, )" +
                                         op + "}]}");
-    const topology::Torus t = w.make_torus();
-    const driver::Expanded ex = driver::expand(w, t);
+    driver::RunContext t_run(w);
+    const topology::Torus& t = t_run.torus();
+    const driver::Expanded ex = driver::expand(w, t_run);
     const std::optional<driver::Translations> x = find_translations(w, t, ex);
     REQUIRE(x);
     REQUIRE(x->verify());
     const std::optional<driver::TranslationQuotient> whole = x->quotient();
-    const std::optional<driver::OpQuotient> by_ops = driver::quotient_by_ops(w, t);
+    const std::optional<driver::OpQuotient> by_ops = driver::quotient_by_ops(w, t_run);
     REQUIRE(whole);
     REQUIRE(by_ops);
     CHECK(whole->translated.resources == by_ops->quotient.translated.resources);
