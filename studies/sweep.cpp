@@ -1,6 +1,7 @@
 #include "studies/sweep.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -515,6 +516,40 @@ struct Series {
   std::vector<const reports::OpRecord*> ops;  // sorted by bytes
 };
 
+// A curve of every series: its column of the data file, its gnuplot style, its
+// colour (null: the series's own number; "black"; else this colour with one
+// series, the series's number with several, where its dash tells the curves
+// apart) and its title.
+struct Curve {
+  int column;
+  const char* style;
+  const char* colour;
+  const char* title;
+};
+
+// gnuplot's `plot` of `curves` for every series (data block `index i`, named by
+// its first curve), then with
+// `measured_column` (0: none) the measured points of the block after them.
+std::string plot_command(const std::string& data, const std::vector<Series>& series, const std::vector<Curve>& curves,
+                         int measured_column) {
+  std::vector<std::string> items;
+  for (std::size_t i = 0; i < series.size(); ++i) {
+    const std::string t = series.size() == 1 ? "" : series[i].title + ": ";
+    for (const Curve& c : curves) {
+      const std::string colour = !c.colour                          ? std::to_string(i + 1)
+                                 : std::string_view(c.colour) == "black" ? std::string("rgb 'black'")
+                                 : series.size() == 1                    ? fmt::format("rgb '{}'", c.colour)
+                                                                         : std::to_string(i + 1);
+      items.push_back(fmt::format("{} index {} using 1:{} with {} lc {} title {}", &c == &curves.front() ? data : "''", i,
+                                  c.column, c.style, colour, gp_quote(t + c.title)));
+    }
+  }
+  if (measured_column > 0)
+    items.push_back(fmt::format("{} index {} using 1:{} with points pt 6 ps 1.2 lc rgb 'red' title 'measured'", data,
+                                series.size(), measured_column));
+  return "plot " + fmt::format("{}", fmt::join(items, ", \\\n  "));
+}
+
 }  // namespace
 
 void plot_sweep(const std::string& prefix, const std::vector<PointResult>& results,
@@ -605,49 +640,26 @@ void plot_sweep(const std::string& prefix, const std::vector<PointResult>& resul
                         gp_quote(fmt::format("knee {:.0f} bytes ({})", knees[i], size_label(std::round(knees[i])))), knees[i], 0.06 + 0.06 * static_cast<double>(i),
                         i + 1);
   }
-  // One series: a colour per curve; several: a colour per series, a dash per curve.
-  const bool one = series.size() == 1;
-  auto colour = [&](std::size_t i, const char* single) {
-    return one ? fmt::format("rgb '{}'", single) : std::to_string(i + 1);
+  const auto plot = [&](const std::vector<Curve>& curves, int measured_column) {
+    return plot_command(data, series, curves, measured.empty() ? 0 : measured_column);
   };
-  std::string plot = "plot ";
-  for (std::size_t i = 0; i < series.size(); ++i) {
-    const std::string t = series.size() == 1 ? "" : series[i].title + ": ";
-    plot += fmt::format("{} index {} using 1:2 with linespoints lw 2 pt 7 ps 0.7 lc {} title {}, \\\n  ", data, i,
-                        i + 1, gp_quote(t + "simulated"));
-    plot += fmt::format("'' index {} using 1:3 with lines dt 2 lw 1.5 lc {} title {}, \\\n  ", i, colour(i, "#1f77b4"),
-                        gp_quote(t + "latency term"));
-    plot += fmt::format("'' index {} using 1:4 with lines dt 4 lw 1.5 lc {} title {}, \\\n  ", i, colour(i, "#2ca02c"),
-                        gp_quote(t + "bandwidth term"));
-    plot += fmt::format("'' index {} using 1:5 with lines lw 1 lc rgb 'black' title {}, \\\n  ", i,
-                        gp_quote(t + "closed form = max"));
-    plot += fmt::format("'' index {} using 1:10 with lines dt 5 lw 1.5 lc {} title {}{}", i, colour(i, "#d62728"),
-                        gp_quote(t + "lower bound"), i + 1 < series.size() || !measured.empty() ? ", \\\n  " : "");
-  }
-  if (!measured.empty())
-    plot += fmt::format("{} index {} using 1:2 with points pt 6 ps 1.2 lc rgb 'red' title 'measured'", data,
-                        series.size());
-  body += plot + "\n";
+  body += plot({{2, "linespoints lw 2 pt 7 ps 0.7", nullptr, "simulated"},
+                {3, "lines dt 2 lw 1.5", "#1f77b4", "latency term"},
+                {4, "lines dt 4 lw 1.5", "#2ca02c", "bandwidth term"},
+                {5, "lines lw 1", "black", "closed form = max"},
+                {10, "lines dt 5 lw 1.5", "#d62728", "lower bound"}},
+               2) +
+          "\n";
   body += "unset arrow\nunset label\n";
   body += "unset logscale y\nset yrange [0:*]\nset ylabel 'bus bandwidth (GB/s)'\n";
   body += "set key bottom right box opaque font ',9'\n";
   body += "set title 'Bus bandwidth (nccl-tests busbw): simulated beside the closed form and the lower bound'\n";
-  plot = "plot ";
-  for (std::size_t i = 0; i < series.size(); ++i) {
-    const std::string t = series.size() == 1 ? "" : series[i].title + ": ";
-    plot += fmt::format("{} index {} using 1:7 with linespoints lw 2 pt 7 ps 0.7 lc {} title {}, \\\n  ", data, i,
-                        i + 1, gp_quote(t + "simulated busbw"));
-    plot += fmt::format("'' index {} using 1:9 with lines dt 4 lw 1.5 lc {} title {}, \\\n  ", i, colour(i, "#2ca02c"),
-                        gp_quote(t + "bandwidth term only"));
-    plot += fmt::format("'' index {} using 1:8 with lines lw 1 lc rgb 'black' title {}, \\\n  ", i,
-                        gp_quote(t + "closed form"));
-    plot += fmt::format("'' index {} using 1:11 with lines dt 5 lw 1.5 lc {} title {}{}", i, colour(i, "#d62728"),
-                        gp_quote(t + "at the lower bound"), i + 1 < series.size() || !measured.empty() ? ", \\\n  " : "");
-  }
-  if (!measured.empty())
-    plot += fmt::format("{} index {} using 1:3 with points pt 6 ps 1.2 lc rgb 'red' title 'measured'", data,
-                        series.size());
-  body += plot + "\nunset multiplot\n";
+  body += plot({{7, "linespoints lw 2 pt 7 ps 0.7", nullptr, "simulated busbw"},
+                {9, "lines dt 4 lw 1.5", "#2ca02c", "bandwidth term only"},
+                {8, "lines lw 1", "black", "closed form"},
+                {11, "lines dt 5 lw 1.5", "#d62728", "at the lower bound"}},
+               3);
+  body += "\nunset multiplot\n";
 
   write_plot(prefix, "meshsim sweep plot", dat, body, 1100, 1000);
 }

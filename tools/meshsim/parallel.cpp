@@ -1,6 +1,7 @@
 // The part of Parallel common to the MPI and the serial builds.
 #include <fmt/format.h>
 
+#include <memory>
 #include <optional>
 
 #include "base/error.hpp"
@@ -9,6 +10,15 @@
 #include "tools/meshsim/parallel.hpp"
 
 namespace meshsim::cli {
+
+std::unique_ptr<Parallel> join_ranks() {
+  try {
+    return std::make_unique<Parallel>();
+  } catch (const Error& e) {
+    fail(e.what());
+    return nullptr;
+  }
+}
 
 std::vector<std::string> share_items(const Parallel& par, std::size_t count,
                                      const std::function<std::string(std::size_t, std::size_t, std::size_t)>& run) {

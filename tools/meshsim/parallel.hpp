@@ -5,6 +5,7 @@
 // there is one process, rank 0 of 1.
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,10 @@ class Parallel {
   int size_ = 1;
   bool mpi_ = false;
 };
+
+// This process's place among the ranks (MPI when mpirun started it); null,
+// with the reason said as meshsim's one error line, when MPI cannot start.
+std::unique_ptr<Parallel> join_ranks();
 
 // The engine for running many independent items (a sweep's points, a search's
 // plans): item i runs on rank i % size, `run(i, done, mine)` returning its text

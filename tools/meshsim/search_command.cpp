@@ -27,12 +27,8 @@ struct SearchOptions {
 int run_search_command(const SearchOptions& o) {
   // As in sweep: what a rank can get wrong on its own is agreed on first; then
   // the ranks' rule of exit codes (guarded_rank, parallel.hpp).
-  std::unique_ptr<Parallel> par;
-  try {
-    par = std::make_unique<Parallel>();
-  } catch (const Error& e) {
-    return fail(e.what());
-  }
+  const std::unique_ptr<Parallel> par = join_ranks();
+  if (!par) return 1;
   const bool root = par->rank() == 0;
   std::unique_ptr<search::SearchSpec> spec;
   const std::string early = agreed_error(*par, [&] {

@@ -85,12 +85,8 @@ int run_sweep(const SweepOptions& o) {
   // any simulation and agreed on (each node reads its own files): the first
   // failure by rank fails every rank, and only rank 0 says so (the ranks' rule
   // of exit codes: guarded_rank, parallel.hpp).
-  std::unique_ptr<Parallel> par;
-  try {
-    par = std::make_unique<Parallel>();
-  } catch (const Error& e) {
-    return fail(e.what());
-  }
+  const std::unique_ptr<Parallel> par = join_ranks();
+  if (!par) return 1;
   const bool root = par->rank() == 0;
   std::optional<Sweep> checked;
   std::vector<Measured> measured;
