@@ -1,6 +1,7 @@
 // The part of Parallel common to the MPI and the serial builds.
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <memory>
 #include <optional>
 
@@ -10,6 +11,14 @@
 #include "tools/meshsim/parallel.hpp"
 
 namespace meshsim::cli {
+
+bool launched_by_mpi() {
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"}) {
+    const char* v = std::getenv(var);
+    if (v != nullptr && *v != '\0') return true;
+  }
+  return false;
+}
 
 std::unique_ptr<Parallel> join_ranks() {
   try {

@@ -75,5 +75,8 @@ int guarded_rank(const Parallel& par, bool errors_shared, const std::function<in
 
 // Whether this build can use MPI.
 bool mpi_built();
+// Whether mpirun (Open MPI, MPICH or PMIx) started this process: its rank
+// variables are set.
+bool launched_by_mpi();
 
 }  // namespace meshsim::cli

@@ -11,16 +11,6 @@
 
 namespace meshsim::cli {
 
-namespace {
-bool launched_by_mpi() {
-  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"}) {
-    const char* v = std::getenv(var);
-    if (v != nullptr && *v != '\0') return true;
-  }
-  return false;
-}
-}  // namespace
-
 Parallel::Parallel() {
   if (!launched_by_mpi()) return;
   if (MPI_Init(nullptr, nullptr) != MPI_SUCCESS) throw Error("MPI_Init failed");

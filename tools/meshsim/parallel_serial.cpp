@@ -1,21 +1,9 @@
 // Parallel without MPI: one process. Refuses to run under mpirun, where every
 // rank would compute every point (or replay every GPU) and write the same files.
-#include <cstdlib>
-
 #include "base/error.hpp"
 #include "tools/meshsim/parallel.hpp"
 
 namespace meshsim::cli {
-
-namespace {
-bool launched_by_mpi() {
-  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"}) {
-    const char* v = std::getenv(var);
-    if (v != nullptr && *v != '\0') return true;
-  }
-  return false;
-}
-}  // namespace
 
 Parallel::Parallel() {
   if (launched_by_mpi())
