@@ -100,101 +100,88 @@ namespace {
 
 // The run itself, on what the command line gave.
 int run_workload(RunState& st) {
-  auto& workload_path = st.workload_path;
-  auto& json_path = st.json_path;
-  auto& links = st.links;
-  auto& quiet = st.quiet;
-  auto& hlo_hardware = st.hlo_hardware;
-  auto& hlo_topology = st.hlo_topology;
-  auto& hlo_devices = st.hlo_devices;
-  auto& import_wrap = st.import_wrap;
-  auto& comm_groups = st.comm_groups;
-  auto& no_reduce = st.no_reduce;
-  auto& threads = st.threads;
-  auto& critical = st.critical;
-  auto& trace_path = st.trace_path;
-  auto& trace_detail = st.trace_detail;
-  auto& trace_window = st.trace_window;
-  auto& trace_chips = st.trace_chips;
-  auto& trace_max_events = st.trace_max_events;
-  auto& trace_option = st.trace_option;
-  auto& engine = st.engine;
-  auto& simgrid_config = st.simgrid_config;
-  auto& verify = st.verify;
-  auto& limits = st.limits;
-  auto& calibration_path = st.calibration_path;
   return guarded([&]() -> int {
-    if (engine == "native" && !simgrid_config.empty())
+    if (st.engine == "native" && !st.simgrid_config.empty())
       throw meshsim::Error("--simgrid-cfg: only with --engine simgrid or all");
-    if (engine != "native") {
-      const char* native_only = trace_option->count() > 0 ? "--trace" : critical ? "--critical-path" : links > 0 ? "--links" : nullptr;
+    if (st.engine != "native") {
+      const char* native_only = st.trace_option->count() > 0 ? "--trace"
+                                : st.critical                ? "--critical-path"
+                                : st.links > 0               ? "--links"
+                                                             : nullptr;
       if (native_only) throw meshsim::Error(std::string(native_only) + ": only with --engine native");
     }
-    if (trace_option->count() > 0) check_trace_path(trace_path);
-    check_outputs(workload_path, json_path, trace_path);
+    if (st.trace_option->count() > 0) check_trace_path(st.trace_path);
+    check_outputs(st.workload_path, st.json_path, st.trace_path);
     std::pair<meshsim::Tick, meshsim::Tick> window;
-    if (!trace_window.empty()) window = parse_window(trace_window);
+    if (!st.trace_window.empty()) window = parse_window(st.trace_window);
     meshsim::frontends::ProgramOptions program;
-    program.hardware = hlo_hardware;
-    program.topology = hlo_topology;
-    program.wraparound = import_wrap;
-    program.devices = hlo_devices;
-    program.comm_groups = comm_groups;
-    program.verify = verify;
-    meshsim::frontends::Program loaded = meshsim::frontends::load_program(workload_path, program);
+    program.hardware = st.hlo_hardware;
+    program.topology = st.hlo_topology;
+    program.wraparound = st.import_wrap;
+    program.devices = st.hlo_devices;
+    program.comm_groups = st.comm_groups;
+    program.verify = st.verify;
+    meshsim::frontends::Program loaded = meshsim::frontends::load_program(st.workload_path, program);
     const std::string imported = loaded.summary;  // an import's summary line
     meshsim::workloads::Workload w = std::move(loaded.workload);
-    meshsim::tool::apply_calibration_file(w, calibration_path);
+    meshsim::tool::apply_calibration_file(w, st.calibration_path);
     // A training step that --verify cannot execute is refused before simulating.
-    if (verify && w.training) meshsim::verify::check_training_verifiable(w);
-    if (critical && w.training)
+    if (st.verify && w.training) meshsim::verify::check_training_verifiable(w);
+    if (st.critical && w.training)
       throw meshsim::Error("--critical-path: a training step has thousands of ops; its per-stage breakdown says "
                            "where the time goes, and --trace FILE --trace-chips 0 shows one chip's timeline");
     meshsim::driver::SimulateOptions options;
-    options.busiest_links = links;
-    options.simgrid_config = simgrid_config;
-    options.critical_path = critical;
-    options.reduce = !no_reduce;
-    options.threads = threads;
-    options.limits = limits;
-    options.trace_path = trace_path;
-    options.trace.detail = trace_detail == "ops"     ? meshsim::traces::Detail::Ops
-                           : trace_detail == "steps" ? meshsim::traces::Detail::Steps
-                                                     : meshsim::traces::Detail::Hops;
-    options.trace.chips = trace_chips;
-    options.trace.max_events = trace_max_events;
-    if (!trace_window.empty()) {
+    options.busiest_links = st.links;
+    options.simgrid_config = st.simgrid_config;
+    options.critical_path = st.critical;
+    options.reduce = !st.no_reduce;
+    options.threads = st.threads;
+    options.limits = st.limits;
+    options.trace_path = st.trace_path;
+    options.trace.detail = st.trace_detail == "ops"     ? meshsim::traces::Detail::Ops
+                           : st.trace_detail == "steps" ? meshsim::traces::Detail::Steps
+                                                        : meshsim::traces::Detail::Hops;
+    options.trace.chips = st.trace_chips;
+    options.trace.max_events = st.trace_max_events;
+    if (!st.trace_window.empty()) {
       options.trace.from = window.first;
       options.trace.to = window.second;
     }
-    meshsim::cli::Progress progress(quiet);
+    meshsim::cli::Progress progress(st.quiet);
     options.progress = progress.hook();
-    const bool json_to_stdout = json_path == "-";
-    if (engine == "all") {
+    const bool json_to_stdout = st.json_path == "-";
+    if (st.engine == "all") {
       const meshsim::driver::RunResult native = meshsim::driver::simulate(w, options);
       options.engine = meshsim::driver::EngineKind::SimGrid;
       const meshsim::driver::RunResult simgrid = meshsim::driver::simulate(w, options);
       progress.clear();
-      if (!quiet && !json_to_stdout) std::fputs(meshsim::reports::format_comparison(w, native, simgrid).c_str(), stdout);
-      if (!json_path.empty()) write_output(json_path, meshsim::reports::format_comparison_json(w, native, simgrid));
+      if (!st.quiet && !json_to_stdout)
+        std::fputs(meshsim::reports::format_comparison(w, native, simgrid).c_str(), stdout);
+      if (!st.json_path.empty())
+        write_output(st.json_path, meshsim::reports::format_comparison_json(w, native, simgrid));
     } else {
-      if (engine == "simgrid") options.engine = meshsim::driver::EngineKind::SimGrid;
+      if (st.engine == "simgrid") options.engine = meshsim::driver::EngineKind::SimGrid;
       const meshsim::driver::RunResult result = meshsim::driver::simulate(w, options);
       progress.clear();
       if (!result.trace_warning.empty()) std::fprintf(stderr, "meshsim: warning: %s\n", result.trace_warning.c_str());
-      if (!quiet && !json_to_stdout) std::fputs((imported + meshsim::reports::format_table(w, result)).c_str(), stdout);
-      if (!json_path.empty()) write_output(json_path, meshsim::reports::format_json(w, result));
+      if (!st.quiet && !json_to_stdout)
+        std::fputs((imported + meshsim::reports::format_table(w, result)).c_str(), stdout);
+      if (!st.json_path.empty()) write_output(st.json_path, meshsim::reports::format_json(w, result));
     }
-    if (verify && w.training) {
+    if (st.verify && w.training) {
       const meshsim::verify::Report report = meshsim::verify::verify_training(w);
       std::fputs(("\n" + meshsim::verify::format_training_report(report)).c_str(), json_to_stdout ? stderr : stdout);
-      if (!report.ok()) return fail(workload_path + ": verification failed: the lowered training step does not "
-                                                    "compute the unsharded layers' activations and gradients");
-    } else if (verify) {
+      if (!report.ok())
+        return fail(st.workload_path +
+                    ": verification failed: the lowered training step does not "
+                    "compute the unsharded layers' activations and gradients");
+    } else if (st.verify) {
       const meshsim::verify::Report report = meshsim::verify::verify(w);
       std::fputs(("\n" + meshsim::verify::format_report(report)).c_str(), json_to_stdout ? stderr : stdout);
-      if (!report.ok()) return fail(workload_path + ": verification failed: the lowered program does not compute "
-                                                    "the unsharded result");
+      if (!report.ok())
+        return fail(st.workload_path +
+                    ": verification failed: the lowered program does not compute "
+                    "the unsharded result");
     }
     return 0;
   });
@@ -204,111 +191,93 @@ int run_workload(RunState& st) {
 
 Subcommand add_run_command(CLI::App& app) {
   const auto s = std::make_shared<RunState>();
-  auto& workload_path = s->workload_path;
-  auto& json_path = s->json_path;
-  auto& links = s->links;
-  auto& quiet = s->quiet;
-  auto& hlo_hardware = s->hlo_hardware;
-  auto& hlo_topology = s->hlo_topology;
-  auto& hlo_devices = s->hlo_devices;
-  auto& import_wrap = s->import_wrap;
-  auto& comm_groups = s->comm_groups;
-  auto& no_reduce = s->no_reduce;
-  auto& threads = s->threads;
-  auto& critical = s->critical;
-  auto& trace_path = s->trace_path;
-  auto& trace_detail = s->trace_detail;
-  auto& trace_window = s->trace_window;
-  auto& trace_chips = s->trace_chips;
-  auto& trace_max_events = s->trace_max_events;
-  auto& trace_option = s->trace_option;
-  auto& engine = s->engine;
-  auto& simgrid_config = s->simgrid_config;
-  auto& verify = s->verify;
-  auto& limits = s->limits;
-  auto& calibration_path = s->calibration_path;
   CLI::App* run = app.add_subcommand("run", "Simulate a workload and print a table per op");
-  run->add_option("WORKLOAD", workload_path,
-                  "Workload JSON file (format: docs/WORKLOAD.md), an XLA HLO text dump (docs/HLO.md), or one rank's file "
-                  "of a Chakra execution trace, PREFIX.<rank>.et[.gz] (docs/CHAKRA.md); the last two with --hardware and "
-                  "--topology")
+  run->add_option(
+         "WORKLOAD", s->workload_path,
+         "Workload JSON file (format: docs/WORKLOAD.md), an XLA HLO text dump (docs/HLO.md), or one rank's file "
+         "of a Chakra execution trace, PREFIX.<rank>.et[.gz] (docs/CHAKRA.md); the last two with --hardware and "
+         "--topology")
       ->required();
-  run->add_option("--hardware", hlo_hardware,
+  run->add_option("--hardware", s->hlo_hardware,
                   "An HLO dump's or a Chakra trace's hardware: a TPU preset (tpu-v5e, ...); for a trace also a GPU "
                   "preset (h100-dgx, ...)")
       ->option_text("PRESET");
-  run->add_option("--topology", hlo_topology,
+  run->add_option("--topology", s->hlo_topology,
                   "An HLO dump's or a Chakra trace's system: a TPU slice's shape, e.g. 4x4 or 4x4x4 (device d is chip "
                   "d, x fastest); a GPU cluster's node count, e.g. 2")
       ->option_text("SHAPE");
-  run->add_option("--devices", hlo_devices,
+  run->add_option("--devices", s->hlo_devices,
                   "An HLO dump's device order or a Chakra trace's rank order: the chip of device (rank) 0, 1, ... "
                   "(comma-separated)")
       ->delimiter(',')
       ->option_text("CHIP,...");
-  run->add_option("--wraparound", import_wrap,
+  run->add_option("--wraparound", s->import_wrap,
                   "An HLO dump's or a Chakra trace's TPU slice: per axis 1 (a ring) or 0 (a line), e.g. 1,1 "
                   "(default: the preset's for the shape)")
       ->delimiter(',')
       ->option_text("W,...");
-  run->add_option("--comm-groups", comm_groups,
+  run->add_option("--comm-groups", s->comm_groups,
                   "A Chakra trace's process groups, as ASTRA-sim takes them: JSON {\"<pg_name>\": [rank, ...], ...}")
       ->option_text("FILE");
-  run->add_option("--json", json_path,
+  run->add_option("--json", s->json_path,
                   "Also write the results as JSON to FILE ('-' for stdout; fields: docs/OUTPUT.md)")
       ->option_text("FILE");
-  run->add_option("--links", links, "Also list the N busiest link directions (bytes, busy time)")
+  run->add_option("--links", s->links, "Also list the N busiest link directions (bytes, busy time)")
       ->option_text("N")
       ->check(CLI::Range(0, 100000));
-  run->add_flag("-q,--quiet", quiet, "Do not print the table (use with --json)");
-  run->add_flag("--no-reduce", no_reduce,
+  run->add_flag("-q,--quiet", s->quiet, "Do not print the table (use with --json)");
+  run->add_flag("--no-reduce", s->no_reduce,
                 "Simulate every task, even of groups identical to another that shares nothing with it (the same "
                 "results, byte for byte: docs/MODEL.md, \"Exact reductions\")");
-  run->add_option("--threads", threads,
+  run->add_option("--threads", s->threads,
                   "Threads for the simulation: 1, or 2 to split a program into two parts simulated side by side "
                   "whenever it can be (the same results, byte for byte: docs/ARCHITECTURE.md, \"Two threads\"); "
                   "default: 2 for a run of 2^20 tasks or more on a machine with two cores, when its windows hold "
                   "4,096 tasks or more")
       ->option_text("N")
       ->check(CLI::Range(1, 2));
-  run->add_flag("--critical-path", critical,
+  run->add_flag("--critical-path", s->critical,
                 "Also print each op's critical path: the hops and computes its last byte waited for, and the time "
                 "on the wire, in hop latency, queued behind other transfers and computing");
-  trace_option = run->add_option("--trace", trace_path,
-                  "Write a Perfetto trace (open it in ui.perfetto.dev): per chip its ops, compute and every link "
-                  "direction, hop by hop. FILE.json: Chrome JSON; FILE.pftrace (or .pb): Perfetto protobuf, ~5x smaller")
-      ->option_text("FILE");
-  run->add_option("--trace-detail", trace_detail,
+  s->trace_option =
+      run->add_option(
+             "--trace", s->trace_path,
+             "Write a Perfetto trace (open it in ui.perfetto.dev): per chip its ops, compute and every link "
+             "direction, hop by hop. FILE.json: Chrome JSON; FILE.pftrace (or .pb): Perfetto protobuf, ~5x smaller")
+          ->option_text("FILE");
+  run->add_option("--trace-detail", s->trace_detail,
                   "ops: op and compute slices and link counters; steps: + collective steps; hops: + every hop "
                   "transfer and flow arrows (default)")
       ->check(CLI::IsMember({"ops", "steps", "hops"}))
-      ->needs(trace_option);
-  run->add_option("--trace-chips", trace_chips, "Trace only these chip ids (comma-separated)")
+      ->needs(s->trace_option);
+  run->add_option("--trace-chips", s->trace_chips, "Trace only these chip ids (comma-separated)")
       ->delimiter(',')
       ->option_text("ID,...")
-      ->needs(trace_option);
-  run->add_option("--trace-window", trace_window, "Trace only what overlaps FROM:TO microseconds")
+      ->needs(s->trace_option);
+  run->add_option("--trace-window", s->trace_window, "Trace only what overlaps FROM:TO microseconds")
       ->option_text("FROM:TO")
-      ->needs(trace_option);
-  run->add_option("--trace-max-events", trace_max_events, "Stop the trace at N events, with a warning (default 5000000)")
+      ->needs(s->trace_option);
+  run->add_option("--trace-max-events", s->trace_max_events,
+                  "Stop the trace at N events, with a warning (default 5000000)")
       ->option_text("N")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 40))
-      ->needs(trace_option);
-  run->add_option("--engine", engine,
+      ->needs(s->trace_option);
+  run->add_option("--engine", s->engine,
                   "native (default): meshsim's hop-by-hop engine; simgrid: the same transfers as flows on SimGrid "
                   "(docs/CROSSCHECK.md); all: both, side by side per op with the difference in percent")
       ->check(CLI::IsMember({"native", "simgrid", "all"}));
-  run->add_option("--simgrid-cfg", simgrid_config,
-                  "An extra SimGrid setting, as its --cfg takes it (e.g. network/model:LV08); repeatable. meshsim's own "
-                  "settings make a transfer alone on a link take latency + bytes / bandwidth (docs/CROSSCHECK.md)")
+  run->add_option(
+         "--simgrid-cfg", s->simgrid_config,
+         "An extra SimGrid setting, as its --cfg takes it (e.g. network/model:LV08); repeatable. meshsim's own "
+         "settings make a transfer alone on a link take latency + bytes / bandwidth (docs/CROSSCHECK.md)")
       ->option_text("KEY:VALUE");
-  run->add_flag("--verify", verify,
+  run->add_flag("--verify", s->verify,
                 "Also execute the lowered program on small random data (every chip its own shard, real data "
                 "movement and sums) and check every result against the unsharded computation; a training step: "
                 "every transformer layer's forward and backward ops on microbatch 0, its outputs and gradients "
                 "against the unsharded layers");
-  meshsim::cli::add_limit_options(*run, limits);
-  meshsim::tool::add_calibration_option(run, calibration_path);
+  meshsim::cli::add_limit_options(*run, s->limits);
+  meshsim::tool::add_calibration_option(run, s->calibration_path);
   return {run, [s]() -> int { return run_workload(*s); }};
 }
 
