@@ -603,25 +603,47 @@ RunResult simulate_expanded(const workloads::Workload& w, RunContext& run, const
 
 namespace {
 
-// Runs `ex` (the whole of `w`, or with `translated` group 0 of its identical
-// groups, whose class gives every other group's resources), or with `quotient`
-// the quotient by the torus' translations (`ex` its layout, `translated` its
-// class): nothing then when its run cannot stand for the full one.
-// Long: the executor, its observers, the SimGrid engine and the three ways a
-// reduced run expands back to the full one read best in one place until the
-// driver runs a RunPlan with observers (issue 48, still open).
-// NOLINTNEXTLINE(readability-function-size)
-std::optional<RunResult> run_native(const workloads::Workload& w, RunContext& run, const Expanded& ex,
-                                    const SimulateOptions& options, const sim::Reduced::Class* translated,
-                                    const TranslationQuotient* quotient) {
-  const topology::Torus& torus = run.torus();
-  GpuChoices* gpu = run.gpu();
-  if (!options.trace_path.empty())
-    for (std::uint32_t chip : options.trace.chips)
-      if (chip >= torus.num_chips())
-        throw Error(fmt::format("--trace-chips: chip {} is out of range: {} has chips 0..{}", chip, w.file,
-                                torus.num_chips() - 1));
-  if (options.engine == EngineKind::SimGrid) return simulate_simgrid(w, run, ex, options.simgrid_config);
+// When every chip may start each op: the completion of its last entry join;
+// and a send's span on its own chips (PortWatch).
+struct EntryWatch final : sim::ExecutionObserver {
+  const Expanded& ex;
+  const std::vector<sim::TaskId>* subset;
+  std::vector<Tick> all_ready;
+  PortWatch sends;
+  EntryWatch(const Expanded& e, const std::vector<sim::TaskId>* s)
+      : ex(e), subset(s), all_ready(e.op_transfers.size()), sends(e) {}
+  void on_task(sim::TaskId, const sim::Task&, const sim::TaskTiming&) override {}
+  void on_join(sim::TaskId id, const sim::Task& task, Tick at) override {
+    const sim::OpId op = task.op();
+    // Ready when its dependencies were done: before the entry's delay (the op's fixed cost).
+    const sim::TaskId full = subset ? (*subset)[id] : id;
+    if (!ex.op_ports[op].is_port(full)) return;
+    sends.port(op, full, at);
+    if (ex.op_ports[op].is_entry(full) && ex.starts_op(op, full - ex.op_ports[op].entry_begin))
+      all_ready[op] = max(all_ready[op], at - Tick::from_ps(static_cast<std::int64_t>(task.amount)));
+  }
+  std::unique_ptr<sim::ExecutionObserver> split() const override { return std::make_unique<EntryWatch>(ex, subset); }
+  void merge(const sim::ExecutionObserver& part) override {
+    const auto& other = dynamic_cast<const EntryWatch&>(part);
+    for (std::size_t i = 0; i < all_ready.size(); ++i) all_ready[i] = max(all_ready[i], other.all_ready[i]);
+    sends.merge(other.sends);
+  }
+};
+
+// What a native run executes of `ex`: with `keys`, a program the translations
+// leave unchanged (its ties broken by keys its translates share); `reduced`, its
+// identical independent components once each; `compact`, group 0 of translated
+// groups on its own resources; none of them: `ex` itself (or the quotient).
+struct RunProgram {
+  BigVector<std::uint32_t> keys;
+  std::optional<sim::Reduced> reduced;
+  std::optional<sim::Program> compact;
+  std::vector<sim::Resource> compact_resources;
+};
+
+RunProgram program_to_run(const workloads::Workload& w, RunContext& run, const Expanded& ex,
+                          const SimulateOptions& options, const sim::Reduced::Class* translated,
+                          const TranslationQuotient* quotient) {
   // Exact reductions (sim/reduce.hpp): not with a trace or critical paths, which
   // want every task's own timing.
   const bool may_reduce = !translated && options.reduce && options.trace_path.empty() && !options.critical_path;
@@ -635,26 +657,86 @@ std::optional<RunResult> run_native(const workloads::Workload& w, RunContext& ru
   if (!translated) {
     const std::vector<Shift> axes = translated_axes(w, run);
     if (!axes.empty() && !translated_groups(w, run.system()))
-      translations = Translations::find(torus, ex, axes, run.fabric());
+      translations = Translations::find(run.torus(), ex, axes, run.fabric());
   }
-  BigVector<std::uint32_t> keys;
-  if (translations && translations->verify()) keys = translations->keys();
+  RunProgram out;
+  if (translations && translations->verify()) out.keys = translations->keys();
   translations.reset();  // its index of every task: memory the run needs
-  const bool keyed = !keys.empty();
-  std::optional<sim::Reduced> reduced;
-  if (may_reduce && !keyed && may_repeat(w, torus)) reduced = sim::reduce(ex.program, ex.resources);
+  if (may_reduce && out.keys.empty() && may_repeat(w, run.torus())) out.reduced = sim::reduce(ex.program, ex.resources);
   // Translated groups: group 0 runs on its own resources alone, numbered in the
   // class's order (the system's other links and units would only cost memory).
-  std::optional<sim::Program> compact;
-  std::vector<sim::Resource> compact_resources;
   if (translated && !quotient) {
     std::vector<std::uint32_t> to(ex.resources.size(), ~std::uint32_t{0});
     for (std::size_t k = 0; k < translated->resources.size(); ++k) {
       to[translated->resources[k]] = static_cast<std::uint32_t>(k);
-      compact_resources.push_back(ex.resources[translated->resources[k]]);
+      out.compact_resources.push_back(ex.resources[translated->resources[k]]);
     }
-    compact = ex.program.renamed(to);
+    out.compact = ex.program.renamed(to);
   }
+  return out;
+}
+
+// Writes the recorded trace to `path` (.json: Chrome JSON; .pftrace or .pb:
+// Perfetto protobuf) and notes its events, and a warning when it was cut, in `r`.
+void write_trace_file(const traces::TraceRecorder& recorder, const std::string& path, RunResult& r) {
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) throw Error(path + ": cannot write file");
+  const bool proto = path.ends_with(".pftrace") || path.ends_with(".pb");
+  const std::unique_ptr<traces::Sink> sink = proto ? traces::make_proto_sink(f) : traces::make_json_sink(f);
+  const traces::TraceStats ts = traces::write_trace(recorder, r.makespan, *sink);
+  const bool failed = std::ferror(f) != 0;
+  if (std::fclose(f) != 0 || failed) throw Error(path + ": cannot write file");
+  r.trace_events = ts.events;
+  if (ts.truncated)
+    r.trace_warning = fmt::format("the trace stopped at {} events (the cap); use --trace-detail steps or ops, "
+                                  "--trace-chips or --trace-window for a complete one",
+                                  ts.events);
+}
+
+// Every other member of a class ran exactly as its representative: its
+// resources carried the same loads (copied into `stats`), and as many of its
+// tasks were woken; the events of the whole run. `renumbered`: the executor
+// numbered a class's resource k as k (a compact group 0 or a quotient), else as
+// the class's own id.
+std::uint64_t copy_classes(std::span<const sim::Reduced::Class> classes, const sim::Executor& executor,
+                           bool renumbered, traces::LinkStats& stats) {
+  std::uint64_t events = 0, simulated_events = 0;
+  for (const sim::Reduced::Class& c : classes) {
+    std::uint64_t own = 0;
+    for (std::size_t k = 0; k < c.resources.size(); ++k)
+      own += executor.woken_on(renumbered ? static_cast<std::uint32_t>(k) : c.resources[k]);
+    simulated_events += own;
+    events += c.copies * own;
+    for (const std::vector<std::uint32_t>& replica : c.replicas)
+      for (std::size_t k = 0; k < replica.size(); ++k) stats.copy_load(c.resources[k], replica[k]);
+  }
+  MESHSIM_ASSERT(simulated_events == executor.tasks_woken(), "events outside the reduced program's resources");
+  return events;
+}
+
+// Runs `ex` (the whole of `w`, or with `translated` group 0 of its identical
+// groups, whose class gives every other group's resources), or with `quotient`
+// the quotient by the torus' translations (`ex` its layout, `translated` its
+// class): nothing then when its run cannot stand for the full one. What it
+// executes: program_to_run; its observers: the op entries, the links' loads and,
+// as asked, the tasks' timings and the trace; the classes it did not run:
+// copy_classes.
+std::optional<RunResult> run_native(const workloads::Workload& w, RunContext& run, const Expanded& ex,
+                                    const SimulateOptions& options, const sim::Reduced::Class* translated,
+                                    const TranslationQuotient* quotient) {
+  const topology::Torus& torus = run.torus();
+  GpuChoices* gpu = run.gpu();
+  if (!options.trace_path.empty())
+    for (std::uint32_t chip : options.trace.chips)
+      if (chip >= torus.num_chips())
+        throw Error(fmt::format("--trace-chips: chip {} is out of range: {} has chips 0..{}", chip, w.file,
+                                torus.num_chips() - 1));
+  if (options.engine == EngineKind::SimGrid) return simulate_simgrid(w, run, ex, options.simgrid_config);
+  const RunProgram chosen = program_to_run(w, run, ex, options, translated, quotient);
+  const bool keyed = !chosen.keys.empty();
+  const std::optional<sim::Reduced>& reduced = chosen.reduced;
+  const std::optional<sim::Program>& compact = chosen.compact;
+  const std::vector<sim::Resource>& compact_resources = chosen.compact_resources;
   const sim::Program& program = quotient  ? quotient->program
                                 : reduced ? reduced->program
                                 : compact ? *compact
@@ -666,32 +748,7 @@ std::optional<RunResult> run_native(const workloads::Workload& w, RunContext& ru
   // quotient's layout numbers its op ports as the quotient does).
   const std::vector<sim::TaskId>* subset = reduced ? &reduced->full_id : nullptr;
 
-  // When every chip may start each op: the completion of its last entry join;
-  // and a send's span on its own chips (PortWatch).
-  struct EntryWatch final : sim::ExecutionObserver {
-    const Expanded& ex;
-    const std::vector<sim::TaskId>* subset;
-    std::vector<Tick> all_ready;
-    PortWatch sends;
-    EntryWatch(const Expanded& e, const std::vector<sim::TaskId>* s)
-        : ex(e), subset(s), all_ready(e.op_transfers.size()), sends(e) {}
-    void on_task(sim::TaskId, const sim::Task&, const sim::TaskTiming&) override {}
-    void on_join(sim::TaskId id, const sim::Task& task, Tick at) override {
-      const sim::OpId op = task.op();
-      // Ready when its dependencies were done: before the entry's delay (the op's fixed cost).
-      const sim::TaskId full = subset ? (*subset)[id] : id;
-      if (!ex.op_ports[op].is_port(full)) return;
-      sends.port(op, full, at);
-      if (ex.op_ports[op].is_entry(full) && ex.starts_op(op, full - ex.op_ports[op].entry_begin))
-        all_ready[op] = max(all_ready[op], at - Tick::from_ps(static_cast<std::int64_t>(task.amount)));
-    }
-    std::unique_ptr<sim::ExecutionObserver> split() const override { return std::make_unique<EntryWatch>(ex, subset); }
-    void merge(const sim::ExecutionObserver& part) override {
-      const auto& other = dynamic_cast<const EntryWatch&>(part);
-      for (std::size_t i = 0; i < all_ready.size(); ++i) all_ready[i] = max(all_ready[i], other.all_ready[i]);
-      sends.merge(other.sends);
-    }
-  } entries(ex, subset);
+  EntryWatch entries(ex, subset);
 
   sim::Engine engine;
   const std::vector<std::uint8_t> op_class = op_classes(w, run);  // NCCL's protocols
@@ -733,7 +790,7 @@ std::optional<RunResult> run_native(const workloads::Workload& w, RunContext& ru
       executor.order_ties_by(quotient->keys);
     executor.watch_zero_lag();
   } else if (keyed) {
-    executor.order_ties_by(keys);
+    executor.order_ties_by(chosen.keys);
   }
   // Two threads for a large run on a machine that has them, when the windows
   // hold enough tasks; named, whenever the program splits (the results are the
@@ -785,10 +842,6 @@ std::optional<RunResult> run_native(const workloads::Workload& w, RunContext& ru
     placed->place(observed, translated->resources);
   }
   traces::LinkStats& stats = placed ? *placed : observed;
-  // A class's resource k, as the executor numbered it.
-  const auto executed = [&](const std::vector<std::uint32_t>& own, std::size_t k) {
-    return compact || quotient ? static_cast<std::uint32_t>(k) : own[k];
-  };
   // The classes whose other members were not run: the reduction's, or the
   // translated groups' one (an error above named group 0's chips, which are
   // real chips, and the op, which every group runs alike).
@@ -796,19 +849,7 @@ std::optional<RunResult> run_native(const workloads::Workload& w, RunContext& ru
       reduced ? std::span<const sim::Reduced::Class>(reduced->classes)
               : translated ? std::span<const sim::Reduced::Class>(translated, 1) : std::span<const sim::Reduced::Class>();
   if (!classes.empty()) {
-    // Every other member of a class ran exactly as its representative: its
-    // resources carried the same loads, and as many of its tasks were woken.
-    std::uint64_t events = 0, simulated_events = 0;
-    for (const sim::Reduced::Class& c : classes) {
-      std::uint64_t own = 0;
-      for (std::size_t k = 0; k < c.resources.size(); ++k) own += executor.woken_on(executed(c.resources, k));
-      simulated_events += own;
-      events += c.copies * own;
-      for (const std::vector<std::uint32_t>& replica : c.replicas)
-        for (std::size_t k = 0; k < replica.size(); ++k) stats.copy_load(c.resources[k], replica[k]);
-    }
-    MESHSIM_ASSERT(simulated_events == executor.tasks_woken(), "events outside the reduced program's resources");
-    r.events = events;
+    r.events = copy_classes(classes, executor, compact || quotient, stats);
     r.reduced_classes = classes.size();
     if (quotient) r.translations = quotient->translated.copies, r.mirrored = quotient->mirrored;
   }
@@ -818,20 +859,7 @@ std::optional<RunResult> run_native(const workloads::Workload& w, RunContext& ru
   r.ops = op_results(w, run, ex, entries.sends.timings(executor.op_timings()), entries.all_ready);
   if (translated && !quotient)  // every group ran each op's transfers (a quotient's ex counts the whole program's)
     for (OpResult& o : r.ops) o.transfers *= translated->copies, o.link_bytes *= translated->copies;
-  if (recorder) {
-    std::FILE* f = std::fopen(options.trace_path.c_str(), "wb");
-    if (!f) throw Error(options.trace_path + ": cannot write file");
-    const bool proto = options.trace_path.ends_with(".pftrace") || options.trace_path.ends_with(".pb");
-    const std::unique_ptr<traces::Sink> sink = proto ? traces::make_proto_sink(f) : traces::make_json_sink(f);
-    const traces::TraceStats ts = traces::write_trace(*recorder, r.makespan, *sink);
-    const bool failed = std::ferror(f) != 0;
-    if (std::fclose(f) != 0 || failed) throw Error(options.trace_path + ": cannot write file");
-    r.trace_events = ts.events;
-    if (ts.truncated)
-      r.trace_warning = fmt::format("the trace stopped at {} events (the cap); use --trace-detail steps or ops, "
-                                    "--trace-chips or --trace-window for a complete one",
-                                    ts.events);
-  }
+  if (recorder) write_trace_file(*recorder, options.trace_path, r);
   if (timings) r.critical_paths = critical_paths(ex.program, timings->timings(), names().resources);
   for (std::uint32_t id : stats.busiest(options.busiest_links))
     r.busiest_links.push_back({names().resources[id], stats.loads()[id].bytes, stats.loads()[id].busy});
