@@ -14,7 +14,7 @@ namespace meshsim::driver {
 // the ops on a GPU fabric, and the torus's multi-axis plans. The workloads a run
 // expands (the whole one, its group 0, one op at a time) are all on this system:
 // each op's GPU algorithm is chosen once (the size estimate, the quotient's checks,
-// the build and the report each ask, and at scale a choice walks every GPU of
+// the build and the results each ask, and at scale a choice walks every GPU of
 // every channel), and each torus plan is solved once.
 class RunContext {
  public:
