@@ -7,7 +7,7 @@
 //  - cut: the bytes that must cross the narrowest cut of the group (a plane
 //    through the middle of one axis) over the links that cross it;
 //  - latency: the hops (a GPU fabric: the route latency) to the farthest chip;
-//  - traffic (on one slice; groups of chips, workloads::Op::groups, and sends):
+//  - traffic (on one slice; groups of chips, workloads::CollectiveOp::groups, and sends):
 //    every byte crosses at least the hops to the chip it must reach (a shard its
 //    group's farthest member, a reduced chunk from it; an all-to-all piece and a
 //    send's bytes their destination), and the torus has so many links.

@@ -92,7 +92,7 @@ class Translations {
   // holding fewer or more tasks than its translates). Two passes over the
   // tasks, no per-task memory: most of a failed attempt's cost is the
   // quotient's short run. `fabric`: the GPU fabric `ex` is on (its links are
-  // the fabric's, `t` the GPUs' coordinates; the run's, GpuChoices::fabric);
+  // the fabric's, `t` the GPUs' coordinates; the run's, RunContext::fabric);
   // null on a torus.
   static std::optional<Translations> find(const topology::Torus& t, const Expanded& ex,
                                           const std::vector<Shift>& axes, const topology::Fabric* fabric);

@@ -7,9 +7,10 @@
 // all-to-all and collective-permute (and their async -start/-done pairs, which
 // bound what overlaps) as collectives and sends: a collective whose groups are
 // the chips along a set of the topology's axes as that axis collective, any
-// other as a collective over its groups of chips (workloads::Op::groups). Device d is chip d of the
-// topology (the x axis fastest, as TPU device ids) unless the options give
-// each device's chip. Everything else is skipped and counted.
+// other as a collective over its groups of chips (workloads::CollectiveOp::
+// groups). Device d is chip d of the topology (the x axis fastest, as TPU device
+// ids) unless the options give each device's chip. Everything else is skipped
+// and counted.
 #include <cstdint>
 #include <map>
 #include <string>
