@@ -152,16 +152,17 @@ LowerBound torus_bound(const workloads::Op& op, const workloads::Workload& w, co
     if (!slices && t.num_links() > 0) lb.traffic_s = traffic / (static_cast<double>(t.num_links()) * b);
     return lb;
   }
+  const std::vector<int>& axes = op.collective().hw_axes;
   double p = 1, corner_links = 0, diameter = 0, slices = 1;
-  for (int a : op.comm_axes()) {
+  for (int a : axes) {
     const topology::AxisSpec& s = t.axis(a);
     p *= s.size;
     if (a == dcn) {
       slices = s.size;
       continue;
     }
-    corner_links += wrap_within(t, a, op.comm_axes()) ? 2 : 1;
-    diameter += wrap_within(t, a, op.comm_axes()) ? s.size / 2 : s.size - 1;
+    corner_links += wrap_within(t, a, axes) ? 2 : 1;
+    diameter += wrap_within(t, a, axes) ? s.size / 2 : s.size - 1;
   }
   if (p < 2) return lb;
   // The bytes/s of a chip's DCN link out (and in) when the group spans slices.
@@ -172,15 +173,15 @@ LowerBound torus_bound(const workloads::Op& op, const workloads::Workload& w, co
   // cross the long axes' middle planes too) and its diameter measured.
   std::vector<topology::ChipId> group;
   if (t.twisted()) {
-    group = first_group(t, op.comm_axes());
+    group = first_group(t, axes);
     std::vector<int> ici_axes;  // the slices' DCN step is added below
-    for (int a : op.comm_axes())
+    for (int a : axes)
       if (a != dcn) ici_axes.push_back(a);
     diameter = 0;
     for (topology::ChipId c : first_group(t, ici_axes))
       diameter = std::max(diameter, static_cast<double>(t.route(group.front(), c, ici_axes).size()));
   }
-  for (int a : op.comm_axes()) {
+  for (int a : axes) {
     const topology::AxisSpec& s = t.axis(a);
     if (a == dcn) {
       // One slice against the others: what it must receive (or send) through
@@ -190,7 +191,7 @@ LowerBound torus_bound(const workloads::Op& op, const workloads::Workload& w, co
       continue;
     }
     const double x = s.size, l = std::floor(x / 2), r = x - l;
-    double links = p / x * (wrap_within(t, a, op.comm_axes()) ? 2 : 1);  // per direction, across the cut
+    double links = p / x * (wrap_within(t, a, axes) ? 2 : 1);  // per direction, across the cut
     if (t.twisted()) {
       // Links from the lower half [0, l) to the upper and back, within the group.
       double up = 0, down = 0;
@@ -198,7 +199,7 @@ LowerBound torus_bound(const workloads::Op& op, const workloads::Workload& w, co
         for (int e = 0; e < t.num_axes(); ++e)
           for (topology::Direction d : {topology::Direction::Plus, topology::Direction::Minus}) {
             const topology::LinkId id = t.link(c, e, d);
-            if (id == topology::kNoLink || !same_group(t, c, t.link_info(id).dst, op.comm_axes())) continue;
+            if (id == topology::kNoLink || !same_group(t, c, t.link_info(id).dst, axes)) continue;
             const bool from_low = t.coord(c, a) < l, to_low = t.coord(t.link_info(id).dst, a) < l;
             if (from_low && !to_low) ++up;
             if (!from_low && to_low) ++down;
@@ -263,7 +264,7 @@ LowerBound fabric_bound(const workloads::Op& op, const workloads::Workload& w, c
     }
     return lb;
   }
-  const std::vector<std::vector<topology::ChipId>> rings = collectives::gpu::rings(t, op.comm_axes());
+  const std::vector<std::vector<topology::ChipId>> rings = collectives::gpu::rings(t, op.collective().hw_axes);
   if (rings.empty() || rings.front().size() < 2) return lb;
   const std::vector<topology::ChipId>& group = rings.front();
   const double p = static_cast<double>(group.size());

@@ -350,9 +350,8 @@ collectives::ClosedForm torus_closed_form(const workloads::Op& op, const workloa
                                           const topology::Torus& torus) {
   // No cheat-sheet formula covers any groups of chips, nor many sends sharing
   // links (a permute, a stage's hand-off): their schedule's own load.
-  if (is_collective(op.kind) && op.collective().groups)
-    return load_closed_form(collectives::group_load(torus, op.kind, *op.collective().groups, op.comm_bytes()), w,
-                            torus);
+  if (const auto* groups = op.explicit_groups())
+    return load_closed_form(collectives::group_load(torus, op.kind, *groups, op.comm_bytes()), w, torus);
   if (op.kind == OpKind::Send && op.send().pairs.size() > 1)
     return load_closed_form(collectives::send_load(torus, op.send().pairs, op.comm_bytes()), w, torus);
   std::vector<int> sizes;

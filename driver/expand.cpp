@@ -25,8 +25,8 @@ std::uint64_t active_chips(const workloads::Op& op, const topology::Torus& t) {
 // The torus estimate (see estimate_transfers).
 std::uint64_t estimate_torus_transfers(const workloads::Op& op, const topology::Torus& t,
                                        collectives::PlanCache& plans) {
-  if (op.explicit_groups())
-    return collectives::group_load(t, op.kind, *op.explicit_groups(), op.comm_bytes()).transfers;  // counted exactly
+  if (const auto* groups = op.explicit_groups())
+    return collectives::group_load(t, op.kind, *groups, op.comm_bytes()).transfers;  // counted exactly
   const std::uint64_t chips = active_chips(op, t);
   if (op.kind == OpKind::Send) {
     std::uint64_t n = 0;
@@ -40,17 +40,18 @@ std::uint64_t estimate_torus_transfers(const workloads::Op& op, const topology::
            ((t.twisted() ? twisted_route : static_cast<std::uint64_t>(t.hop_distance(src, dst))) + dcn_links);
     return n;
   }
+  const std::vector<int>& axes = op.comm_axes();
   std::uint64_t group = 1, ring_hops = 0, max_hops = 0;
-  for (int a : op.comm_axes()) {
+  for (int a : axes) {
     const auto x = static_cast<std::uint64_t>(t.axis(a).size);
     group *= x;
     const std::uint64_t links = t.switched(a) ? 2 : 1;  // a step between slices: out and in
     ring_hops += links * x;  // at most X hops per chip and phase
     max_hops += links * x;
   }
-  const std::uint64_t parts = op.kind == OpKind::AllToAll || op.comm_axes().empty()
-                                  ? op.comm_axes().size()
-                                  : plans.part_bound(t, op.comm_axes(), torus_schedule(op));
+  const std::uint64_t parts = op.kind == OpKind::AllToAll || axes.empty()
+                                  ? axes.size()
+                                  : plans.part_bound(t, axes, torus_schedule(op));
   switch (op.kind) {
     case OpKind::AllGather:
     case OpKind::ReduceScatter:
@@ -62,13 +63,13 @@ std::uint64_t estimate_torus_transfers(const workloads::Op& op, const topology::
         // Every chip's pieces take the same routes, translated (the twisted
         // wiring is the same at every chip): count chip 0's exactly.
         std::uint64_t per_chip = 0;
-        std::vector<int> rotation(op.comm_axes().begin(), op.comm_axes().end());
-        for (std::size_t r = 0; r < op.comm_axes().size(); ++r) {
+        std::vector<int> rotation(axes.begin(), axes.end());
+        for (std::size_t r = 0; r < axes.size(); ++r) {
           for (topology::ChipId d = 1; d < t.num_chips(); ++d) {
             bool in_group = true;
             for (int a = 0; a < t.num_axes() && in_group; ++a)
               in_group = t.coord(d, a) == 0 ||
-                         std::find(op.comm_axes().begin(), op.comm_axes().end(), a) != op.comm_axes().end();
+                         std::find(axes.begin(), axes.end(), a) != axes.end();
             if (!in_group) continue;
             for (const auto& route : t.shortest_routes(0, d, rotation)) per_chip += route.size();
           }
@@ -78,7 +79,7 @@ std::uint64_t estimate_torus_transfers(const workloads::Op& op, const topology::
       }
       // group - 1 pieces per chip, each over `parts` rotations and up to 2^axes
       // antipodal halves, each of at most max_hops hops.
-      const std::uint64_t splits = parts << std::min<std::size_t>(op.comm_axes().size(), 20);
+      const std::uint64_t splits = parts << std::min<std::size_t>(axes.size(), 20);
       const unsigned __int128 n = static_cast<unsigned __int128>(chips) * (group - 1) * splits * max_hops;
       return n > kMaxTasks ? kMaxTasks + 1 : static_cast<std::uint64_t>(n);
     }
@@ -390,7 +391,7 @@ Expanded Expander::operator()(const workloads::Workload& w) const {
     if (op.chips && is_collective(op.kind) && !op.explicit_groups())
       for (std::uint32_t k = 0; k < n; ++k) {
         topology::ChipId first = layout.chip_at(k);
-        for (int a : op.comm_axes()) first = torus.with_coord(first, a, 0);
+        for (int a : op.collective().hw_axes) first = torus.with_coord(first, a, 0);
         MESHSIM_ASSERT(entry[first] != sim::kNoTask, "a collective's chips are not whole groups over its axes");
       }
     const std::size_t first_task = b.num_tasks();
@@ -399,26 +400,27 @@ Expanded Expander::operator()(const workloads::Workload& w) const {
       case OpKind::AllGather:
       case OpKind::ReduceScatter:
       case OpKind::AllReduce:
-      case OpKind::AllToAll:
-        MESHSIM_ASSERT(!fabric || !op.explicit_groups(), "groups of chips on a GPU fabric");
-        if (op.explicit_groups())
-          collectives::group_collective(b, torus, op.kind, *op.explicit_groups(), op.comm_bytes(), ports);
-        else if (fabric) {
+      case OpKind::AllToAll: {
+        const workloads::CollectiveOp& co = op.collective();
+        MESHSIM_ASSERT(!fabric || !co.groups, "groups of chips on a GPU fabric");
+        if (co.groups) {
+          collectives::group_collective(b, torus, op.kind, *co.groups, co.bytes, ports);
+        } else if (fabric) {
           const GpuChoice& c = (*estimator.choices())(op);
-          collectives::gpu::build(b, *fabric, torus, op.kind, c.algorithm, op.comm_axes(), op.comm_bytes(),
+          collectives::gpu::build(b, *fabric, torus, op.kind, c.algorithm, co.hw_axes, co.bytes,
                                   w.hardware.forward_chunk_bytes, ports, c.protocol);
+        } else {
+          collectives::build(b, torus, op.kind, co.hw_axes, co.bytes, ports, torus_schedule(op), &estimator.plans());
         }
-        else
-          collectives::build(b, torus, op.kind, op.comm_axes(), op.comm_bytes(), ports, torus_schedule(op),
-                             &estimator.plans());
         break;
+      }
       case OpKind::Send:
         for (const auto& [src, dst] : workloads::send_pairs(op)) {
           MESHSIM_ASSERT(entry[src] != sim::kNoTask && exit[dst] != sim::kNoTask, "a send outside its op's chips");
           if (fabric)
-            collectives::gpu::send(b, *fabric, src, dst, op.comm_bytes(), ports);
+            collectives::gpu::send(b, *fabric, src, dst, op.send().bytes, ports);
           else
-            collectives::send(b, torus, src, dst, op.comm_bytes(), ports);
+            collectives::send(b, torus, src, dst, op.send().bytes, ports);
         }
         break;
       case OpKind::Matmul:

@@ -51,16 +51,17 @@ std::string algorithm_name(const workloads::Op& op, const topology::Torus& torus
     default:
       break;
   }
-  if (op.explicit_groups())
-    return fmt::format("rings of {} chips in group order, routed steps ({} groups)",
-                       op.explicit_groups()->front().size(), op.explicit_groups()->size());
+  const workloads::CollectiveOp& co = op.collective();
+  if (co.groups)
+    return fmt::format("rings of {} chips in group order, routed steps ({} groups)", co.groups->front().size(),
+                       co.groups->size());
   int wrapped = 0;
-  for (bool ring : plans.shape(torus, op.comm_axes()).ring) wrapped += ring ? 1 : 0;
-  const std::string shape = wrapped == static_cast<int>(op.comm_axes().size()) ? "bidirectional ring"
-                            : wrapped == 0                                     ? "line"
-                                                                               : "rings and lines";
-  if (op.comm_axes().size() < 2) return shape;
-  const collectives::detail::OrderPlan& plan = plans.plan(torus, op.comm_axes(), op.comm_bytes(), torus_schedule(op));
+  for (bool ring : plans.shape(torus, co.hw_axes).ring) wrapped += ring ? 1 : 0;
+  const std::string shape = wrapped == static_cast<int>(co.hw_axes.size()) ? "bidirectional ring"
+                            : wrapped == 0                                 ? "line"
+                                                                           : "rings and lines";
+  if (co.hw_axes.size() < 2) return shape;
+  const collectives::detail::OrderPlan& plan = plans.plan(torus, co.hw_axes, co.bytes, torus_schedule(op));
   return fmt::format("{}s, {} parts {}", shape, plan.orders.size(),
                      plan.equal ? "in rotated axis order" : "balanced over axis orders");
 }
@@ -303,10 +304,12 @@ std::vector<OpResult> op_results(const workloads::Workload& w, RunContext& run, 
     OpResult o;
     o.name = op.name;
     o.kind = op.kind;
-    if (is_collective(op.kind))
-      for (int a : op.collective().mesh_axes) o.mesh_axes.push_back(w.mesh[static_cast<std::size_t>(a)].name);
-    for (int a : op.comm_axes()) o.hw_axes.push_back(run.system().axis_name(a));
-    if (is_collective(op.kind)) o.groups = op.collective().groups;
+    if (is_collective(op.kind)) {
+      const workloads::CollectiveOp& co = op.collective();
+      for (int a : co.mesh_axes) o.mesh_axes.push_back(w.mesh[static_cast<std::size_t>(a)].name);
+      for (int a : co.hw_axes) o.hw_axes.push_back(run.system().axis_name(a));
+      o.groups = co.groups;
+    }
     o.bytes = op.comm_bytes();
     o.begin = all_ready[i];
     o.first_start = t.begin;
@@ -452,11 +455,12 @@ bool may_repeat(const workloads::Workload& w, const topology::Torus& torus) {
   if (w.training) return false;
   for (const workloads::Op& op : w.ops) {
     if (!is_collective(op.kind) || op.chips) continue;
+    const std::vector<int>& axes = op.collective().hw_axes;
     std::size_t spanned = 0, wide = 0;
     for (int a = 0; a < torus.num_axes(); ++a) {
       if (torus.axis(a).size < 2) continue;
       ++wide;
-      if (std::find(op.comm_axes().begin(), op.comm_axes().end(), a) != op.comm_axes().end()) ++spanned;
+      if (std::find(axes.begin(), axes.end(), a) != axes.end()) ++spanned;
     }
     if (spanned == wide) return false;
   }

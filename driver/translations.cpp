@@ -576,7 +576,8 @@ OpPart every_rail(const OpPart& zero, std::uint32_t rails, const topology::Fabri
 bool turns_unbuilt(const workloads::Op& op, GpuChoices& gpu, const std::vector<Shift>& axes) {
   if (axes != std::vector<Shift>{{0, 1}} || op.kind != OpKind::AllReduce || op.chips || op.explicit_groups())
     return false;
-  if (std::find(op.comm_axes().begin(), op.comm_axes().end(), 0) == op.comm_axes().end() || gpu.fabric().units() != 1)
+  const std::vector<int>& hw = op.collective().hw_axes;
+  if (std::find(hw.begin(), hw.end(), 0) == hw.end() || gpu.fabric().units() != 1)
     return false;
   return gpu(op).algorithm == collectives::gpu::Algorithm::Tree;
 }

@@ -106,21 +106,22 @@ class Planner {
       return;
     }
     if (op.kind == OpKind::Send) {
-      const std::uint32_t comm = communicator({op.send().src, op.send().dst}, {});
+      const workloads::SendOp& send = op.send();
+      const std::uint32_t comm = communicator({send.src, send.dst}, {});
       Call s = base;
       s.kind = CallKind::Send;
       s.communicator = comm;
       s.comm_rank = 0;
-      s.send_bytes = op.comm_bytes();
-      s.peer = op.send().dst;
-      plan_.calls[op.send().src].push_back(s);
+      s.send_bytes = send.bytes;
+      s.peer = send.dst;
+      plan_.calls[send.src].push_back(s);
       Call r = base;
       r.kind = CallKind::Recv;
       r.communicator = comm;
       r.comm_rank = 1;
-      r.recv_bytes = op.comm_bytes();
-      r.peer = op.send().src;
-      plan_.calls[op.send().dst].push_back(r);
+      r.recv_bytes = send.bytes;
+      r.peer = send.src;
+      plan_.calls[send.dst].push_back(r);
       return;
     }
     std::vector<std::string> axis_names;
