@@ -95,7 +95,7 @@ class Fitter {
   explicit Fitter(std::span<const MeasuredPoint> points) {
     for (const MeasuredPoint& m : points) {
       workloads::Workload w = point_workload(m);
-      const FabricLevel outer = driver::comm_level(w.ops.front(), w, w.make_torus());
+      const FabricLevel outer = driver::comm_level(w.ops.front(), w.make_system());
       points_.push_back({&m, std::move(w), outer});
     }
     const std::string& preset = points_.front().workload.hardware.preset;

@@ -382,10 +382,11 @@ collectives::ClosedForm torus_closed_form(const workloads::Op& op, const workloa
   return collectives::cheat_sheet(in);
 }
 
-workloads::FabricLevel comm_level(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus) {
+workloads::FabricLevel comm_level(const workloads::Op& op, const topology::System& system) {
   using workloads::FabricLevel;
-  if (w.hardware.gpu) {
-    const auto per_node = static_cast<topology::ChipId>(w.hardware.gpus_per_node);
+  const topology::Torus& torus = system.grid();
+  if (const topology::Fabric* fabric = system.fabric()) {
+    const auto per_node = static_cast<topology::ChipId>(fabric->gpus_per_node());
     if (op.kind == OpKind::Send) {
       for (const auto& [src, dst] : workloads::send_pairs(op))
         if (src / per_node != dst / per_node) return FabricLevel::Nic;
@@ -410,25 +411,25 @@ workloads::FabricLevel comm_level(const workloads::Op& op, const workloads::Work
   return FabricLevel::Ici;
 }
 
-Tick comm_fixed_cost(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus) {
+Tick comm_fixed_cost(const workloads::Op& op, const workloads::Workload& w, const topology::System& system) {
   if (is_local(op.kind)) return kZeroTick;
-  return w.hardware.fixed_cost_of(comm_level(op, w, torus), op.kind);
+  return w.hardware.fixed_cost_of(comm_level(op, system), op.kind);
 }
 
-Tick op_fixed_cost(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus,
+Tick op_fixed_cost(const workloads::Op& op, const workloads::Workload& w, const topology::System& system,
                    GpuChoices* gpu) {
-  if (!w.hardware.gpu || !is_collective(op.kind) || op.kind == OpKind::Send) return comm_fixed_cost(op, w, torus);
+  if (!system.switched() || !is_collective(op.kind) || op.kind == OpKind::Send) return comm_fixed_cost(op, w, system);
   MESHSIM_ASSERT(gpu != nullptr, "a GPU collective's fixed cost without the workload's choices");
-  return op_fixed_cost(op, w, torus, (*gpu)(op));
+  return op_fixed_cost(op, w, system, (*gpu)(op));
 }
 
-Tick op_fixed_cost(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus,
+Tick op_fixed_cost(const workloads::Op& op, const workloads::Workload& w, const topology::System& system,
                    const GpuChoice& choice) {
   using collectives::gpu::Algorithm;
   Tick nccl = nccl_base_latency(choice.algorithm, choice.protocol);
   if (choice.algorithm == Algorithm::Nvls) nccl = nvls_fixed_cost(w.hardware);
-  if (choice.algorithm == Algorithm::NvlsTree) nccl = nvls_tree_fixed_cost(w.hardware, op_nodes(op, torus));
-  return comm_fixed_cost(op, w, torus) + nccl;
+  if (choice.algorithm == Algorithm::NvlsTree) nccl = nvls_tree_fixed_cost(w.hardware, op_nodes(op, system.grid()));
+  return comm_fixed_cost(op, w, system) + nccl;
 }
 
 }  // namespace meshsim::driver

@@ -17,6 +17,7 @@
 #include "sim/collectives/closed_form.hpp"
 #include "sim/collectives/gpu.hpp"
 #include "sim/collectives/schedule.hpp"
+#include "topology/system.hpp"
 #include "topology/torus.hpp"
 #include "workloads/workload.hpp"
 
@@ -43,20 +44,20 @@ std::uint64_t op_nodes(const workloads::Op& op, const topology::Torus& torus);
 // collective over the slice axis or a send between slices, else ici; on a GPU
 // fabric, nic for a collective over more than one node or a send between nodes,
 // else nvlink.
-workloads::FabricLevel comm_level(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus);
+workloads::FabricLevel comm_level(const workloads::Op& op, const topology::System& system);
 // The hardware's fixed cost of the op's level and kind (zero for local ops and
 // by default): a calibrated launch and synchronisation cost, on top of NCCL's
 // base latency on a GPU (op_fixed_cost). Alone, a lower bound of what an op
 // pays before its first transfer (search's bounds use it so).
-Tick comm_fixed_cost(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus);
+Tick comm_fixed_cost(const workloads::Op& op, const workloads::Workload& w, const topology::System& system);
 // What an op pays on every chip before its first transfer: comm_fixed_cost
 // and, for a GPU collective (not a send), NCCL's base latency of the algorithm
 // and protocol it runs (NVLS: nvls_fixed_cost; the NVLS tree:
 // nvls_tree_fixed_cost). `gpu`: the workload's choices, null on a TPU.
-Tick op_fixed_cost(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus,
+Tick op_fixed_cost(const workloads::Op& op, const workloads::Workload& w, const topology::System& system,
                    GpuChoices* gpu);
 // The same for a GPU collective (not a send) whose choice is at hand.
-Tick op_fixed_cost(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& torus,
+Tick op_fixed_cost(const workloads::Op& op, const workloads::Workload& w, const topology::System& system,
                    const GpuChoice& choice);
 
 // A torus collective's multi-axis schedule: the one the op names, else balanced.

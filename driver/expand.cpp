@@ -270,7 +270,8 @@ void check_limits(const workloads::Workload& w, const RunSize& size, const Limit
 
 struct Expander::State {
   State(const workloads::Workload& w, RunContext& run, const BuildOptions& o)
-      : torus(run.torus()), estimator(w, run), options(o) {}
+      : system(run.system()), torus(run.torus()), estimator(w, run), options(o) {}
+  const topology::System& system;
   const topology::Torus& torus;
   Estimator estimator;
   BuildOptions options;
@@ -369,7 +370,7 @@ Expanded Expander::operator()(const workloads::Workload& w) const {
     std::fill(entry.begin(), entry.end(), sim::kNoTask);
     std::fill(exit.begin(), exit.end(), sim::kNoTask);
     // A communication op's fixed cost (launch, synchronisation) delays every chip's entry.
-    const Tick fixed = op_fixed_cost(op, w, torus, estimator.choices());
+    const Tick fixed = op_fixed_cost(op, w, state_->system, estimator.choices());
     for (std::uint32_t k = 0; k < n; ++k) entry[layout.chip_at(k)] = b.join(id, fixed, layout.chip_at(k));
     for (std::uint32_t k = 0; k < n; ++k) exit[layout.chip_at(k)] = b.join(id, kZeroTick, layout.chip_at(k));
     for (std::uint32_t k = 0; k < n; ++k) {

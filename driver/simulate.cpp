@@ -340,7 +340,7 @@ std::vector<OpResult> op_results(const workloads::Workload& w, RunContext& run, 
       }
       // The fixed cost precedes every chip's first transfer: it adds to the closed
       // form's latency term and to the bound.
-      const double fixed_s = op_fixed_cost(op, w, torus, gpu ? &*gpu : nullptr).seconds();
+      const double fixed_s = op_fixed_cost(op, w, run.system(), gpu ? &*gpu : nullptr).seconds();
       o.bound_s = lb.time_s() + fixed_s;
       o.bound_term = lb.binding();
       if (gpu && op.kind != OpKind::Send) {

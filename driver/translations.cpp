@@ -603,9 +603,10 @@ namespace {
 // quotient by the mirror of the nodes too:
 // the joins of the node of lower id of each mirrored pair, rail 0's tree 0
 // with every link on the same link of that node's GPU 0, the tasks of 2G each.
-std::optional<OpPart> turned_tree(const workloads::Op& op, const workloads::Workload& w, const topology::Torus& t,
+std::optional<OpPart> turned_tree(const workloads::Op& op, const workloads::Workload& w, const topology::System& system,
                                   GpuChoices& gpu, std::span<const topology::ChipId> mirrors,
                                   const BuildOptions& options) {
+  const topology::Torus& t = system.grid();
   const topology::Fabric& fabric = gpu.fabric();
   const std::uint32_t chips = t.num_chips();
   const auto g = static_cast<std::uint32_t>(fabric.gpus_per_node());
@@ -625,7 +626,7 @@ std::optional<OpPart> turned_tree(const workloads::Op& op, const workloads::Work
   b.copy_repeats = options.copy_repeats;
   const sim::OpId id = b.add_op();
   const GpuChoice& choice = gpu(op);
-  const Tick fixed = op_fixed_cost(op, w, t, choice);
+  const Tick fixed = op_fixed_cost(op, w, system, choice);
   for (sim::TaskId k = 0; k < n; ++k) out.entry.push_back(b.join(id, fixed, representatives[k]));
   for (sim::TaskId k = 0; k < n; ++k) out.exit.push_back(b.join(id, kZeroTick, representatives[k]));
   std::vector<sim::TaskId> entry(chips), exit(chips);
@@ -725,7 +726,7 @@ std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, RunConte
                   op.comm_bytes(),
                   is_collective(op.kind) ? op.collective().algorithm : std::string(),
                   is_collective(op.kind) ? op.collective().protocol : std::string(),
-                  comm_fixed_cost(op, w, t).ps(),
+                  comm_fixed_cost(op, w, run.system()).ps(),
                   is_local(op.kind) ? local_cost(op, w.hardware, w.file).time().ps() : 0,
                   op.chips.get(),
                   op.kind == OpKind::Send ? workloads::send_pairs(op)
@@ -736,7 +737,7 @@ std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, RunConte
     }
     // NCCL's tree turned by the rotation of the GPUs (and mirrored): its quotient alone.
     if (gpu && turns_unbuilt(op, *gpu, axes)) {
-      std::optional<OpPart> part = turned_tree(op, w, t, *gpu, mirrors, options);
+      std::optional<OpPart> part = turned_tree(op, w, run.system(), *gpu, mirrors, options);
       if (!part) return std::nullopt;
       out.built_tasks += part->program.num_tasks();
       part_of[i] = parts.size();

@@ -50,7 +50,7 @@ std::string step_line(const workloads::Op& op, const workloads::Workload& w, Run
         us(r.memory_time.seconds()), us(r.time().seconds()), r.compute_bound() ? "compute" : "memory");
   }
   const double v = static_cast<double>(op.comm_bytes());
-  if (w.hardware.gpu) {
+  if (gpu) {
     // The cheat sheet's torus terms do not apply: the closed form of the
     // algorithm the GPU fabric runs (docs/MODEL.md, "GPU fabrics"). A matmul's
     // steps are collectives, never sends.
@@ -62,7 +62,7 @@ std::string step_line(const workloads::Op& op, const workloads::Workload& w, Run
     // By algorithm/protocol (NCCL's), as the report names them. The fixed cost
     // (NCCL's base latency and the hardware's own) comes first, as in the
     // report's closed form.
-    const double fixed_s = op_fixed_cost(op, w, torus, choice).seconds();
+    const double fixed_s = op_fixed_cost(op, w, run.system(), choice).seconds();
     return fmt::format("{}: {} over {} ({} GPUs) by {}/{}: V = {:.0f} bytes; closed form {} ({}latency {}{} "
                        "bandwidth {}; {}-bound)",
                        op.name, kind_name(op.kind), mesh_names(op, w), gpus,
@@ -114,7 +114,6 @@ std::string gigabytes(double b) { return fmt::format("{:.3f} GB", b / 1e9); }
 // One lowered op of a training step, with its closed-form cost (what it pays
 // before its first transfer as the report counts it, with the run's GPU choices).
 std::string training_line(const workloads::Op& op, const workloads::Workload& w, RunContext& run) {
-  const topology::Torus& torus = run.torus();
   GpuChoices* gpu = run.gpu();
   switch (op.kind) {
     case OpKind::Matmul: {
@@ -138,7 +137,7 @@ std::string training_line(const workloads::Op& op, const workloads::Workload& w,
             "{} (latency {}, bandwidth {})",
             op.name, op.comm_bytes(), workloads::send_pairs(op).size(), us(f.time_s()), us(f.latency_s),
             us(f.bandwidth_s));
-      const double fixed_s = op_fixed_cost(op, w, torus, gpu).seconds();
+      const double fixed_s = op_fixed_cost(op, w, run.system(), gpu).seconds();
       return fmt::format("{}: {} over {}, V = {} bytes; closed form {} ({}latency {}, bandwidth {})", op.name,
                          kind_name(op.kind), mesh_names(op, w), op.comm_bytes(), us(fixed_s + f.time_s()),
                          fixed_term(fixed_s), us(f.latency_s), us(f.bandwidth_s));

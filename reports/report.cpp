@@ -48,9 +48,9 @@ std::string axes_text(const OpResult& o) {
 std::string us(double seconds) { return fmt::format("{:.3f}", seconds * 1e6); }
 std::string us(Tick t) { return fmt::format("{:.3f}", static_cast<double>(t.ps()) * 1e-6); }
 
-std::string topology_line(const workloads::Workload& w) {
-  const topology::Torus t = w.make_torus();
-  if (w.hardware.gpu) {
+std::string topology_line(const workloads::Workload& w, const topology::System& system) {
+  const topology::Torus& t = system.grid();
+  if (system.switched()) {
     // "4 nodes x 8 GPUs", or on a node grid "8 nodes (4x2) x 8 GPUs".
     int nodes = 1;
     std::vector<int> grid;
@@ -76,7 +76,7 @@ std::string topology_line(const workloads::Workload& w) {
       std::string hw;
       for (int a : m.hw_axes) {
         if (!hw.empty()) hw += '+';
-        hw += workloads::gpu_axis_name(w, a);
+        hw += system.axis_name(a);
       }
       s += fmt::format(" {}={}({})", m.name, m.size, hw.empty() ? "-" : hw);
     }
@@ -87,7 +87,7 @@ std::string topology_line(const workloads::Workload& w) {
     if (t.axis(a).size == 1 || t.switched(a)) continue;
     std::string& list = t.axis(a).wraparound ? wrapped : open;
     if (!list.empty()) list += ',';
-    list += t.axis_name(a);
+    list += system.axis_name(a);
   }
   std::string s = fmt::format("{} ({} chips", t.shape_string(), t.num_chips());
   if (!wrapped.empty()) s += ", wraparound on " + wrapped;
@@ -100,7 +100,7 @@ std::string topology_line(const workloads::Workload& w) {
     std::string hw;
     for (int a : m.hw_axes) {
       if (t.switched(a) && !hw.empty()) hw += '+';
-      hw += t.axis_name(a);
+      hw += system.axis_name(a);
     }
     s += fmt::format(" {}={}({})", m.name, m.size, hw.empty() ? "-" : hw);
   }
@@ -182,10 +182,11 @@ OpRecord op_record(const OpResult& o) {
   return rec;
 }
 
-std::string format_table(const workloads::Workload& w, const RunResult& r) {
+std::string format_table(const workloads::Workload& w, driver::RunContext& run, const RunResult& r) {
   const auto& ici = w.hardware.ici;
+  const bool gpu = run.system().switched();
   std::string out;
-  if (w.hardware.gpu)
+  if (gpu)
     out += fmt::format("hardware  {}: NVLink {:g} GB/s per direction per GPU ({} us per hop), NIC {:g} GB/s per "
                        "direction ({} us per hop)\n",
                        w.hardware.preset, static_cast<double>(w.hardware.nvlink.bandwidth_bytes_per_s) / 1e9,
@@ -196,7 +197,7 @@ std::string format_table(const workloads::Workload& w, const RunResult& r) {
                        w.hardware.preset, static_cast<double>(ici.bandwidth_bytes_per_s) / 1e9,
                        2 * static_cast<double>(ici.bandwidth_bytes_per_s) / 1e9, us(ici.latency));
   out += calibration_line(w.hardware);
-  out += "topology  " + topology_line(w) + "\n";
+  out += "topology  " + topology_line(w, run.system()) + "\n";
   if (r.engine == "simgrid")
     out += "engine    SimGrid 3.32 CM02: the same transfers as flows, max-min sharing (docs/CROSSCHECK.md)\n";
   // A training step has thousands of ops: its report replaces the table of them.
@@ -210,33 +211,31 @@ std::string format_table(const workloads::Workload& w, const RunResult& r) {
   std::size_t name_width = 20;
   for (const OpResult& o : r.ops) name_width = std::max(name_width, o.name.size());
   out += fmt::format("{:<{}} {:<14} {:<6} {:>15} {:>13} {:>13} {:>13} {:>7}  {:<9} {:>13} {:>7} {:>10}{}\n", "op",
-                     name_width, "kind", "axes", "V (bytes)", "start (us)", "time (us)", "closed (us)", "ratio", "regime",
-                     "bound (us)", "t/bound", "busbw GB/s", w.hardware.gpu ? "  algorithm/protocol" : "");
+                     name_width, "kind", "axes", "V (bytes)", "start (us)", "time (us)", "closed (us)", "ratio",
+                     "regime", "bound (us)", "t/bound", "busbw GB/s", gpu ? "  algorithm/protocol" : "");
   bool open_axis = false, twisted_line = false;
-  const topology::Torus t = w.make_torus();
-  collectives::PlanCache plans;
+  const topology::Torus& t = run.torus();
   for (std::size_t i = 0; i < r.ops.size(); ++i) {
     const OpResult& o = r.ops[i];
     const std::vector<int>& axes = w.ops[i].comm_axes();
-    for (int a : axes) open_axis = open_axis || (!w.hardware.gpu && !t.axis(a).wraparound);
-    if (!w.hardware.gpu && t.twisted() && !axes.empty() &&
+    for (int a : axes) open_axis = open_axis || (!gpu && !t.axis(a).wraparound);
+    if (!gpu && t.twisted() && !axes.empty() &&
         (o.kind == OpKind::AllGather || o.kind == OpKind::ReduceScatter || o.kind == OpKind::AllReduce)) {
-      const collectives::AxesShape& shape = plans.shape(t, axes);
+      const collectives::AxesShape& shape = run.plans().shape(t, axes);
       for (std::size_t j = 0; j < axes.size(); ++j) twisted_line = twisted_line || (t.twisted_axis(axes[j]) && !shape.ring[j]);
     }
     const std::optional<double> q = ratio(o);
     const bool bounded = !is_local(o.kind) && o.bound_s > 0;
     out += fmt::format("{:<{}} {:<14} {:<6} {:>15} {:>13} {:>13} {:>13} {:>7}  {:<9} {:>13} {:>7} {:>10}{}\n", o.name,
-                       name_width, kind_name(o.kind), axes_text(o),
-                       is_local(o.kind) ? "-" : std::to_string(o.bytes), us(o.begin), us(o.time()),
-                       us(o.closed_s), q ? fmt::format("{:.4f}", *q) : "-", o.bound,
+                       name_width, kind_name(o.kind), axes_text(o), is_local(o.kind) ? "-" : std::to_string(o.bytes),
+                       us(o.begin), us(o.time()), us(o.closed_s), q ? fmt::format("{:.4f}", *q) : "-", o.bound,
                        bounded ? us(o.bound_s) : "-",
                        bounded ? fmt::format("{:.4f}", o.time().seconds() / o.bound_s) : "-",
                        o.busbw_bytes_per_s > 0 ? fmt::format("{:.2f}", o.busbw_bytes_per_s / 1e9) : "-",
-                       w.hardware.gpu ? "  " + (o.algorithm.empty() ? std::string("-")
-                                                : o.protocol.empty() ? o.algorithm
-                                                                     : o.algorithm + "/" + o.protocol)
-                                      : "");
+                       gpu ? "  " + (o.algorithm.empty()  ? std::string("-")
+                                     : o.protocol.empty() ? o.algorithm
+                                                          : o.algorithm + "/" + o.protocol)
+                           : "");
   }
   if (r.engine == "simgrid")
     out += fmt::format("\ntotal {} us; {} transfers as {} SimGrid flows, {} bytes over links\n", us(r.makespan),
@@ -340,8 +339,8 @@ void add_busiest_links(Json& j, const RunResult& r) {
   j["busiest_links"] = links;
 }
 
-Json run_json(const workloads::Workload& w, const RunResult& r) {
-  const topology::Torus t = w.make_torus();
+Json run_json(const workloads::Workload& w, const topology::System& system, const RunResult& r) {
+  const topology::Torus& t = system.grid();
   Json j;
   j["format"] = "meshsim-run";
   j["format_version"] = 1;
@@ -467,10 +466,13 @@ std::optional<double> difference_percent(Tick native, Tick simgrid) {
 
 std::string json_number(double v) { return Json(v).dump(); }
 
-std::string format_json(const workloads::Workload& w, const RunResult& r) { return run_json(w, r).dump(2) + "\n"; }
+std::string format_json(const workloads::Workload& w, const driver::RunContext& run, const RunResult& r) {
+  return run_json(w, run.system(), r).dump(2) + "\n";
+}
 
-std::string format_comparison(const workloads::Workload& w, const RunResult& native, const RunResult& simgrid) {
-  std::string out = fmt::format("topology  {}\n", topology_line(w));
+std::string format_comparison(const workloads::Workload& w, const driver::RunContext& run, const RunResult& native,
+                              const RunResult& simgrid) {
+  std::string out = fmt::format("topology  {}\n", topology_line(w, run.system()));
   out += "engines   native: hop by hop, FIFO link directions, cut-through forwarding\n"
          "          simgrid: SimGrid 3.32 CM02, the same transfers as flows, max-min sharing (docs/CROSSCHECK.md)\n\n";
   std::size_t name_width = 20;
@@ -494,7 +496,8 @@ std::string format_comparison(const workloads::Workload& w, const RunResult& nat
   return out;
 }
 
-std::string format_comparison_json(const workloads::Workload& w, const RunResult& native, const RunResult& simgrid) {
+std::string format_comparison_json(const workloads::Workload& w, const driver::RunContext& run, const RunResult& native,
+                                   const RunResult& simgrid) {
   Json j;
   j["format"] = "meshsim-compare";
   j["format_version"] = 1;
@@ -518,8 +521,8 @@ std::string format_comparison_json(const workloads::Workload& w, const RunResult
   j["ops"] = ops;
   j["native_total_ps"] = native.makespan.ps();
   j["simgrid_total_ps"] = simgrid.makespan.ps();
-  j["native"] = run_json(w, native);
-  j["simgrid"] = run_json(w, simgrid);
+  j["native"] = run_json(w, run.system(), native);
+  j["simgrid"] = run_json(w, run.system(), simgrid);
   return j.dump(2) + "\n";
 }
 

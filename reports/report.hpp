@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "driver/run_context.hpp"
 #include "driver/simulate.hpp"
 #include "workloads/workload.hpp"
 
@@ -35,15 +36,19 @@ OpRecord op_record(const driver::OpResult& o);
 // to the same double (and "1.0" for a whole number).
 std::string json_number(double v);
 
-std::string format_table(const workloads::Workload& w, const driver::RunResult& r);
+// The reports read the run's context (its system, its torus plans): pass the
+// one `r` was simulated with.
+std::string format_table(const workloads::Workload& w, driver::RunContext& run, const driver::RunResult& r);
 // One line when the run was reduced (sim/reduce.hpp): what was simulated; else "".
 std::string reduction_note(const driver::RunResult& r);
 // The --json document; field names and units are documented in docs/OUTPUT.md.
-std::string format_json(const workloads::Workload& w, const driver::RunResult& r);
+std::string format_json(const workloads::Workload& w, const driver::RunContext& run, const driver::RunResult& r);
 
 // --engine all: both engines per op, side by side, with the difference in percent.
-std::string format_comparison(const workloads::Workload& w, const driver::RunResult& native, const driver::RunResult& simgrid);
+std::string format_comparison(const workloads::Workload& w, const driver::RunContext& run,
+                              const driver::RunResult& native, const driver::RunResult& simgrid);
 // Its --json document: per-op differences, then each engine's full run document.
-std::string format_comparison_json(const workloads::Workload& w, const driver::RunResult& native, const driver::RunResult& simgrid);
+std::string format_comparison_json(const workloads::Workload& w, const driver::RunContext& run,
+                                   const driver::RunResult& native, const driver::RunResult& simgrid);
 
 }  // namespace meshsim::reports

@@ -339,7 +339,7 @@ Tick comm_bound(const workloads::Workload& w, const topology::System& system) {
                  .first;
       lb = it->second;
     }
-    most = std::max(most, lb.time_s() + driver::comm_fixed_cost(op, w, torus).seconds());
+    most = std::max(most, lb.time_s() + driver::comm_fixed_cost(op, w, system).seconds());
     Class c{static_cast<int>(op.kind), op.comm_axes(), op.chips ? *op.chips : std::vector<topology::ChipId>{},
             op.kind == OpKind::Send ? workloads::send_pairs(op) : decltype(op.send().pairs){}};
     auto& [in, cut] = sums[std::move(c)];

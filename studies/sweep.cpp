@@ -343,13 +343,14 @@ std::string format_sweep_csv(const std::vector<PointResult>& results) {
 
 PointResult simulate_point(const Sweep& s, const SweepPoint& p, const driver::SimulateOptions& options) {
   const workloads::Workload w = s.workload(p);
-  const driver::RunResult r = driver::simulate(w, options);
+  driver::RunContext run(w);
+  const driver::RunResult r = driver::simulate(w, run, options);
   PointResult out;
   out.point = p;
   out.preset = w.hardware.preset;
   for (const workloads::MeshAxis& m : w.mesh) out.mesh.push_back(m.size);
   for (const driver::OpResult& o : r.ops) out.ops.push_back(reports::op_record(o));
-  out.run = reports::format_json(w, r);
+  out.run = reports::format_json(w, run, r);
   return out;
 }
 

@@ -26,9 +26,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     options.limits.max_memory_bytes = std::uint64_t{16} << 20;
     options.busiest_links = 3;
     options.critical_path = true;
-    const meshsim::driver::RunResult r = meshsim::driver::simulate(w, options);
-    (void)meshsim::reports::format_table(w, r);
-    (void)meshsim::reports::format_json(w, r);
+    meshsim::driver::RunContext run(w);
+    const meshsim::driver::RunResult r = meshsim::driver::simulate(w, run, options);
+    (void)meshsim::reports::format_table(w, run, r);
+    (void)meshsim::reports::format_json(w, run, r);
   } catch (const meshsim::Error& e) {
     const std::string_view message = e.what();
     if (message.empty() || message.find('\n') != std::string_view::npos) std::abort();  // one line, always

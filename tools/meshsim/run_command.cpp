@@ -150,23 +150,24 @@ int run_workload(RunState& st) {
     meshsim::cli::Progress progress(st.quiet);
     options.progress = progress.hook();
     const bool json_to_stdout = st.json_path == "-";
+    meshsim::driver::RunContext run(w);  // the system, built once, for the runs and their reports
     if (st.engine == "all") {
-      const meshsim::driver::RunResult native = meshsim::driver::simulate(w, options);
+      const meshsim::driver::RunResult native = meshsim::driver::simulate(w, run, options);
       options.engine = meshsim::driver::EngineKind::SimGrid;
-      const meshsim::driver::RunResult simgrid = meshsim::driver::simulate(w, options);
+      const meshsim::driver::RunResult simgrid = meshsim::driver::simulate(w, run, options);
       progress.clear();
       if (!st.quiet && !json_to_stdout)
-        std::fputs(meshsim::reports::format_comparison(w, native, simgrid).c_str(), stdout);
+        std::fputs(meshsim::reports::format_comparison(w, run, native, simgrid).c_str(), stdout);
       if (!st.json_path.empty())
-        write_output(st.json_path, meshsim::reports::format_comparison_json(w, native, simgrid));
+        write_output(st.json_path, meshsim::reports::format_comparison_json(w, run, native, simgrid));
     } else {
       if (st.engine == "simgrid") options.engine = meshsim::driver::EngineKind::SimGrid;
-      const meshsim::driver::RunResult result = meshsim::driver::simulate(w, options);
+      const meshsim::driver::RunResult result = meshsim::driver::simulate(w, run, options);
       progress.clear();
       if (!result.trace_warning.empty()) std::fprintf(stderr, "meshsim: warning: %s\n", result.trace_warning.c_str());
       if (!st.quiet && !json_to_stdout)
-        std::fputs((imported + meshsim::reports::format_table(w, result)).c_str(), stdout);
-      if (!st.json_path.empty()) write_output(st.json_path, meshsim::reports::format_json(w, result));
+        std::fputs((imported + meshsim::reports::format_table(w, run, result)).c_str(), stdout);
+      if (!st.json_path.empty()) write_output(st.json_path, meshsim::reports::format_json(w, run, result));
     }
     if (st.verify && w.training) {
       const meshsim::verify::Report report = meshsim::verify::verify_training(w);

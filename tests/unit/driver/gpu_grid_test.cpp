@@ -174,7 +174,8 @@ TEST_CASE("GPU grid: the task-limit estimate bounds every algorithm on part of t
 
 TEST_CASE("GPU grid: the table names the grid and the node axes, a send takes one coordinate per axis", "[gpu][grid]") {
   const workloads::Workload w = workloads::parse_workload(kGrid + op(R"(["P"])", 1024) + "]}", "t.json");
-  const std::string table = reports::format_table(w, driver::simulate(w));
+  driver::RunContext context(w);
+  const std::string table = reports::format_table(w, context, driver::simulate(w, context));
   CHECK(table.find("8 nodes (4x2) x 8 GPUs") != std::string::npos);
   CHECK(table.find("mesh X=8(gpu) P=4(node0) Q=2(node1)") != std::string::npos);
   // [1, 3, 1] is GPU 1 of node 3 + 4 = 7: the same send as on 8 plain nodes.

@@ -30,7 +30,8 @@ std::string json(const std::string& text, bool reduce) {
   driver::SimulateOptions o;
   o.reduce = reduce;
   o.busiest_links = 8;
-  return reports::format_json(w, driver::simulate(w, o));
+  driver::RunContext run(w);
+  return reports::format_json(w, run, driver::simulate(w, run, o));
 }
 
 // An all-reduce named ar<bytes><its axes' letters>.

@@ -25,8 +25,9 @@ Run run(const workloads::Workload& w, unsigned threads, bool reduce) {
   o.threads = threads;
   o.reduce = reduce;
   o.busiest_links = 8;
-  const driver::RunResult r = driver::simulate(w, o);
-  return {reports::format_json(w, r), r.threads, r.windows};
+  driver::RunContext context(w);
+  const driver::RunResult r = driver::simulate(w, context, o);
+  return {reports::format_json(w, context, r), r.threads, r.windows};
 }
 
 }  // namespace

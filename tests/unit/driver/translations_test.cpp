@@ -46,8 +46,9 @@ Run run(const std::string& text, bool reduce) {
   driver::SimulateOptions o;
   o.reduce = reduce;
   o.busiest_links = 8;
-  const driver::RunResult r = driver::simulate(w, o);
-  return {reports::format_json(w, r), r.translations, r.simulated_transfers};
+  driver::RunContext context(w);
+  const driver::RunResult r = driver::simulate(w, context, o);
+  return {reports::format_json(w, context, r), r.translations, r.simulated_transfers};
 }
 
 const std::string kV4 = R"({"hardware": "tpu-v4", "mesh": {"X": 4, "Y": 4, "Z": 8}, "ops": [)";
@@ -277,7 +278,7 @@ TEST_CASE("translations: the quotient's tasks and the automorphism check", "[tra
   // simulate_expanded runs the program it is given, with the tie keys of its
   // translations: the bumped one in full either way.
   CHECK(a.translations == 0);
-  CHECK(reports::format_json(w, a) == reports::format_json(w, c));
+  CHECK(reports::format_json(w, t_run, a) == reports::format_json(w, t_run, c));
 }
 
 TEST_CASE("translations: the quotient built op by op is the whole program's", "[translations]") {
