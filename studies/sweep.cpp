@@ -170,6 +170,15 @@ Sweep::Sweep(SweepSpec spec) : spec_(std::move(spec)) {
       if (m.size() != axes)
         throw Error(fmt::format("--mesh: '{}' gives {} size{} but the mesh of {} has {} ax{}", shape_string(m),
                                 m.size(), m.size() == 1 ? "" : "s", file_, axes, axes == 1 ? "is" : "es"));
+    specs_.emplace("", base);
+    for (const std::string& p : spec_.presets) {
+      if (specs_.contains(p)) continue;
+      try {
+        specs_.emplace(p, workloads::read_workload_spec(text_, file_, p));
+      } catch (const InputError& e) {
+        specs_.emplace(p, e);
+      }
+    }
   } else {
     if (spec_.op_kind.empty()) throw Error("sweep: give a WORKLOAD file or a collective with --op");
     if (!is_collective_name(spec_.op_kind))
@@ -248,7 +257,9 @@ workloads::Workload Sweep::workload(const SweepPoint& p) const {
     if (spec_.workload.empty()) {
       s = collective_spec(p);
     } else {
-      s = workloads::read_workload_spec(text_, file_, p.preset);
+      const auto& read = specs_.find(p.preset)->second;
+      if (const InputError* error = std::get_if<InputError>(&read)) throw *error;
+      s = std::get<workloads::WorkloadSpec>(read);
       workloads::apply_edits(s, p.edits());
     }
     workloads::Workload w = workloads::build_workload(s);

@@ -7,16 +7,19 @@
 // the same report code (format_json).
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
+#include "base/error.hpp"
 #include "calibrate/calibration.hpp"
 #include "calibrate/measured.hpp"
-#include "reports/report.hpp"
 #include "driver/simulate.hpp"
+#include "reports/report.hpp"
 #include "workloads/spec.hpp"
 #include "workloads/workload.hpp"
 
@@ -73,6 +76,10 @@ class Sweep {
   SweepSpec spec_;
   std::string file_;  // for errors: the workload path, or "sweep" for a collective from flags
   std::string text_;  // the workload file's text
+  // The workload file read once per preset (a preset decides which hardware
+  // and topology keys the file may have): its spec, or the error reading it for
+  // that preset gave (each point of the preset reports it, naming the point).
+  std::map<std::string, std::variant<workloads::WorkloadSpec, InputError>> specs_;
   std::vector<SweepPoint> points_;
   std::shared_ptr<const calibrate::Calibration> calibration_;
 };

@@ -1,14 +1,16 @@
 // The sweep as a library (studies/sweep.hpp): points built in memory, typed
 // results that pass between ranks as text exactly, and the JSON that embeds
 // each run's document as `meshsim run --json` writes it.
+#include "studies/sweep.hpp"
+
+#include <fmt/format.h>
+
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
-
 #include <string>
 #include <vector>
 
 #include "base/error.hpp"
-#include "studies/sweep.hpp"
 
 using namespace meshsim;
 using namespace meshsim::studies;
@@ -87,5 +89,36 @@ TEST_CASE("sweep: a point that cannot be built names the point", "[studies]") {
     CHECK(std::string(e.what()) ==
           "sweep:/hardware: unknown preset 'tpu-v9' (known: tpu-v4, tpu-v5e, tpu-v5p, tpu-v6e, a100-dgx, h100-dgx, "
           "h200-dgx, b200-dgx, gb200-nvl72) (sweep point 0: preset=tpu-v9 mesh=8 bytes=4096)");
+  }
+}
+
+TEST_CASE("sweep: a workload file is read once per preset, with that preset's keys", "[studies]") {
+  // The file sets a TPU's hop latency (hardware.hop_latency_s): kept on every
+  // TPU preset, a key a GPU preset does not have.
+  SweepSpec s;
+  s.workload = std::string(MESHSIM_SOURCE_DIR) + "/tests/sweep/tpu_two_ops.json";
+  s.presets = {"tpu-v4", "h100-dgx", "tpu-v6e"};
+  s.bytes = {1024, 2048};
+  const Sweep sweep(s);
+  REQUIRE(sweep.points().size() == 6);
+  for (std::size_t i : {0U, 1U, 4U, 5U}) {
+    const SweepPoint& p = sweep.points()[i];
+    const workloads::Workload w = sweep.workload(p);
+    CHECK(w.hardware.preset == p.preset);
+    CHECK(w.hardware.ici.latency == Tick::from_ps(1'000'000));  // the file's value over the preset's
+    for (const workloads::Op& op : w.ops) CHECK(op.comm_bytes() == *p.bytes);
+  }
+  // The spec read for a preset is not changed by a point's edits.
+  CHECK(sweep.workload(sweep.points()[0]).ops[0].comm_bytes() == 1024);
+  for (std::size_t i : {2U, 3U}) {
+    try {
+      (void)sweep.workload(sweep.points()[i]);
+      FAIL("no error");
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      CHECK(what.find("tpu_two_ops.json:/hardware/hop_latency_s: unknown key 'hop_latency_s'") != std::string::npos);
+      CHECK(what.find(fmt::format("(sweep point {}: preset=h100-dgx bytes={})", i, i == 2 ? 1024 : 2048)) !=
+            std::string::npos);
+    }
   }
 }
