@@ -251,6 +251,7 @@ std::vector<MeasuredPoint> points_from_nccl_tests(std::string_view text, const s
       throw InputError(file, first,
                        fmt::format("the log has {} ranks on {} node{}; meshsim models whole nodes of {} GPUs ({})",
                                    log.ranks, nodes, nodes == 1 ? "" : "s", g->gpus_per_node, g->name));
+    const auto ranks = static_cast<std::uint64_t>(nodes) * static_cast<std::uint64_t>(g->gpus_per_node);
     for (const NcclTestsRow& row : log.rows) {
       if (row.bytes == 0) continue;  // nccl-tests -b 0: no data moves
       MeasuredPoint p;
@@ -260,7 +261,17 @@ std::vector<MeasuredPoint> points_from_nccl_tests(std::string_view text, const s
       p.hardware = g->name;
       p.topology = std::to_string(nodes);
       p.axes = "all";
+      // nccl-tests' size is V for an all-gather (the gathered total), a
+      // reduce-scatter (each rank's input) and an all-reduce; for an all-to-all
+      // it is each rank's send buffer, V/P (docs/WORKLOAD.md: V = per-chip bytes x P).
       p.bytes = row.bytes;
+      if (*kind == OpKind::AllToAll) {
+        if (row.bytes > workloads::kMaxArrayBytes / ranks)
+          throw InputError(file, p.pointer,
+                           fmt::format("an all-to-all of {} bytes per rank over {} ranks is above meshsim's {} bytes",
+                                       row.bytes, ranks, workloads::kMaxArrayBytes));
+        p.bytes = row.bytes * ranks;
+      }
       p.time_s = row.out_of_place_us * 1e-6;
       check_point(p);
       out.push_back(std::move(p));

@@ -539,6 +539,32 @@ std::vector<std::pair<int, int>> source_target_pairs(const Instruction& inst, co
   return out;
 }
 
+std::optional<std::uint64_t> permute_slice_bytes(const Instruction& inst, const Shape& buffer, const Module& m) {
+  const std::string* text = inst.attr("slice_sizes");
+  if (!text) return std::nullopt;
+  std::vector<std::vector<std::int64_t>> lists;
+  if (!nested_lists(*text, lists) || lists.empty())
+    fail(m.file, inst.line, inst.name + ": expected slice_sizes={{d0,d1,...}}");
+  if (lists.size() > 1)
+    fail(m.file, inst.line,
+         fmt::format("{}: an in-place collective-permute of {} slices (meshsim sends one slice per source-target pair)",
+                     inst.name, lists.size()));
+  if (buffer.is_tuple || lists[0].size() != buffer.dims.size())
+    fail(m.file, inst.line,
+         fmt::format("{}: slice_sizes has {} dimensions, its buffer {}", inst.name, lists[0].size(),
+                     buffer.is_tuple ? std::string("is a tuple") : fmt::format("has {}", buffer.dims.size())));
+  Shape slice;
+  slice.type = buffer.type;
+  for (std::size_t d = 0; d < lists[0].size(); ++d) {
+    if (lists[0][d] < 0 || lists[0][d] > buffer.dims[d])
+      fail(m.file, inst.line,
+           fmt::format("{}: slice size {} of dimension {} is outside its buffer's 0..{}", inst.name, lists[0][d], d,
+                       buffer.dims[d]));
+    slice.dims.push_back(lists[0][d]);
+  }
+  return slice.bytes();
+}
+
 std::optional<std::vector<std::int64_t>> int_list(const Instruction& inst, std::string_view key, const Module& m) {
   const std::string* text = inst.attr(key);
   if (!text) return std::nullopt;

@@ -91,6 +91,13 @@ std::optional<std::vector<std::vector<int>>> iota_groups(std::string_view text);
 // in the mode above). InputError when malformed or out of range.
 std::vector<std::pair<int, int>> source_target_pairs(const Instruction& inst, const Module& m);
 
+// An in-place collective-permute's (operands: the buffer in, the buffer out,
+// their start indices) `slice_sizes={{4256,8,128}}`: the bytes of the slice of
+// `buffer`'s element type each source sends; nullopt when it has none (the
+// whole operand moves). InputError when malformed, larger than the buffer, or
+// of several slices (meshsim's send moves one size per pair).
+std::optional<std::uint64_t> permute_slice_bytes(const Instruction& inst, const Shape& buffer, const Module& m);
+
 // A list attribute `{1,2}` as integers; nullopt when absent.
 std::optional<std::vector<std::int64_t>> int_list(const Instruction& inst, std::string_view key, const Module& m);
 

@@ -202,8 +202,18 @@ class Lowering {
     return std::nullopt;
   }
 
-  // A collective: `result` its (per-chip) result shape, `operand` its input's.
-  std::optional<std::uint32_t> collective(const Instruction& inst, const std::string& kind, const Shape& operand,
+  // Every operand's bytes, summed: a collective of several operands (XLA's
+  // combiners make them) moves them all. Saturates above 2^62.
+  std::uint64_t operands_bytes(const Instruction& inst, const Computation& c) const {
+    std::uint64_t b = 0;
+    for (std::size_t i = 0; i < inst.operands.size(); ++i)
+      b = std::min(b + operand_shape(inst, c, i).bytes(), kMaxBytes + 1);
+    return b;
+  }
+
+  // A collective: `result` its (per-chip) result shape, `operand_bytes` its
+  // inputs' bytes per chip.
+  std::optional<std::uint32_t> collective(const Instruction& inst, const std::string& kind, std::uint64_t operand_bytes,
                                           const Shape& result, const std::string& prefix, bool blocking) {
     std::vector<std::vector<int>> groups = device_groups(inst, m_);
     for (auto& g : groups)
@@ -239,13 +249,15 @@ class Lowering {
     if (kind == "all-gather") {
       op.kind = OpKind::AllGather, v = result.bytes();
     } else if (kind == "reduce-scatter") {
-      op.kind = OpKind::ReduceScatter, v = operand.bytes();
+      op.kind = OpKind::ReduceScatter, v = operand_bytes;
     } else if (kind == "all-reduce") {
-      op.kind = OpKind::AllReduce, v = operand.bytes();
+      op.kind = OpKind::AllReduce, v = operand_bytes;
     } else {
+      // Its operand split P ways (or, of several operands, operand i to the
+      // group's i-th chip): V is P times what each chip holds.
       op.kind = OpKind::AllToAll;
       using U = unsigned __int128;
-      v = static_cast<std::uint64_t>(std::min<U>(static_cast<U>(operand.bytes()) * p, static_cast<U>(kMaxBytes) + 1));
+      v = static_cast<std::uint64_t>(std::min<U>(static_cast<U>(operand_bytes) * p, static_cast<U>(kMaxBytes) + 1));
     }
     if (v > kMaxBytes) fail(inst, "a collective of more than 2^62 bytes");
     co.bytes = std::max<std::uint64_t>(v, 1);
@@ -253,7 +265,8 @@ class Lowering {
     return emit(std::move(op), inst, prefix, blocking);
   }
 
-  std::optional<std::uint32_t> permute(const Instruction& inst, const Shape& operand, const std::string& prefix,
+  // `bytes`: what each source sends (the operand, or an in-place permute's slice).
+  std::optional<std::uint32_t> permute(const Instruction& inst, std::uint64_t bytes, const std::string& prefix,
                                        bool blocking) {
     std::vector<std::pair<topology::ChipId, topology::ChipId>> pairs;
     for (const auto& [s, t] : source_target_pairs(inst, m_))
@@ -266,7 +279,8 @@ class Lowering {
     SendOp& send = op.send();
     send.src = pairs.front().first, send.dst = pairs.front().second;
     if (pairs.size() > 1) send.pairs = std::move(pairs);
-    send.bytes = std::max<std::uint64_t>(operand.bytes(), 1);
+    if (bytes > kMaxBytes) fail(inst, "a send of more than 2^62 bytes");
+    send.bytes = std::max<std::uint64_t>(bytes, 1);
     ++rep_.sends;
     return emit(std::move(op), inst, prefix, blocking);
   }
@@ -279,12 +293,18 @@ class Lowering {
   // A collective or permute, sync or the start of an async pair; the op id (none when trivial).
   std::optional<std::uint32_t> communication(const Instruction& inst, const Computation& c, const std::string& kind,
                                              const std::string& prefix, bool blocking) {
-    const Shape& operand = operand_shape(inst, c, 0);
     // An async start's shape is a tuple (operand, result, ...): its result is the second.
     const Shape& result = inst.shape.is_tuple && !blocking && inst.shape.tuple.size() >= 2 ? inst.shape.tuple[1]
                                                                                              : inst.shape;
-    if (kind == "collective-permute") return permute(inst, operand, prefix, blocking);
-    return collective(inst, kind, operand, result, prefix, blocking);
+    if (kind == "collective-permute") {
+      // In place (buffer in, buffer out, their start indices): the slice alone moves.
+      const Shape& buffer = operand_shape(inst, c, 0);
+      if (const std::optional<std::uint64_t> slice = permute_slice_bytes(inst, buffer, m_))
+        return permute(inst, *slice, prefix, blocking);
+      return permute(inst, buffer.bytes(), prefix, blocking);
+    }
+    (void)operand_shape(inst, c, 0);  // at least one operand
+    return collective(inst, kind, operands_bytes(inst, c), result, prefix, blocking);
   }
 
   // Lowers one instruction; its value (for async pairs).

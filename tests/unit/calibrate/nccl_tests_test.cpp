@@ -7,6 +7,7 @@
 #include <string>
 
 #include "base/error.hpp"
+#include "calibrate/measured.hpp"
 
 using namespace meshsim;
 using namespace meshsim::calibrate;
@@ -391,4 +392,28 @@ TEST_CASE("nccl-tests: the lines before a table are checked", "[calibrate]") {
   CHECK(error_of("# Collective test starting: scatter_perf\n" + kHeader + kGoodRow) ==
         "nccl.log:1: 'scatter_perf' is not a test meshsim reads (all_reduce_perf, all_gather_perf, "
         "reduce_scatter_perf, alltoall_perf, sendrecv_perf, broadcast_perf, reduce_perf)");
+}
+
+TEST_CASE("nccl-tests: an all-to-all's size is each rank's send buffer, V/P", "[calibrate]") {
+  // alltoall_perf prints each rank's send buffer (count x type size); meshsim's
+  // V of an all-to-all is the whole array, P of them.
+  const std::string text = "# Collective test starting: alltoall_perf\n" + kHeader +
+                           "     1048576        262144     float    none      -1    40.10   26.15   22.88       0    "
+                           "39.80   26.35   23.05       0\n" +
+                           kFooter;
+  for (const int nodes : {1, 2}) {
+    const std::vector<MeasuredPoint> points = points_from_nccl_tests(text, "a2a.log", {"h100-dgx", nodes});
+    REQUIRE(points.size() == 1);
+    CHECK(points[0].kind == OpKind::AllToAll);
+    CHECK(points[0].bytes == std::uint64_t{1048576} * 8 * static_cast<std::uint64_t>(nodes));
+    CHECK(points[0].time_s == Approx(40.10e-6));
+    // The point's workload moves what the log's ranks moved: V/P bytes leave each GPU.
+    const workloads::Workload w = point_workload(points[0]);
+    REQUIRE(w.ops.size() == 1);
+    CHECK(w.ops[0].comm_bytes() == points[0].bytes);
+  }
+  // An all-gather's size is already V.
+  const std::vector<MeasuredPoint> gather = points_from_nccl_tests(kAllGather, "ag.log", {"h100-dgx", 0});
+  REQUIRE(gather.size() == 3);
+  CHECK(gather[1].bytes == 1048576);
 }

@@ -317,3 +317,88 @@ TEST_CASE("hlo import: what cannot be lowered is one error line", "[hlo]") {
   CHECK_THROWS_WITH(import_text(head + "}\n", "tpu-v9", {8}),
                     Catch::StartsWith("--hardware: 'tpu-v9' is not a TPU preset"));
 }
+
+TEST_CASE("hlo import: a collective of several operands (XLA's combiners) moves them all", "[hlo]") {
+  const std::string head = R"(HloModule m, num_partitions=8
+
+%sum (a: bf16[], b: bf16[]) -> bf16[] {
+  %a = bf16[] parameter(0)
+  %b = bf16[] parameter(1)
+  ROOT %s = bf16[] add(%a, %b)
+}
+
+ENTRY %main {
+  %p = bf16[1024,64]{1,0} parameter(0)
+  %q = bf16[512]{0} parameter(1)
+  %r = f32[256,8]{1,0} parameter(2)
+)";
+  const auto one = [&](const std::string& body) {
+    const workloads::Workload w = import_text(head + body + "\n}\n", "tpu-v5e", {2, 4});
+    REQUIRE(w.ops.size() == 1);
+    return w.ops[0];
+  };
+  const std::uint64_t all = 1024 * 64 * 2 + 512 * 2 + 256 * 8 * 4;  // the three operands' bytes
+  // all-reduce and its async start: V is every operand's bytes.
+  CHECK(one("  ROOT %ar = (bf16[1024,64], bf16[512], f32[256,8]) all-reduce(%p, %q, %r), channel_id=1, "
+            "replica_groups=[1,8]<=[8], use_global_device_ids=true, to_apply=%sum")
+            .comm_bytes() == all);
+  CHECK(one("  %s = (bf16[1024,64], bf16[512], f32[256,8]) all-reduce-start(%p, %q, %r), channel_id=1, "
+            "replica_groups=[1,8]<=[8], use_global_device_ids=true, to_apply=%sum\n"
+            "  ROOT %d = (bf16[1024,64], bf16[512], f32[256,8]) all-reduce-done(%s)")
+            .comm_bytes() == all);
+  // reduce-scatter: V is the inputs (each chip keeps 1/8 of each).
+  CHECK(one("  ROOT %rs = (bf16[128,64], bf16[64], f32[32,8]) reduce-scatter(%p, %q, %r), channel_id=1, "
+            "replica_groups=[1,8]<=[8], use_global_device_ids=true, dimensions={0}, to_apply=%sum")
+            .comm_bytes() == all);
+  // all-to-all of tuple operands: operand i goes to the group's chip i; V is P times a chip's bytes.
+  const workloads::Op a2a =
+      one("  ROOT %a = (bf16[1024,64], bf16[1024,64]) all-to-all(%p, %p), channel_id=1, "
+          "replica_groups={{0,1},{2,3},{4,5},{6,7}}");
+  CHECK(a2a.kind == OpKind::AllToAll);
+  CHECK(a2a.comm_bytes() == 2 * (2 * 1024 * 64 * 2));
+  // all-gather: V is the gathered results, every one.
+  CHECK(one("  ROOT %ag = (bf16[8192,64], bf16[4096]) all-gather(%p, %q), channel_id=1, replica_groups=[1,8]<=[8], "
+            "use_global_device_ids=true, dimensions={0}")
+            .comm_bytes() == 8 * (1024 * 64 * 2 + 512 * 2));
+}
+
+TEST_CASE("hlo import: an in-place collective-permute sends its slice, not the buffer", "[hlo]") {
+  // As XLA's latency-hiding scheduler test writes it: the buffer in and out,
+  // their start indices, slice_sizes; 4256 x 8 x 128 f32 of a 33712 x 8 x 128 buffer.
+  const std::string head = R"(HloModule m, num_partitions=8
+
+ENTRY %main {
+  %buf = f32[33712,8,128]{2,1,0} parameter(0)
+  %z = u32[] constant(0)
+  %i = u32[] constant(4256)
+  %in = (u32[], u32[], u32[]) tuple(%z, %z, %z)
+  %out = (u32[], u32[], u32[]) tuple(%i, %z, %z)
+)";
+  const std::string pairs = "source_target_pairs={{0,2},{2,3},{3,1},{1,0},{6,4},{4,5},{5,7},{7,6}}";
+  const workloads::Workload w = import_text(
+      head + "  ROOT %cp = f32[33712,8,128]{2,1,0} collective-permute(%buf, %buf, %in, %out), channel_id=1, " + pairs +
+          ", slice_sizes={{4256,8,128}}\n}\n",
+      "tpu-v5e", {2, 4});
+  REQUIRE(w.ops.size() == 1);
+  CHECK(w.ops[0].kind == OpKind::Send);
+  CHECK(w.ops[0].send().bytes == 4256u * 8u * 128u * 4u);  // 17.4 MB, not the buffer's 138 MB
+  CHECK(w.ops[0].send().pairs.size() == 8);
+  // Without slice_sizes the whole operand moves.
+  const workloads::Workload whole = import_text(
+      head + "  ROOT %cp = f32[33712,8,128]{2,1,0} collective-permute(%buf), channel_id=1, " + pairs + "\n}\n",
+      "tpu-v5e", {2, 4});
+  CHECK(whole.ops[0].send().bytes == 33712u * 8u * 128u * 4u);
+  // Slices it cannot be: one line each.
+  const auto with_slices = [&](const std::string& slices) {
+    return error_of(head +
+                    "  ROOT %cp = f32[33712,8,128]{2,1,0} collective-permute(%buf, %buf, %in, %out), "
+                    "channel_id=1, " +
+                    pairs + ", slice_sizes=" + slices + "\n}\n");
+  };
+  CHECK(with_slices("{{4256,8}}") == "d.hlo:9: cp: slice_sizes has 2 dimensions, its buffer has 3");
+  CHECK(with_slices("{{40000,8,128}}") ==
+        "d.hlo:9: cp: slice size 40000 of dimension 0 is outside its buffer's 0..33712");
+  CHECK(with_slices("{{4256,8,128},{4256,8,128}}") ==
+        "d.hlo:9: cp: an in-place collective-permute of 2 slices (meshsim sends one slice per source-target pair)");
+  CHECK(with_slices("{4256}") == "d.hlo:9: cp: expected slice_sizes={{d0,d1,...}}");
+}
