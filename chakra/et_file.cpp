@@ -108,6 +108,8 @@ Node convert(const pb::Node& n, const std::string& path, std::uint64_t offset) {
       out.comm_dst = signed_int();
     } else if (name == "comm_tag") {
       out.comm_tag = signed_int();
+    } else if (name == "stream") {
+      out.stream = signed_int();
     } else if (name == "pg_name") {
       if (a.value_case() == pb::Attribute::kStringVal)
         out.pg_name = printable(a.string_val());
@@ -236,6 +238,7 @@ void write_rank(const std::string& path, const RankTrace& trace) {
         if (node.comm_dst) attr("comm_dst")->set_int32_val(static_cast<std::int32_t>(*node.comm_dst));
         if (node.comm_tag) attr("comm_tag")->set_int32_val(static_cast<std::int32_t>(*node.comm_tag));
         if (node.pg_name) attr("pg_name")->set_string_val(*node.pg_name);
+        if (node.stream) attr("stream")->set_int64_val(*node.stream);
         out.WriteVarint32(static_cast<std::uint32_t>(n.ByteSizeLong()));
         n.SerializeWithCachedSizes(&out);
       }

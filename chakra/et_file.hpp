@@ -34,6 +34,9 @@ struct Node {
   std::optional<std::uint64_t> num_ops, tensor_size, comm_size;
   std::optional<std::int64_t> comm_type, comm_src, comm_dst, comm_tag;
   std::optional<std::string> pg_name;  // control characters read as '?'
+  // The CUDA stream a GPU node ran on (PyTorch traces): a stream runs its
+  // kernels and collectives one after another, in launch order.
+  std::optional<std::int64_t> stream;
   std::uint64_t offset = 0;  // where its message starts in the (decompressed) file: for errors
 };
 

@@ -83,7 +83,11 @@ class Importer {
       for (std::uint32_t i = 0; i < nodes.size(); ++i)
         if (!index_[r].emplace(nodes[i].id, i).second)
           fail(static_cast<int>(r), i, "a second node with this id (ids must be unique in a rank's trace)");
-      for (std::uint32_t i = 0; i < nodes.size(); ++i)
+      // A GPU node on a CUDA stream also waits for the stream's node before it
+      // (launch order, the trace's order): PyTorch traces tie a kernel only to
+      // the CPU op that launched it, not to the kernels the stream ran before.
+      std::map<std::int64_t, std::uint32_t> stream_last;
+      for (std::uint32_t i = 0; i < nodes.size(); ++i) {
         for (const auto* deps : {&nodes[i].data_deps, &nodes[i].ctrl_deps})
           for (std::uint64_t d : *deps) {
             const auto it = index_[r].find(d);
@@ -92,6 +96,14 @@ class Importer {
             if (it->second == i) fail(static_cast<int>(r), i, "depends on itself");
             deps_[r][i].push_back(it->second);
           }
+        if (nodes[i].stream && !nodes[i].is_cpu_op.value_or(false)) {
+          const auto [it, first] = stream_last.try_emplace(*nodes[i].stream, i);
+          if (!first) {
+            deps_[r][i].push_back(it->second);
+            it->second = i;
+          }
+        }
+      }
     }
   }
 

@@ -505,3 +505,50 @@ TEST_CASE("chakra: malformed traces are one error line each", "[chakra]") {
   CHECK_THROWS_WITH(chakra::import_trace(p + ".et", {{"tpu-v5e", {2, 4}, {}}, {}, ""}),
                     p + ".et: a Chakra trace file is named <prefix>.<rank>.et (or .et.gz)");
 }
+
+TEST_CASE("chakra: a PyTorch trace's GPU nodes run in their stream's order", "[chakra]") {
+  // As PyTorch's execution-trace converter writes them: each kernel depends only
+  // on the CPU op that launched it, and the CPU ops on each other; the stream
+  // runs the kernels, then the all-reduce, one after another (the real two-rank
+  // trace of ../shared/real has this shape, its 40 kernels and two all-reduces
+  // on stream 7). Stream 9's kernel is on a stream of its own.
+  Scratch s("stream");
+  write_trace(s.prefix(), 8, [](int) {
+    std::vector<Node> nodes;
+    const auto cpu = [&](std::uint64_t id, std::vector<std::uint64_t> deps) {
+      Node n = comp(id, 50, std::move(deps));
+      n.is_cpu_op = true;
+      nodes.push_back(n);
+    };
+    const auto gpu = [&](Node n, std::int64_t stream) {
+      n.is_cpu_op = false;
+      n.stream = stream;
+      nodes.push_back(n);
+    };
+    cpu(1, {});
+    gpu(comp(2, 100, {1}), 7);  // k2: 100 us
+    cpu(3, {1});
+    gpu(comp(4, 40, {3}), 7);  // k4: after k2 on stream 7
+    cpu(5, {3});
+    gpu(coll(6, CommType::AllReduce, 1 << 20, {5}), 7);  // after k4
+    cpu(7, {5});
+    gpu(comp(8, 10, {7}), 9);  // stream 9: only after its launcher
+    return nodes;
+  });
+  const workloads::Workload w = import(s.prefix(), "tpu-v5e", {2, 4});
+  const driver::RunResult r = driver::simulate(w);
+  std::map<std::string, const driver::OpResult*> by;
+  for (const driver::OpResult& o : r.ops) by[o.name] = &o;
+  REQUIRE(by.count("k2"));
+  REQUIRE(by.count("c6"));
+  // Each waits for the one before it on stream 7 (the chip's compute unit
+  // runs one kernel at a time, so k8 may go between them).
+  CHECK(by.at("k2")->begin == kZeroTick);
+  CHECK(by.at("k4")->begin >= by.at("k2")->end);
+  CHECK(by.at("c6")->begin == by.at("k4")->end);
+  CHECK(by.at("c6")->begin >= Tick::from_ps(140'000'000));
+  // k8 waits for no kernel of stream 7: ready at once.
+  CHECK(by.at("k8")->begin == kZeroTick);
+  for (const workloads::Op& op : w.ops)
+    if (op.name == "k4" || op.name == "c6") CHECK(op.deps.size() == 1);
+}
