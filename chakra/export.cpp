@@ -101,7 +101,12 @@ ExportReport export_trace(const workloads::Workload& w, const std::string& prefi
         const double us = static_cast<double>(roof.time().ps()) / 1e6;
         n.duration_micros =
             roof.time() > kZeroTick ? std::max<std::uint64_t>(1, static_cast<std::uint64_t>(std::llround(us))) : 0;
-        // (ASTRA-sim's roofline skips a node of no bytes: a matmul's are its operands and result)
+        // ASTRA-sim's roofline (roofline-enabled) skips a node of no bytes (a
+        // matmul's are its operands and result) and times one of num_ops ops as
+        // num_ops / min(HBM bandwidth x num_ops / tensor_size, peak): of 0 ops,
+        // 0 / 0, and the rank never finishes. A kernel of no FLOPs is written as
+        // one op, which that formula times as tensor_size / HBM bandwidth: its
+        // memory time, as meshsim's roofline gives it.
         if (op.kind == OpKind::Matmul) {
           const workloads::MatmulOp& mm = op.matmul();
           n.num_ops = static_cast<std::uint64_t>(driver::matmul_flops(op));
@@ -110,7 +115,7 @@ ExportReport export_trace(const workloads::Workload& w, const std::string& prefi
           n.tensor_size = static_cast<std::uint64_t>(static_cast<double>(mm.batch) *
                                                      kernels::matmul_traffic(mm.m, mm.k, mm.n, element).hbm_bytes);
         } else {
-          n.num_ops = op.elementwise().flops;
+          n.num_ops = std::max<std::uint64_t>(op.elementwise().flops, 1);
           n.tensor_size = op.elementwise().hbm_bytes;
         }
         n.is_cpu_op = false;

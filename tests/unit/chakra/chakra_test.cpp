@@ -3,20 +3,21 @@
 // into the program they describe, simulate as the same program written as a
 // workload does, and round-trip through export; malformed traces are one error
 // line each.
-#include <catch2/catch.hpp>
 #include <fmt/format.h>
+#include <unistd.h>
 
+#include <catch2/catch.hpp>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <string>
 
-#include <unistd.h>
-
 #include "base/error.hpp"
 #include "chakra/et_file.hpp"
 #include "chakra/export.hpp"
 #include "chakra/import.hpp"
+#include "driver/costs.hpp"
 #include "driver/simulate.hpp"
 #include "workloads/imported.hpp"
 
@@ -551,4 +552,36 @@ TEST_CASE("chakra: a PyTorch trace's GPU nodes run in their stream's order", "[c
   CHECK(by.at("k8")->begin == kZeroTick);
   for (const workloads::Op& op : w.ops)
     if (op.name == "k4" || op.name == "c6") CHECK(op.deps.size() == 1);
+}
+
+TEST_CASE("chakra: export writes a memory-bound kernel as one op, so ASTRA-sim's roofline times it", "[chakra]") {
+  // ASTRA-sim's roofline mode: time = num_ops / min(bw x num_ops / tensor_size, peak).
+  // With num_ops 0 that is 0 / 0 and no rank finishes; with 1 it is tensor_size / bw.
+  workloads::Workload w = workloads::empty_workload({"tpu-v5e", {2}, {}}, false, "test");
+  workloads::Op norm(OpKind::Elementwise);
+  norm.name = "norm";
+  norm.elementwise().hbm_bytes = 64 << 20;  // no FLOPs: memory-bound
+  w.ops.push_back(norm);
+  workloads::Op act(OpKind::Elementwise);
+  act.name = "act";
+  act.elementwise().hbm_bytes = 1 << 20;
+  act.elementwise().flops = 5'000'000;
+  w.ops.push_back(act);
+  Scratch s("export_roofline");
+  (void)chakra::export_trace(w, s.prefix(), false);
+  const chakra::RankTrace t = chakra::read_rank(s.prefix() + ".0.et");
+  std::map<std::string, const Node*> by;
+  for (const Node& n : t.nodes) by[n.name] = &n;
+  REQUIRE(by.count("norm"));
+  REQUIRE(by.at("norm")->num_ops.has_value());
+  CHECK(*by.at("norm")->num_ops == 1);
+  CHECK(*by.at("act")->num_ops == 5'000'000);
+  const double bw = w.hardware.chip.hbm_bandwidth_bytes_per_s, peak = w.hardware.chip.bf16_flops_per_s;
+  const auto astra_time = [&](const Node& n) {
+    const auto ops = static_cast<double>(*n.num_ops), bytes = static_cast<double>(*n.tensor_size);
+    return ops / std::min(bw * ops / bytes, peak);
+  };
+  CHECK(std::isfinite(astra_time(*by.at("norm"))));
+  CHECK(astra_time(*by.at("norm")) == Approx(static_cast<double>(64 << 20) / bw));
+  CHECK(astra_time(*by.at("norm")) == Approx(driver::local_cost(w.ops[0], w.hardware, w.file).time().seconds()));
 }
