@@ -3,12 +3,13 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <fstream>
 #include <map>
-
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "base/error.hpp"
 #include "base/text_file.hpp"
@@ -145,6 +146,11 @@ workloads::Workload point_workload(const MeasuredPoint& p) {
   try {
     workloads::build_system(w, *workloads::preset_hardware(p.hardware), topo, mesh);
     workloads::add_collective(w, p.kind, p.bytes, axes, root.child("ops").child(std::size_t{0}));
+    if (!p.algorithm.empty() || !p.protocol.empty()) {
+      workloads::CollectiveOp& op = w.ops.back().collective();
+      op.algorithm = p.algorithm;
+      op.protocol = p.protocol;
+    }
     return w;
   } catch (const InputError& e) {
     throw InputError(p.file, p.pointer, "the point's system: " + e.message());
@@ -227,6 +233,28 @@ std::vector<MeasuredPoint> parse_points_json(std::string_view text, const std::s
   return out;
 }
 
+// The one collective a log's file name names ("all_reduce_perf.log",
+// "..._reduce_scatter_ring.out", "alltoall.txt"); "" for none or several.
+std::string collective_of_file_name(const std::string& file) {
+  std::string name = file.substr(file.find_last_of('/') == std::string::npos ? 0 : file.find_last_of('/') + 1);
+  for (char& c : name) c = c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+  static constexpr std::array<std::pair<std::string_view, std::string_view>, 9> kNames = {{
+      {"all_reduce", "all_reduce"},
+      {"allreduce", "all_reduce"},
+      {"all_gather", "all_gather"},
+      {"allgather", "all_gather"},
+      {"reduce_scatter", "reduce_scatter"},
+      {"reducescatter", "reduce_scatter"},
+      {"alltoall", "all_to_all"},
+      {"all_to_all", "all_to_all"},
+      {"sendrecv", "send"},
+  }};
+  std::set<std::string_view> found;
+  for (const auto& [pattern, kind] : kNames)
+    if (name.find(pattern) != std::string::npos) found.insert(kind);
+  return found.size() == 1 ? std::string(*found.begin()) : std::string();
+}
+
 std::vector<MeasuredPoint> points_from_nccl_tests(std::string_view text, const std::string& file,
                                                   const NcclTestsContext& context) {
   std::vector<MeasuredPoint> out;
@@ -238,14 +266,25 @@ std::vector<MeasuredPoint> points_from_nccl_tests(std::string_view text, const s
     if (!g)
       throw InputError(file, first, fmt::format("nccl-tests runs on GPUs: '{}' is not a GPU preset (known: {})",
                                                 context.hardware, topology::gpu_preset_names()));
-    if (log.collective.empty())
-      throw InputError(file, first, "the log does not name its collective (no '# Collective test starting' line)");
-    const std::optional<OpKind> kind = parse_kind(log.collective);
+    if (!log.collective.empty() && !context.collective.empty() && log.collective != context.collective)
+      throw InputError(
+          file, first,
+          fmt::format("the log says its test is {}; --collective says {}", log.collective, context.collective));
+    const std::string collective = !log.collective.empty()       ? log.collective
+                                   : !context.collective.empty() ? context.collective
+                                   : !log.named_program.empty()  ? log.named_program
+                                                                 : collective_of_file_name(file);
+    if (collective.empty())
+      throw InputError(file, first,
+                       "the log does not name its collective (no '# Collective test starting' line, no nccl-tests "
+                       "program in the log or its file name): give --collective all_reduce (all_gather, "
+                       "reduce_scatter, all_to_all)");
+    const std::optional<OpKind> kind = parse_kind(collective);
     if (!kind || !is_collective(*kind))
       throw InputError(file, first,
                        fmt::format("nccl-tests {}: meshsim simulates all_gather, reduce_scatter, all_reduce and "
                                    "all_to_all (remove this table)",
-                                   log.collective));
+                                   collective));
     const int nodes = context.nodes > 0 ? context.nodes : std::max(1, log.nodes);
     if (log.ranks > 0 && log.ranks != nodes * g->gpus_per_node)
       throw InputError(file, first,
@@ -265,6 +304,11 @@ std::vector<MeasuredPoint> points_from_nccl_tests(std::string_view text, const s
       // reduce-scatter (each rank's input) and an all-reduce; for an all-to-all
       // it is each rank's send buffer, V/P (docs/WORKLOAD.md: V = per-chip bytes x P).
       p.bytes = row.bytes;
+      // NCCL runs a forced algorithm only where it implements the kind (Tree and
+      // NVLS all-reduces; all-gathers and reduce-scatters stay rings).
+      p.algorithm = context.algorithm.empty() ? log.algorithm : context.algorithm;
+      if (!p.algorithm.empty() && !workloads::algorithm_fits(p.algorithm, *kind)) p.algorithm.clear();
+      p.protocol = context.protocol.empty() ? log.protocol : context.protocol;
       if (*kind == OpKind::AllToAll) {
         if (row.bytes > workloads::kMaxArrayBytes / ranks)
           throw InputError(file, p.pointer,

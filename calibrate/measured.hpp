@@ -20,7 +20,10 @@ struct MeasuredPoint {
   std::string hardware;     // a preset: tpu-v5e, h100-dgx, ...
   std::string topology;     // TPU: the slice shape "8x16"; GPU: the number of whole nodes "2"
   std::string axes;         // TPU: hardware axes joined by '+' ("y", "x+y"); GPU: all, gpu or node
-  std::uint64_t bytes = 0;  // V as docs/WORKLOAD.md defines it for the kind (nccl-tests' "size")
+  std::uint64_t bytes = 0;  // V as docs/WORKLOAD.md defines it for the kind (nccl-tests' "size"; x P for all_to_all)
+  // GPU: the NCCL algorithm and protocol the measurement forced (ring, tree,
+  // nvls, nvls_tree; simple, ll, ll128); empty: NCCL's own choice.
+  std::string algorithm, protocol;
   double time_s = 0;        // measured (a median)
   double spread_s = 0;      // optional: its spread (reported, not weighted)
   std::string file, pointer;  // where it was read: a line number ("12") or a JSON pointer ("/points/3")
@@ -42,10 +45,17 @@ std::vector<MeasuredPoint> parse_points_json(std::string_view text, const std::s
 
 // nccl-tests logs: every table row of every test in the file is a point (the
 // out-of-place time), on `hardware` with `nodes` whole nodes (0: as many as the
-// log's rank lines name hosts; 1 when it names none) and all the GPUs.
+// log's rank lines name hosts; 1 when it names none) and all the GPUs. A
+// table's collective: its "# Collective test starting" line, else `collective`,
+// else the one nccl-tests program the log names ("> ./build/all_reduce_perf"),
+// else the one collective the file's name names ("..._all_reduce_ring.out");
+// its algorithm and protocol: `algorithm` and `protocol`, else the NCCL_ALGO and
+// NCCL_PROTO the log says the run set.
 struct NcclTestsContext {
   std::string hardware;
   int nodes = 0;
+  std::string collective;           // all_reduce, all_gather, reduce_scatter, all_to_all
+  std::string algorithm, protocol;  // as a workload's op names them
 };
 std::vector<MeasuredPoint> points_from_nccl_tests(std::string_view text, const std::string& file,
                                                   const NcclTestsContext& context);

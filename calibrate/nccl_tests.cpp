@@ -46,6 +46,77 @@ bool contains(std::string_view s, std::string_view part) {
   return s.find(part) != std::string_view::npos;
 }
 
+// ---- mpirun's tags: "[1,0]<stdout>:" (job, rank), also in mid-line
+
+// The length of a tag at the start of `s`, and its rank; 0 when there is none.
+std::size_t tag_at(std::string_view s, int& rank) {
+  std::size_t i = 0;
+  const auto digits = [&](int* value) {
+    const std::size_t from = i;
+    int v = 0;
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9' && i - from < 9) v = v * 10 + (s[i++] - '0');
+    if (value) *value = v;
+    return i > from;
+  };
+  if (s.empty() || s[0] != '[') return 0;
+  ++i;
+  if (!digits(nullptr) || i >= s.size() || s[i++] != ',' || !digits(&rank)) return 0;
+  for (std::string_view rest : {std::string_view("]<stdout>:"), std::string_view("]<stderr>:")})
+    if (s.substr(i).starts_with(rest)) return i + rest.size();
+  return 0;
+}
+
+// The line as rank 0 printed it, its tags removed; nullopt for another rank's
+// line. A line without a tag at its start is kept as it is.
+std::optional<std::string> untagged(std::string_view line) {
+  int rank = 0;
+  if (tag_at(line, rank) == 0) return std::string(line);
+  if (rank != 0) return std::nullopt;
+  std::string out;
+  for (std::size_t i = 0; i < line.size();) {
+    int r = 0;
+    if (const std::size_t n = tag_at(line.substr(i), r); n > 0) {
+      i += n;
+      continue;
+    }
+    out += line[i++];
+  }
+  return out;
+}
+
+// NCCL's environment as its log lines print it ("NCCL INFO NCCL_ALGO set by
+// environment to Ring", or "NCCL_ALGO=Ring" echoed by a script): the value of
+// `name` in `line`, lower case; nullopt when the line does not set it.
+std::optional<std::string> nccl_setting(std::string_view line, std::string_view name) {
+  const std::size_t at = line.find(name);
+  if (at == std::string_view::npos) return std::nullopt;
+  std::string_view rest = line.substr(at + name.size());
+  if (rest.starts_with("=")) {
+    rest.remove_prefix(1);
+  } else {
+    const std::size_t to = rest.find(" set by environment to ");
+    if (to == std::string_view::npos) return std::nullopt;
+    rest.remove_prefix(to + std::string_view(" set by environment to ").size());
+  }
+  const Tokens t = split(rest);
+  if (t.empty()) return std::nullopt;
+  std::string v;
+  for (char c : t[0]) v += c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+  return v;
+}
+
+// An NCCL_ALGO or NCCL_PROTO value as meshsim names it; "" for what meshsim
+// cannot follow (a list, an exclusion "^nvls", CollNet, PAT).
+std::string algorithm_named(const std::string& v) {
+  if (v == "ring" || v == "tree" || v == "nvls") return v;
+  if (v == "nvlstree") return "nvls_tree";
+  return "";
+}
+std::string protocol_named(const std::string& v) {
+  if (v == "simple" || v == "ll" || v == "ll128") return v;
+  return "";
+}
+
 // ---- numbers, as nccl-tests prints them ("%12li", "%7.2f", "%6g", "1.2e+05")
 
 std::optional<double> decimal(std::string_view s) {
@@ -300,6 +371,11 @@ class Reader {
     if (is_failure_line(text)) w.fail(fmt::format("nccl-tests failed: '{}'", trim(text)));
     const std::string_view body = trim(text);
     if (body.empty()) return;
+    if (const auto a = nccl_setting(body, "NCCL_ALGO")) algorithm_ = algorithm_named(*a);
+    if (const auto p = nccl_setting(body, "NCCL_PROTO")) protocol_ = protocol_named(*p);
+    for (std::string_view token : split(body))
+      if (contains(token, "_perf"))
+        if (const std::optional<std::string> kind = nccl_tests_collective(token)) programs_.insert(*kind);
     if (body.front() == '#') {
       comment(body.substr(1), w);
     } else if (table_) {
@@ -314,6 +390,8 @@ class Reader {
     close_table(nullptr);
     if (logs_.empty())
       Where{file_, 1}.fail("not an nccl-tests log: no table header ('#  size  count  type ...') was found");
+    if (programs_.size() == 1)
+      for (NcclTestsLog& log : logs_) log.named_program = *programs_.begin();
     return std::move(logs_);
   }
 
@@ -377,6 +455,8 @@ class Reader {
     log.ranks = ranks_of(pre_, file_);
     log.nodes = static_cast<int>(pre_.hosts.size());
     log.device = pre_.device;
+    log.algorithm = algorithm_;
+    log.protocol = protocol_;
     pre_ = {};
   }
 
@@ -399,6 +479,8 @@ class Reader {
   Preamble pre_;
   std::optional<Table> table_;
   std::vector<NcclTestsLog> logs_;
+  std::string algorithm_, protocol_;  // as NCCL's lines set them so far
+  std::set<std::string> programs_;    // the collectives of the nccl-tests programs named
 };
 
 }  // namespace
@@ -408,7 +490,8 @@ std::vector<NcclTestsLog> parse_nccl_tests(std::string_view text, const std::str
   int number = 0;
   for (std::size_t begin = 0; begin < text.size();) {
     const std::size_t end = std::min(text.find('\n', begin), text.size());
-    reader.line(text.substr(begin, end - begin), ++number);
+    ++number;
+    if (const std::optional<std::string> line = untagged(text.substr(begin, end - begin))) reader.line(*line, number);
     begin = end + 1;
   }
   return reader.finish();

@@ -47,6 +47,15 @@ struct NcclTestsLog {
   // all_reduce, all_gather, reduce_scatter, all_to_all, send (sendrecv_perf),
   // broadcast or reduce; empty when the log does not say (before 2025).
   std::string collective;
+  // The collective of the one nccl-tests program the file names elsewhere (a
+  // command line echoed before the output, "> ./build/all_reduce_perf -b 8 ...");
+  // empty when it names none or several.
+  std::string named_program;
+  // The algorithm and protocol the run forced (NCCL's "NCCL_ALGO set by
+  // environment to Ring" / "NCCL_PROTO ..." lines before the table), as
+  // meshsim names them (ring, tree, nvls, nvls_tree; simple, ll, ll128); empty:
+  // NCCL's own choice, or a value meshsim cannot follow (a list, an exclusion).
+  std::string algorithm, protocol;
   int ranks = 0;       // from the '#  Rank' lines (0 if none are printed)
   int nodes = 0;       // distinct host names among those lines (0 if none)
   std::string device;  // rank 0's device, e.g. "NVIDIA H100 80GB HBM3" ("" if none)
@@ -55,7 +64,10 @@ struct NcclTestsLog {
 
 // Parses one log: one NcclTestsLog per table, in order (a script may run several
 // tests into one file). Lines outside the tables (NCCL INFO lines, blank lines,
-// other comments) are skipped. Malformed input throws InputError whose what() reads
+// other comments) are skipped. Output tagged by mpirun (--tag-output:
+// "[1,0]<stdout>:" before each line, and again wherever a process's writes
+// split a line) is read as rank 0 printed it: the tags removed, other ranks'
+// lines skipped. Malformed input throws InputError whose what() reads
 // "FILE:LINE: message"; `file` is used only in messages. A run that reports wrong
 // results (a non-zero #wrong, a FAILED "Out of bounds values", a "Test ... failure"
 // line) is refused: its times are not measurements of a working system.

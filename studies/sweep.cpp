@@ -470,7 +470,9 @@ std::vector<Measured> read_measured(const std::string& path, const std::string& 
                         head.find("time_s") != std::string::npos;
     if (points) {
       std::vector<Measured> out;
-      for (const calibrate::MeasuredPoint& p : calibrate::load_points(path, {hardware, 0}))
+      calibrate::NcclTestsContext context;
+      context.hardware = hardware;
+      for (const calibrate::MeasuredPoint& p : calibrate::load_points(path, context))
         if (!keep || keep(p)) out.push_back({p.bytes, p.time_s * 1e6});
       if (out.empty()) throw Error(path + ": no measured point of this sweep's collective and system");
       return out;

@@ -71,8 +71,14 @@ run_error("--from with --quick"
           "calibrate: --from fits measurements made elsewhere; --measurements, --dtypes and --quick are for measuring the visible GPUs"
           calibrate --from ${log} --quick --out ${WORK_DIR}/x.json)
 run_error("--hardware without --from"
-          "calibrate: --hardware and --nodes describe the system of --from's nccl-tests logs"
+          "calibrate: --hardware, --nodes, --collective, --algorithm and --protocol describe --from's nccl-tests logs"
           calibrate --hardware h100-dgx --out ${WORK_DIR}/x.json)
+run_error("--collective without --from"
+          "calibrate: --hardware, --nodes, --collective, --algorithm and --protocol describe --from's nccl-tests logs"
+          calibrate --collective all_reduce --out ${WORK_DIR}/x.json)
+run_error("a log whose header names another collective than --collective"
+          "${log}:18: the log says its test is all_reduce; --collective says all_gather"
+          calibrate --from ${log} --hardware h100-dgx --collective all_gather --out ${WORK_DIR}/x.json)
 file(GLOB bad "${SOURCE_DIR}/tests/bad_measurements/*.err")
 foreach(expected_file ${bad})
   get_filename_component(stem "${expected_file}" NAME_WE)

@@ -42,6 +42,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   using namespace meshsim::calibrate;
   check([&] { return parse_points_csv(text, "fuzz.csv"); });
   check([&] { return parse_points_json(text, "fuzz.json"); });
-  check([&] { return points_from_nccl_tests(text, "fuzz.log", {"h100-dgx", 0}); });
+  check([&] { return points_from_nccl_tests(text, "fuzz.log", {"h100-dgx", 0, "", "", ""}); });
   return 0;
 }

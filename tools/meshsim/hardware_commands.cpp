@@ -53,7 +53,41 @@ struct Options {
   std::vector<std::string> dtypes = {"bf16", "fp32"};
   std::vector<std::string> from;  // calibrate --from: measured points, no GPU
   int nodes = 0;
+  std::string collective, algorithm, protocol;  // of nccl-tests logs
 };
+
+calibrate::NcclTestsContext log_context(const Options& o) {
+  return {o.hardware, o.nodes, o.collective, o.algorithm, o.protocol};
+}
+
+// --nodes, --collective, --algorithm and --protocol: what an nccl-tests log may not say.
+void add_log_options(CLI::App* app, Options& o, const std::string& with) {
+  app->add_option("--nodes", o.nodes,
+                  with +
+                      "the nodes nccl-tests logs ran on (default: the hosts their rank lines "
+                      "name)")
+      ->check(CLI::Range(1, 32768));
+  app->add_option("--collective", o.collective,
+                  with +
+                      "the collective of nccl-tests logs that do not name it (no '# Collective test starting' "
+                      "line, no program name in the log or its file name)")
+      ->check(CLI::IsMember({"all_reduce", "all_gather", "reduce_scatter", "all_to_all"}));
+  app->add_option("--algorithm", o.algorithm,
+                  with +
+                      "the NCCL algorithm the logs' runs forced (NCCL_ALGO; default: the NCCL_ALGO line of the "
+                      "log, else NCCL's choice)")
+      ->check(CLI::IsMember({"ring", "tree", "nvls", "nvls_tree"}));
+  app->add_option("--protocol", o.protocol,
+                  with +
+                      "the NCCL protocol the logs' runs forced (NCCL_PROTO; default: the NCCL_PROTO line of the "
+                      "log, else NCCL's choice)")
+      ->check(CLI::IsMember({"simple", "ll", "ll128"}));
+}
+
+// Whether any of the nccl-tests log options was given.
+bool any_log_option(const Options& o) {
+  return o.nodes > 0 || !o.collective.empty() || !o.algorithm.empty() || !o.protocol.empty();
+}
 
 // The GPUs to use, or an Error saying plainly why there are none.
 kernels::cuda::Probe usable_gpus(const char* command) {
@@ -179,7 +213,7 @@ int run_calibrate(const Options& o) {
 }
 
 int run_calibrate_from(const Options& o) {
-  replay::FittedFiles fitted = replay::calibrate_from(o.from, {o.hardware, o.nodes});
+  replay::FittedFiles fitted = replay::calibrate_from(o.from, log_context(o));
   fitted.calibration.file = o.out;
   write_output(o.out, calibrate::format_calibration(fitted.calibration));
   std::fputs((fitted.report + fmt::format("wrote {}\n", o.out)).c_str(), stdout);
@@ -188,14 +222,14 @@ int run_calibrate_from(const Options& o) {
 
 int run_compare(const Options& o) {
   if (!calibrate::is_measurements_file(o.measurements)) {
-    const std::vector<calibrate::MeasuredPoint> points =
-        calibrate::load_points(o.measurements, {o.hardware, o.nodes});
+    const std::vector<calibrate::MeasuredPoint> points = calibrate::load_points(o.measurements, log_context(o));
     std::optional<calibrate::Calibration> cal;
     if (!o.calibration.empty()) cal = calibrate::load_calibration(o.calibration);
     std::fputs(calibrate::format_point_comparison(points, cal ? &*cal : nullptr).c_str(), stdout);
     return 0;
   }
-  if (o.nodes > 0) throw Error("compare: --nodes describes the system of an nccl-tests log");
+  if (any_log_option(o))
+    throw Error("compare: --nodes, --collective, --algorithm and --protocol describe nccl-tests logs");
   const replay::Measurements m = replay::load_measurements(o.measurements);
   std::optional<calibrate::Calibration> cal;
   if (!o.calibration.empty()) cal = calibrate::load_calibration(o.calibration);
@@ -249,9 +283,7 @@ std::function<std::optional<int>()> add_hardware_commands(CLI::App& app) {
       ->option_text("FILE ...");
   o->calibrate->add_option("--hardware", o->hardware, "With --from: the GPU preset nccl-tests logs ran on")
       ->option_text("PRESET");
-  o->calibrate->add_option("--nodes", o->nodes,
-                           "With --from: the nodes nccl-tests logs ran on (default: the hosts their rank lines name)")
-      ->check(CLI::Range(1, 32768));
+  add_log_options(o->calibrate, *o, "With --from: ");
   add_repeat(o->calibrate, *o);
 
   o->compare = app.add_subcommand(
@@ -261,8 +293,7 @@ std::function<std::optional<int>()> add_hardware_commands(CLI::App& app) {
                          "Measurements: a JSON file of replay --out or calibrate --measurements, or points (CSV, JSON) "
                          "or an nccl-tests log as calibrate --from reads them (docs/CALIBRATION.md)")
       ->required();
-  o->compare->add_option("--nodes", o->nodes, "The nodes an nccl-tests log ran on (default: its hosts)")
-      ->check(CLI::Range(1, 32768));
+  add_log_options(o->compare, *o, "For an nccl-tests log: ");
   o->compare->add_option("--calibration", o->calibration, "The calibration for the 'after' column")
       ->option_text("FILE");
   o->compare->add_option("--hardware", o->hardware, "GPU preset of the 'before' model of a suite (default: by "
@@ -288,8 +319,10 @@ std::function<std::optional<int>()> add_hardware_commands(CLI::App& app) {
                       "are for measuring the visible GPUs");
         return run_calibrate_from(*o);
       }
-      if (!o->hardware.empty() || o->nodes > 0)
-        throw Error("calibrate: --hardware and --nodes describe the system of --from's nccl-tests logs");
+      if (!o->hardware.empty() || any_log_option(*o))
+        throw Error(
+            "calibrate: --hardware, --nodes, --collective, --algorithm and --protocol describe --from's "
+            "nccl-tests logs");
       return run_calibrate(*o);
     }
     if (o->compare->parsed()) return run_compare(*o);

@@ -3,6 +3,8 @@
 // our own, laid out the way nccl-tests prints them.
 #include "calibrate/nccl_tests.hpp"
 
+#include <fmt/format.h>
+
 #include <catch2/catch.hpp>
 #include <string>
 
@@ -402,7 +404,7 @@ TEST_CASE("nccl-tests: an all-to-all's size is each rank's send buffer, V/P", "[
                            "39.80   26.35   23.05       0\n" +
                            kFooter;
   for (const int nodes : {1, 2}) {
-    const std::vector<MeasuredPoint> points = points_from_nccl_tests(text, "a2a.log", {"h100-dgx", nodes});
+    const std::vector<MeasuredPoint> points = points_from_nccl_tests(text, "a2a.log", {"h100-dgx", nodes, "", "", ""});
     REQUIRE(points.size() == 1);
     CHECK(points[0].kind == OpKind::AllToAll);
     CHECK(points[0].bytes == std::uint64_t{1048576} * 8 * static_cast<std::uint64_t>(nodes));
@@ -413,7 +415,118 @@ TEST_CASE("nccl-tests: an all-to-all's size is each rank's send buffer, V/P", "[
     CHECK(w.ops[0].comm_bytes() == points[0].bytes);
   }
   // An all-gather's size is already V.
-  const std::vector<MeasuredPoint> gather = points_from_nccl_tests(kAllGather, "ag.log", {"h100-dgx", 0});
+  const std::vector<MeasuredPoint> gather = points_from_nccl_tests(kAllGather, "ag.log", {"h100-dgx", 0, "", "", ""});
   REQUIRE(gather.size() == 3);
   CHECK(gather[1].bytes == 1048576);
+}
+
+namespace {
+
+NcclTestsContext h100(int nodes = 0, const std::string& collective = "") {
+  return {"h100-dgx", nodes, collective, "", ""};
+}
+
+std::string points_error(const std::string& text, const std::string& file, const NcclTestsContext& c) {
+  try {
+    (void)points_from_nccl_tests(text, file, c);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+}  // namespace
+
+TEST_CASE("nccl-tests: a log without its test's name takes the collective from the program or the file name",
+          "[calibrate]") {
+  // Before 2025 nccl-tests printed no '# Collective test starting' line; logs
+  // pasted in docs often start at '# nThread'.
+  // (kFooter's "Collective test concluded: all_reduce_perf" would name it.)
+  const std::string table = kHeader + kGoodRow + "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 64.61\n";
+  CHECK(points_error(table, "run.log", h100()) ==
+        "run.log:5: the log does not name its collective (no '# Collective test starting' line, no nccl-tests program "
+        "in the log or its file name): give --collective all_reduce (all_gather, reduce_scatter, all_to_all)");
+  // --collective
+  CHECK(points_from_nccl_tests(table, "run.log", h100(0, "reduce_scatter")).at(0).kind == OpKind::ReduceScatter);
+  // The command line echoed before the output.
+  CHECK(points_from_nccl_tests("> ./build/all_gather_perf -b 8 -e 8G -f 2 -g 8\n" + table, "run.log", h100())
+            .at(0)
+            .kind == OpKind::AllGather);
+  CHECK(points_from_nccl_tests("$ mpirun -np 16 /opt/nccl-tests/build/alltoall_perf_mpi -b 1M\n" + table, "run.log",
+                               h100())
+            .at(0)
+            .kind == OpKind::AllToAll);
+  // The file name.
+  CHECK(points_from_nccl_tests(table, "logs/p5_2nodes_all_reduce_clean.log", h100()).at(0).kind == OpKind::AllReduce);
+  CHECK(points_from_nccl_tests(table, "reduce_scatter_ring.out", h100()).at(0).kind == OpKind::ReduceScatter);
+  // A name that says two collectives says none.
+  CHECK(points_error(table, "all_reduce_vs_all_gather.log", h100()).find("does not name its collective") !=
+        std::string::npos);
+  // --collective against the log's own line.
+  CHECK(points_error(kAllGather, "ag.log", h100(0, "all_reduce")) ==
+        "ag.log:18: the log says its test is all_gather; --collective says all_reduce");
+}
+
+TEST_CASE("nccl-tests: output tagged by mpirun is read as rank 0 printed it", "[calibrate]") {
+  // mpirun --tag-output puts "[job,rank]<stdout>:" before every line, and again
+  // where a process's writes split a line (nccl-tests prints a row in parts).
+  std::string tagged = "Warning: Permanently added 'node-b' (ED25519) to the list of known hosts.\n";
+  const auto tag = [](int rank) { return fmt::format("[1,{}]<stdout>:", rank); };
+  const std::string preamble = kAllReducePreamble;
+  for (std::size_t begin = 0; begin < preamble.size();) {
+    const std::size_t end = preamble.find('\n', begin);
+    tagged += tag(0) + preamble.substr(begin, end - begin) + "\n";
+    begin = end + 1;
+  }
+  tagged += tag(3) + "node-a:4243:4300 [3] NCCL INFO Channel 00/0 : 3[3] -> 4[4] via P2P/CUMEM\n";
+  tagged += tag(0) + "#\n" + tag(0) +
+            "#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   "
+            "busbw  #wrong\n";
+  tagged += tag(0) + "     1048576        262144     float     sum      -1" + tag(0) +
+            "    28.40   36.92   64.61       0" + tag(0) + "    28.05   37.38   65.42       0\n";
+  tagged += tag(5) + "node-a:4245:4301 [5] NCCL INFO comm 0x55 rank 5 nranks 8 - Destroy COMPLETE\n";
+  tagged += tag(0) + "   268435456      67108864     float     sum      -1" + tag(0) +
+            "  1020.40  263.07  460.37       0" + tag(0) + "  1018.90  263.46  461.05       0\n";
+  tagged += tag(0) + "# Out of bounds values : 0 OK\n";
+  const std::vector<NcclTestsLog> logs = parse_nccl_tests(tagged, "tagged.log");
+  REQUIRE(logs.size() == 1);
+  CHECK(logs[0].collective == "all_reduce");
+  CHECK(logs[0].ranks == 8);
+  REQUIRE(logs[0].rows.size() == 2);
+  CHECK(logs[0].rows[0].bytes == 1048576);
+  CHECK(logs[0].rows[0].out_of_place_us == 28.40);
+  CHECK(logs[0].rows[1].in_place_us == 1018.90);
+}
+
+TEST_CASE("nccl-tests: the algorithm and protocol a run forced, from NCCL's lines or the options", "[calibrate]") {
+  const std::string forced = kAllReducePreamble +
+                             "node-a:51230:51300 [0] NCCL INFO NCCL_ALGO set by environment to Ring\n"
+                             "node-a:51230:51300 [0] NCCL INFO NCCL_PROTO set by environment to LL128\n" +
+                             kHeader + kGoodRow + kFooter;
+  const std::vector<NcclTestsLog> logs = parse_nccl_tests(forced, "ring.log");
+  REQUIRE(logs.size() == 1);
+  CHECK(logs[0].algorithm == "ring");
+  CHECK(logs[0].protocol == "ll128");
+  const std::vector<MeasuredPoint> points = points_from_nccl_tests(forced, "ring.log", h100());
+  REQUIRE(points.size() == 1);
+  CHECK(points[0].algorithm == "ring");
+  CHECK(points[0].protocol == "ll128");
+  const workloads::Workload w = point_workload(points[0]);
+  CHECK(w.ops.at(0).collective().algorithm == "ring");
+  CHECK(w.ops.at(0).collective().protocol == "ll128");
+  // An echoed environment, and what meshsim cannot follow: a list, an exclusion.
+  CHECK(parse_nccl_tests("NCCL_ALGO=NVLSTree\n" + kHeader + kGoodRow + kFooter, "x.log").at(0).algorithm ==
+        "nvls_tree");
+  CHECK(parse_nccl_tests("NCCL_ALGO=Ring,Tree\n" + kHeader + kGoodRow + kFooter, "x.log").at(0).algorithm.empty());
+  CHECK(parse_nccl_tests("NCCL_ALGO=^NVLS\n" + kHeader + kGoodRow + kFooter, "x.log").at(0).algorithm.empty());
+  // A line that names the variable without setting it.
+  CHECK(parse_nccl_tests("NCCL INFO NET/OFI Skipping NCCL_PROTO checks on P5 + RDMA\n" + kHeader + kGoodRow + kFooter,
+                         "x.log")
+            .at(0)
+            .protocol.empty());
+  // The options win; an algorithm NCCL does not run for the kind is NCCL's choice (all-gathers are rings).
+  NcclTestsContext tree = h100();
+  tree.algorithm = "tree";
+  CHECK(points_from_nccl_tests(forced, "ring.log", tree).at(0).algorithm == "tree");
+  CHECK(points_from_nccl_tests(kAllGather, "ag.log", tree).at(0).algorithm.empty());
 }
