@@ -139,12 +139,30 @@ workloads::Workload point_workload(const MeasuredPoint& p) {
     if (p.axes != "all" && p.axes != "gpu" && p.axes != "node")
       fail(fmt::format("axes '{}' of a GPU point: expected all, gpu (within each node) or node (across nodes)", p.axes));
     if (p.axes == "node" && nodes == 1) fail("axes 'node' on one node: a collective across nodes needs two or more");
+    if (p.kind == OpKind::Send && p.axes != "all")
+      fail("a send point is nccl-tests' sendrecv over every GPU (axes all)");
+  } else if (p.kind == OpKind::Send) {
+    fail("a send point is nccl-tests' sendrecv: on a GPU preset");
   } else {
     fail(fmt::format("unknown preset '{}' (known: {}, {})", p.hardware, topology::preset_names(),
                      topology::gpu_preset_names()));
   }
   try {
     workloads::build_system(w, *workloads::preset_hardware(p.hardware), topo, mesh);
+    if (p.kind == OpKind::Send) {
+      // nccl-tests' sendrecv: every rank sends `bytes` to the next and receives
+      // from the one before, at once (a ring over the ranks, rank r on GPU r).
+      workloads::Op op(OpKind::Send);
+      op.name = "sendrecv";
+      op.group = op.name;
+      op.pointer = "/ops/0";
+      const auto n = static_cast<topology::ChipId>(w.make_torus().num_chips());
+      for (topology::ChipId r = 0; r < n; ++r) op.send().pairs.emplace_back(r, (r + 1) % n);
+      op.send().src = 0, op.send().dst = 1 % n;
+      op.send().bytes = p.bytes;
+      w.ops.push_back(std::move(op));
+      return w;
+    }
     workloads::add_collective(w, p.kind, p.bytes, axes, root.child("ops").child(std::size_t{0}));
     if (!p.algorithm.empty() || !p.protocol.empty()) {
       workloads::CollectiveOp& op = w.ops.back().collective();
@@ -280,10 +298,10 @@ std::vector<MeasuredPoint> points_from_nccl_tests(std::string_view text, const s
                        "program in the log or its file name): give --collective all_reduce (all_gather, "
                        "reduce_scatter, all_to_all)");
     const std::optional<OpKind> kind = parse_kind(collective);
-    if (!kind || !is_collective(*kind))
+    if (!kind || is_local(*kind))
       throw InputError(file, first,
-                       fmt::format("nccl-tests {}: meshsim simulates all_gather, reduce_scatter, all_reduce and "
-                                   "all_to_all (remove this table)",
+                       fmt::format("nccl-tests {}: meshsim simulates all_gather, reduce_scatter, all_reduce, "
+                                   "all_to_all and sendrecv (remove this table)",
                                    collective));
     const int nodes = context.nodes > 0 ? context.nodes : std::max(1, log.nodes);
     if (log.ranks > 0 && log.ranks != nodes * g->gpus_per_node)

@@ -10,6 +10,7 @@
 
 #include "base/error.hpp"
 #include "calibrate/measured.hpp"
+#include "driver/simulate.hpp"
 
 using namespace meshsim;
 using namespace meshsim::calibrate;
@@ -529,4 +530,36 @@ TEST_CASE("nccl-tests: the algorithm and protocol a run forced, from NCCL's line
   tree.algorithm = "tree";
   CHECK(points_from_nccl_tests(forced, "ring.log", tree).at(0).algorithm == "tree");
   CHECK(points_from_nccl_tests(kAllGather, "ag.log", tree).at(0).algorithm.empty());
+}
+
+TEST_CASE("nccl-tests: a sendrecv table is point-to-point points, a ring of sends over the ranks", "[calibrate]") {
+  // sendrecv_perf: each rank sends size bytes to the next and receives as many
+  // from the one before, at once; busbw = algbw = size / time.
+  const std::string text = "# Collective test starting: sendrecv_perf\n" + kHeader +
+                           "    33554432       8388608     float     sum      -1   422.19   79.48   79.48       0   "
+                           "422.04   79.51   79.51     N/A\n" +
+                           kFooter;
+  for (const int nodes : {1, 2}) {
+    const std::vector<MeasuredPoint> points = points_from_nccl_tests(text, "sr.log", h100(nodes));
+    REQUIRE(points.size() == 1);
+    CHECK(points[0].kind == OpKind::Send);
+    CHECK(points[0].bytes == 33554432);
+    const workloads::Workload w = point_workload(points[0]);
+    REQUIRE(w.ops.size() == 1);
+    const workloads::SendOp& send = w.ops[0].send();
+    CHECK(send.bytes == 33554432);
+    const auto n = static_cast<topology::ChipId>(8 * nodes);
+    REQUIRE(send.pairs.size() == n);
+    for (topology::ChipId r = 0; r < n; ++r)
+      CHECK(send.pairs[r] == std::pair{r, static_cast<topology::ChipId>((r + 1) % n)});
+  }
+  // On one node each GPU sends over its own NVLink port, the pairs do not
+  // contend: the simulated time is one send's closed form, above 32 MiB over
+  // one port.
+  const workloads::Workload one = point_workload(points_from_nccl_tests(text, "sr.log", h100(1)).at(0));
+  const double nvlink = static_cast<double>(one.hardware.nvlink.bandwidth_bytes_per_s);
+  const driver::RunResult r = driver::simulate(one);
+  INFO(r.ops.at(0).closed_s << " " << r.makespan.seconds());
+  CHECK(r.makespan.seconds() == Approx(r.ops.at(0).closed_s).epsilon(0.01));
+  CHECK(r.makespan.seconds() > 33554432.0 / nvlink);
 }
