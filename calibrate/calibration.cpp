@@ -118,8 +118,8 @@ std::vector<std::pair<OpKind, double>> seconds_per_kind(const Cursor& c) {
 }
 
 LevelFit level_fit(const Cursor& f, const Calibration& cal) {
-  f.only_keys({"level", "preset", "hop_latency_s", "hop_latency_fitted", "efficiency", "fixed_cost_s", "standard_error",
-               "points", "rms_relative_residual", "max_relative_residual"});
+  f.only_keys({"level", "preset", "hop_latency_s", "hop_latency_fitted", "efficiency", "efficiency_fitted",
+               "fixed_cost_s", "standard_error", "points", "rms_relative_residual", "max_relative_residual"});
   LevelFit l;
   const Cursor name = f.at("level");
   const std::optional<workloads::FabricLevel> level = workloads::parse_level(name.as_string());
@@ -134,6 +134,7 @@ LevelFit level_fit(const Cursor& f, const Calibration& cal) {
   l.hop_latency_s = nonnegative_seconds(f.at("hop_latency_s"));
   if (auto v = f.find("hop_latency_fitted")) l.hop_latency_fitted = v->as_bool();
   l.efficiency = efficiency(f.at("efficiency"));
+  if (auto v = f.find("efficiency_fitted")) l.efficiency_fitted = v->as_bool();
   for (const auto& [kind, seconds] : seconds_per_kind(f.at("fixed_cost_s"))) l.fixed_cost.push_back({kind, seconds, 0});
   if (auto e = f.find("standard_error")) {
     e->only_keys({"hop_latency_s", "efficiency", "fixed_cost_s"});
@@ -331,6 +332,7 @@ std::string format_calibration(const Calibration& c) {
       e["hop_latency_s"] = l.hop_latency_s;
       if (!l.hop_latency_fitted) e["hop_latency_fitted"] = false;
       e["efficiency"] = l.efficiency;
+      if (!l.efficiency_fitted) e["efficiency_fitted"] = false;
       Json& fixed = e["fixed_cost_s"] = Json::object();
       Json& err = e["standard_error"];
       err["hop_latency_s"] = l.hop_latency_error_s;

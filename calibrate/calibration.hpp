@@ -93,9 +93,11 @@ struct LevelFit {
   double hop_latency_s = 0, hop_latency_error_s = 0;
   bool hop_latency_fitted = true;  // false: the preset's, kept (the points could not separate it)
   double efficiency = 1, efficiency_error = 0;
+  bool efficiency_fitted = true;  // false: the preset's, kept (no point where bandwidth matters)
   struct Fixed {
     OpKind kind = OpKind::AllReduce;
     double seconds = 0, error_s = 0;
+    bool fitted = true;  // false: kept at 0 (no point small enough to see it)
   };
   std::vector<Fixed> fixed_cost;  // the kinds measured, in OpKind order
   FitQuality quality;

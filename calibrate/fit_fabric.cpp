@@ -1,6 +1,7 @@
 #include "calibrate/fit_fabric.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <Eigen/Dense>
 #include <algorithm>
@@ -277,26 +278,39 @@ class Fitter {
     return m;
   }
 
-  // Refuses what the points cannot determine; keeps a hop latency the points
-  // cannot tell from the fixed costs at the preset's value (with a note).
+  // Keeps what the points cannot determine at the preset's value (a fixed cost
+  // at 0), with a note saying why and what to measure; refuses only when they
+  // determine nothing, or too little for the terms left. A hop latency the
+  // points cannot tell from the fixed costs is kept too.
   void check_determined(const Eigen::MatrixXd& jac, std::vector<std::string>& notes) {
     const Eigen::MatrixXd a = weighted(jac);
+    std::vector<std::string> undetermined;
     for (Eigen::Index j = 0; j < size(); ++j) {
       const Term& t = terms_[static_cast<std::size_t>(j)];
+      std::string why;
       if (t.what == Term::What::Slowness) {
         const double share = (a.col(j) * x_(j)).cwiseAbs().maxCoeff();
         if (share < 0.2)
-          throw Error(fmt::format("the points cannot determine {}: bandwidth is at most {:.1f} % of any measured "
-                                  "time (add larger messages)",
-                                  t.name(), 100 * share));
+          why = fmt::format("bandwidth is at most {:.1f} % of any measured time (add larger messages to fit it)",
+                            100 * share);
       } else {
+        // 10 us of a latency-like term (NCCL's are some 5 to 100 us) must move
+        // some measured time by 1 %: one of at most a millisecond.
         const double per_us = (a.col(j) * 1e-6).cwiseAbs().maxCoeff();
-        if (per_us < 0.01)
-          throw Error(fmt::format("the points cannot determine {}: 1 us of it changes no measured time by more than "
-                                  "{:.2f} % (add smaller messages)",
-                                  t.name(), 100 * per_us));
+        if (per_us < 0.001)
+          why = fmt::format(
+              "1 us of it changes no measured time by more than {:.3f} % (add smaller messages to fit "
+              "it)",
+              100 * per_us);
       }
+      if (why.empty()) continue;
+      free_[static_cast<std::size_t>(j)] = false;
+      undetermined.push_back(fmt::format("the points cannot determine {}: {}", t.name(), why));
+      notes.push_back(fmt::format(
+          "{} is kept at the preset's {}: {}", t.name(),
+          t.what == Term::What::Slowness ? fmt::format("{:.4g}", 1 / x_(j)) : fmt::format("{:.4g} s", x_(j)), why));
     }
+    if (free_columns().empty()) throw Error(fmt::format("{}; nothing is left to fit", fmt::join(undetermined, "; ")));
     const auto condition = [&](const std::vector<Eigen::Index>& cols) {
       Eigen::MatrixXd sub(a.rows(), static_cast<Eigen::Index>(cols.size()));
       for (std::size_t k = 0; k < cols.size(); ++k) {
@@ -382,9 +396,10 @@ class Fitter {
         case Term::What::Slowness:
           f.efficiency = 1.0 / x_(j);
           f.efficiency_error = error(j) / (x_(j) * x_(j));
+          f.efficiency_fitted = free_[static_cast<std::size_t>(j)];
           break;
         case Term::What::FixedCost:
-          f.fixed_cost.push_back({term.kind, x_(j), error(j)});
+          f.fixed_cost.push_back({term.kind, x_(j), error(j), free_[static_cast<std::size_t>(j)]});
           break;
       }
     }

@@ -16,13 +16,16 @@ std::string format_fabric_fit(const FabricFit& fit, std::span<const MeasuredPoin
   std::string out = fmt::format("fitted {} points by simulating them ({} simulations, {} Gauss-Newton steps)\n",
                                 points.size(), fit.simulations, fit.iterations);
   for (const LevelFit& l : fit.levels) {
-    out += fmt::format("  {} on {}: hop latency {:.4g} s ± {:.2g}{}, link efficiency {:.4f} ± {:.2g}; "
-                       "rms residual {:.2f} %, max {:.2f} % over {} points\n",
-                       workloads::level_name(l.level), l.preset, l.hop_latency_s, l.hop_latency_error_s,
-                       l.hop_latency_fitted ? "" : " (the preset's, kept)", l.efficiency, l.efficiency_error,
-                       100 * l.quality.rms_relative_residual, 100 * l.quality.max_relative_residual, l.quality.points);
+    out += fmt::format(
+        "  {} on {}: hop latency {:.4g} s ± {:.2g}{}, link efficiency {:.4f} ± {:.2g}{}; "
+        "rms residual {:.2f} %, max {:.2f} % over {} points\n",
+        workloads::level_name(l.level), l.preset, l.hop_latency_s, l.hop_latency_error_s,
+        l.hop_latency_fitted ? "" : " (the preset's, kept)", l.efficiency, l.efficiency_error,
+        l.efficiency_fitted ? "" : " (the preset's, kept)", 100 * l.quality.rms_relative_residual,
+        100 * l.quality.max_relative_residual, l.quality.points);
     for (const LevelFit::Fixed& f : l.fixed_cost)
-      out += fmt::format("    fixed cost of {}: {:.4g} s ± {:.2g}\n", kind_name(f.kind), f.seconds, f.error_s);
+      out += fmt::format("    fixed cost of {}: {:.4g} s ± {:.2g}{}\n", kind_name(f.kind), f.seconds, f.error_s,
+                         f.fitted ? "" : " (not fitted, kept at 0)");
   }
   for (const std::string& n : fit.notes) out += "note: " + n + "\n";
   // The points that fit worst, after the fit.

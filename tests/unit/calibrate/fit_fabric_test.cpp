@@ -124,14 +124,30 @@ TEST_CASE("fit_fabric: one kind over one ring still separates hop latency from i
     CHECK(simulate_point(p, fit.levels) == Approx(p.time_s).epsilon(0.01));
 }
 
-TEST_CASE("fit_fabric: points that cannot determine the terms are refused with one line", "[fit_fabric]") {
-  // Only large messages: no latency information.
-  CHECK_THROWS_WITH(fit_fabric(measure(kOneSlice, 27, 30, 1, 0.0)),
-                    Catch::StartsWith("the points cannot determine the ici hop latency: 1 us of it changes no measured "
-                                      "time by more than"));
-  // Only small messages: no bandwidth information.
-  CHECK_THROWS_WITH(fit_fabric(measure(kOneSlice, 6, 8, 1, 0.0)),
-                    Catch::StartsWith("the points cannot determine the ici link efficiency"));
+TEST_CASE("fit_fabric: what the points cannot determine is kept at the preset, and said", "[fit_fabric]") {
+  // Only large messages (128 MiB to 1 GiB, milliseconds): no fixed cost moves
+  // a time by 0.1 % per microsecond; the efficiency is fitted, the fixed costs
+  // kept at 0 and said.
+  const FabricFit large = fit_fabric(measure(kOneSlice, 27, 30, 1, 0.0));
+  REQUIRE(large.levels.size() == 1);
+  CHECK(large.levels[0].efficiency_fitted);
+  CHECK(large.levels[0].efficiency == Approx(0.92).epsilon(0.01));
+  REQUIRE_FALSE(large.levels[0].fixed_cost.empty());
+  for (const LevelFit::Fixed& f : large.levels[0].fixed_cost) {
+    CHECK_FALSE(f.fitted);
+    CHECK(f.seconds == 0);
+  }
+  REQUIRE_FALSE(large.notes.empty());
+  CHECK_THAT(large.notes[0], Catch::StartsWith("the ici fixed cost of all_gather is kept at the preset's 0 s: 1 us of "
+                                               "it changes no measured time by more than"));
+  CHECK_THAT(large.notes[0], Catch::EndsWith("(add smaller messages to fit it)"));
+  // Only small messages: no bandwidth information; the efficiency is the preset's.
+  const FabricFit small = fit_fabric(measure(kOneSlice, 6, 8, 1, 0.0));
+  CHECK_FALSE(small.levels.at(0).efficiency_fitted);
+  CHECK(small.levels.at(0).efficiency == 1.0);
+  CHECK(std::any_of(small.notes.begin(), small.notes.end(), [](const std::string& n) {
+    return n.starts_with("the ici link efficiency is kept at the preset's 1: bandwidth is at most");
+  }));
   // Too few points for the terms.
   std::vector<MeasuredPoint> few = measure({{"8x16", "y"}, {"8x16", "x"}}, 14, 26, 12, 0.0);
   few.resize(3);
