@@ -88,7 +88,8 @@ TEST_CASE("calibration: applied to a GPU workload's links, HBM and matmuls", "[c
 
 TEST_CASE("calibration: fabric levels parse, write back and apply to the workload's hardware", "[calibration]") {
   const std::string text = R"({"meshsim_calibration": 1, "hardware": {"device": "tpu-v5e"},
-    "fabric": [{"level": "ici", "preset": "tpu-v5e", "hop_latency_s": 1.5e-6, "efficiency": 0.9,
+    "fabric": [{"level": "ici", "preset": "tpu-v5e", "hop_latency_s": 1.5e-6, "hop_latency_fitted": false,
+                "efficiency": 0.9, "efficiency_fitted": false,
                 "fixed_cost_s": {"all_gather": 4e-6}, "standard_error": {"hop_latency_s": 1e-8, "efficiency": 0.001,
                 "fixed_cost_s": {"all_gather": 1e-7}}, "points": 10, "rms_relative_residual": 0.01,
                 "max_relative_residual": 0.02}]})";
@@ -96,8 +97,11 @@ TEST_CASE("calibration: fabric levels parse, write back and apply to the workloa
   REQUIRE(c.fabric.size() == 1);
   CHECK(c.fabric[0].fixed_cost.size() == 1);
   CHECK(c.fabric[0].fixed_cost[0].error_s == 1e-7);
+  CHECK_FALSE(c.fabric[0].hop_latency_fitted);
+  CHECK_FALSE(c.fabric[0].efficiency_fitted);
   const Calibration again = parse_calibration(format_calibration(c), "again.json");
   CHECK(format_calibration(again) == format_calibration(c));
+  CHECK_FALSE(again.fabric[0].efficiency_fitted);
   workloads::Workload w = workloads::parse_workload(
       R"({"hardware": "tpu-v5e", "mesh": {"x": 4}, "ops": [{"kind": "all_gather", "bytes": 1024, "axes": ["x"]}]})",
       "w.json");
