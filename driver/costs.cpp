@@ -37,6 +37,9 @@ kernels::Roofline matmul_cost(const workloads::Op& op, const workloads::Hardware
   } else if (dtype == "fp8") {
     peak = hw.chip.fp8_flops_per_s;
     key = "fp8_flops_per_s";
+  } else if (dtype == "fp32" && mm.bf16_passes > 0) {
+    peak = hw.chip.bf16_flops_per_s / mm.bf16_passes;
+    key = "bf16_flops_per_s";
   } else if (dtype == "fp32") {
     peak = hw.chip.fp32_flops_per_s;
     key = "fp32_flops_per_s";

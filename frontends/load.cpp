@@ -11,6 +11,7 @@ namespace meshsim::frontends {
 Program load_program(const std::string& path, const ProgramOptions& o) {
   const bool chakra = chakra::rank_file_parts(path).has_value();
   if (!chakra && !o.comm_groups.empty()) throw Error("--comm-groups: only for a Chakra trace");
+  if ((chakra || !hlo::is_hlo_file(path)) && o.trip_count) throw Error("--trip-count: only for an HLO dump");
   if (!chakra && !hlo::is_hlo_file(path)) {
     if (!o.hardware.empty() || !o.topology.empty() || !o.devices.empty() || !o.wraparound.empty())
       throw Error(std::string(!o.hardware.empty()   ? "--hardware"
@@ -45,6 +46,7 @@ Program load_program(const std::string& path, const ProgramOptions& o) {
   io.shape = *shape;
   io.devices = o.devices;
   io.wraparound = o.wraparound;
+  io.trip_count = o.trip_count;
   hlo::ImportReport report;
   Program p{hlo::import_module(hlo::load_module(path), io, &report), {}};
   p.summary = "# " + path + ": " + report.summary() + "\n";

@@ -4,6 +4,8 @@
 // (docs/HLO.md) or a Chakra trace's rank files (docs/CHAKRA.md), the last two
 // on the system the options name. The frontends themselves live beside their
 // formats (workloads/, hlo/, chakra/); this is the one place that chooses.
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +20,7 @@ struct ProgramOptions {
   std::string hardware, topology;
   std::vector<int> wraparound, devices;
   std::string comm_groups;
+  std::optional<std::int64_t> trip_count;  // an HLO dump's loops without a known trip count (--trip-count)
   bool verify = false;  // --verify: an imported program has no data to execute
 };
 

@@ -59,6 +59,7 @@ struct Module {
   std::size_t entry = 0;
   int replica_count = 1;
   int num_partitions = 1;
+  bool counts_given = false;  // the HloModule line gives replica_count or num_partitions
   int devices() const { return replica_count * num_partitions; }
   const Computation& entry_computation() const { return computations[entry]; }
   const Computation* find(std::string_view name) const;

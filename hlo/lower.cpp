@@ -28,6 +28,23 @@ constexpr std::uint64_t kMaxProducts = std::uint64_t{1} << 62;
 constexpr std::uint64_t kMaxBytes = std::uint64_t{1} << 62;
 constexpr std::uint64_t kMaxVisits = std::uint64_t{1} << 24;
 
+// An f32 dot's bf16 passes on the TPU's MXU, by the precision XLA was given
+// (workloads::MatmulOp::bf16_passes): operand_precision={default|high|highest}
+// (the larger of the two operands') or algorithm=dot_bf16_bf16_f32[_x3|_x6];
+// DEFAULT, as JAX and torch_xla leave it, is one pass.
+std::uint32_t f32_passes(const Instruction& dot) {
+  std::uint32_t passes = 1;
+  if (const std::string* p = dot.attr("operand_precision")) {
+    if (p->find("high") != std::string::npos) passes = 3;
+    if (p->find("highest") != std::string::npos) passes = 6;
+  }
+  if (const std::string* a = dot.attr("algorithm")) {
+    if (a->ends_with("_x3")) passes = 3;
+    if (a->ends_with("_x6") || *a == "dot_f32_f32_f32") passes = 6;
+  }
+  return passes;
+}
+
 std::string dtype_of(const Shape& s) {
   const std::string& t = s.type;
   if (t == "bf16") return "bf16";
@@ -46,8 +63,9 @@ std::uint64_t product(const std::vector<std::int64_t>& dims, const std::vector<s
 
 class Lowering {
  public:
-  Lowering(const Module& m, workloads::Workload& w, ImportReport& rep, std::vector<int> devices)
-      : m_(m), w_(w), rep_(rep), torus_(w.make_torus()), devices_(std::move(devices)) {}
+  Lowering(const Module& m, workloads::Workload& w, ImportReport& rep, std::vector<int> devices,
+           std::optional<std::int64_t> trip_count)
+      : m_(m), w_(w), rep_(rep), torus_(w.make_torus()), devices_(std::move(devices)), trip_count_(trip_count) {}
 
   void run(const Computation& entry) {
     active_.push_back(&entry);
@@ -67,6 +85,7 @@ class Lowering {
     bool handle = false;
     std::optional<std::uint32_t> op;
     std::vector<Value> elements;
+    std::string recv_channel;  // a recv's channel_id: its recv-done waits for that channel's send
   };
   using Frame = std::map<const Instruction*, Value>;
 
@@ -118,6 +137,8 @@ class Lowering {
     if (i >= inst.operands.size()) fail(inst, fmt::format("expected at least {} operands", i + 1));
     const Instruction* o = c.find(inst.operands[i]);
     if (!o) fail(inst, fmt::format("operand '{}' is not in computation '{}'", inst.operands[i], c.name));
+    if (o->shape.type.empty() && !o->shape.is_tuple)  // a test-style instruction printed without its shape
+      fail(inst, fmt::format("operand '{}' has no shape in the dump: meshsim cannot size what reads it", o->name));
     return o->shape;
   }
 
@@ -161,6 +182,7 @@ class Lowering {
     mm.k = product(lhs.dims, lc);
     mm.batch = product(lhs.dims, lb);
     mm.dtype = dtype_of(lhs);
+    if (mm.dtype == "fp32") mm.bf16_passes = f32_passes(dot);  // the importer targets TPU slices
     emit_matmul(std::move(op), dot, prefix, at);
   }
 
@@ -315,10 +337,15 @@ class Lowering {
                              kMaxVisits));
     const std::string& op = inst.opcode;
     if (op == "while") {
-      const std::optional<std::int64_t> trips = known_trip_count(inst);
+      std::optional<std::int64_t> trips = known_trip_count(inst);
+      if (!trips && trip_count_) {
+        trips = trip_count_;
+        ++rep_.assumed_trips;
+      }
       if (!trips)
-        fail(inst, "the loop's trip count is unknown (no known_trip_count in its backend_config): meshsim unrolls "
-                   "loops by their trip counts");
+        fail(inst,
+             "the loop's trip count is unknown (no known_trip_count in its backend_config): meshsim unrolls "
+             "loops by their trip counts; give --trip-count N");
       const Computation* body = called(inst, "body", m_);
       // The loop state: the init operand, then each trip's result.
       Value state = operand_value(inst, c, frame, 0);
@@ -361,6 +388,18 @@ class Lowering {
       (void)communication(inst, c, op, prefix, true);
       return nullptr;
     }
+    if ((op == "send" || op == "recv") && !host_transfer(inst)) return point_to_point(inst, c, prefix);
+    if ((op == "send-done" || op == "recv-done") && !host_transfer(inst)) {
+      const Value v = operand_value(inst, c, frame, 0);
+      if (op == "send-done") {
+        done(inst, v);
+      } else if (v && !v->recv_channel.empty()) {
+        // The data arrives when the send of the same channel has.
+        const auto sent = sends_.find(v->recv_channel);
+        if (sent != sends_.end()) done(inst, sent->second);
+      }
+      return nullptr;
+    }
     if (op.size() > 6 && op.ends_with("-start") && (collective_kind(op.substr(0, op.size() - 6)) ||
                                                     op == "collective-permute-start"))
       return handle(communication(inst, c, op.substr(0, op.size() - 6), prefix, false));
@@ -396,6 +435,55 @@ class Lowering {
   }
 
   // What follows an async -done waits for the collective its -start issued.
+  static bool host_transfer(const Instruction& inst) {
+    const std::string* h = inst.attr("is_host_transfer");
+    return h && *h == "true";
+  }
+
+  // XLA's point-to-point send and recv (pipeline parallelism): a send is an
+  // async send over the pairs of its frontend attribute
+  // _xla_send_recv_source_target_pairs, of its operand's bytes, until its
+  // send-done; a recv carries its channel, and its recv-done waits for that
+  // channel's last send.
+  Value point_to_point(const Instruction& inst, const Computation& c, const std::string& prefix) {
+    const std::string* channel = inst.attr("channel_id");
+    if (!channel) fail(inst, fmt::format("a {} without channel_id", inst.opcode));
+    if (inst.opcode == "recv") {
+      ++rep_.skipped[inst.opcode];
+      auto v = std::make_shared<Carried>();
+      v->recv_channel = *channel;
+      return v;
+    }
+    const std::string* attrs = inst.attr("frontend_attributes");
+    const std::string key = "_xla_send_recv_source_target_pairs=";
+    const std::size_t at = attrs ? attrs->find(key) : std::string::npos;
+    if (at == std::string::npos)
+      fail(inst,
+           "a send without _xla_send_recv_source_target_pairs in its frontend_attributes: meshsim cannot tell "
+           "which devices it connects");
+    std::string_view value = std::string_view(*attrs).substr(at + key.size());
+    std::string pairs;
+    if (!value.empty() && value.front() == '"') {
+      const std::size_t end = value.find('"', 1);
+      pairs = std::string(value.substr(1, end == std::string_view::npos ? std::string_view::npos : end - 1));
+    } else {
+      int depth = 0;
+      for (char ch : value) {
+        pairs += ch;
+        depth += ch == '{' ? 1 : ch == '}' ? -1 : 0;
+        if (depth == 0) break;
+      }
+    }
+    Instruction as_permute = inst;
+    as_permute.attrs.emplace_back("source_target_pairs", pairs);
+    // The data sent: the send's shape is (data, context, token), else its operand's.
+    const std::uint64_t bytes = inst.shape.is_tuple && !inst.shape.tuple.empty() ? inst.shape.tuple[0].bytes()
+                                                                                 : operand_shape(inst, c, 0).bytes();
+    const Value h = handle(permute(as_permute, bytes, prefix, false));
+    sends_[*channel] = h;
+    return h;
+  }
+
   void done(const Instruction& inst, const Value& start) {
     if (!start || !start->handle)
       fail(inst, "an async -done whose operand is not an async -start (followed through tuples, "
@@ -441,6 +529,7 @@ class Lowering {
     for (std::size_t i = 0; i < rhs_labels.size(); ++i)
       if (rhs_labels[i] == 'o') mm.n *= static_cast<std::uint64_t>(rhs.dims[i]);
     mm.dtype = dtype_of(lhs);
+    if (mm.dtype == "fp32") mm.bf16_passes = f32_passes(conv);
     emit_matmul(std::move(op), conv, prefix, at);
   }
 
@@ -480,13 +569,21 @@ class Lowering {
   std::vector<std::uint32_t> frontier_;  // what the next op waits for
   std::vector<const Computation*> active_;  // the calls being lowered
   std::vector<int> devices_;                // device -> chip; empty: the same id
+  std::optional<std::int64_t> trip_count_;  // of loops the dump gives no trip count
+  std::map<std::string, Value> sends_;      // by channel_id: the last send issued
 };
 
 }  // namespace
 
 std::string ImportReport::summary() const {
-  std::string s = fmt::format("lowered {} matmuls, {} kernels, {} collectives{}, {} sends", matmuls, kernels,
-                              collectives, grouped > 0 ? fmt::format(" ({} over groups of chips)", grouped) : "", sends);
+  std::string s;
+  if (!assumed_devices.empty())
+    s += fmt::format("no device count in the module: {} {}, the topology's chips; ", devices, assumed_devices);
+  s += fmt::format("lowered {} matmuls, {} kernels, {} collectives{}, {} sends", matmuls, kernels, collectives,
+                   grouped > 0 ? fmt::format(" ({} over groups of chips)", grouped) : "", sends);
+  if (assumed_trips > 0)
+    s += fmt::format(" ({} while loop{} without a known trip count run --trip-count times)", assumed_trips,
+                     assumed_trips == 1 ? "" : "s");
   if (trivial > 0) s += fmt::format(" ({} collectives over single devices: nothing to move)", trivial);
   std::uint64_t n = 0;
   std::vector<std::pair<std::uint64_t, std::string>> by;
@@ -498,10 +595,37 @@ std::string ImportReport::summary() const {
   return s + fmt::format("; skipped {} instructions: {}", n, fmt::join(parts, ", "));
 }
 
-workloads::Workload import_module(const Module& m, const ImportOptions& o, ImportReport* report) {
+namespace {
+
+// Whether any instruction of the module has a channel_id: an SPMD program's
+// collectives and sends are between partitions.
+bool has_channel_collective(const Module& m) {
+  for (const Computation& c : m.computations)
+    for (const Instruction& i : c.instructions)
+      if (i.attr("channel_id")) return true;
+  return false;
+}
+
+}  // namespace
+
+workloads::Workload import_module(const Module& given, const ImportOptions& o, ImportReport* report) {
   workloads::Workload w =
       workloads::empty_workload(o, /*gpu_ok=*/false, "HLO import");
   const std::uint32_t chips = w.make_torus().num_chips();
+  ImportReport local;
+  ImportReport& rep = report ? *report : local;
+  const Module* module = &given;
+  Module sized;
+  if (!given.counts_given && chips > 1) {
+    // XLA's tests and torch_xla's dumps print no device count: the topology's chips.
+    sized = given;
+    const bool spmd = has_channel_collective(given);
+    (spmd ? sized.num_partitions : sized.replica_count) = static_cast<int>(chips);
+    rep.assumed_devices = spmd ? "partitions" : "replicas";
+    rep.devices = chips;
+    module = &sized;
+  }
+  const Module& m = *module;
   if (static_cast<std::int64_t>(chips) != m.devices())
     throw InputError(m.file, "1",
                      fmt::format("the module runs on {} devices ({} replicas x {} partitions); the {} topology has {} "
@@ -509,10 +633,8 @@ workloads::Workload import_module(const Module& m, const ImportOptions& o, Impor
                                  m.devices(), m.replica_count, m.num_partitions,
                                  fmt::format("{}", fmt::join(o.shape, "x")), chips));
   w.file = m.file;
-  ImportReport local;
-  ImportReport& rep = report ? *report : local;
   workloads::check_device_order(o.devices, chips);
-  Lowering lowering(m, w, rep, o.devices);
+  Lowering lowering(m, w, rep, o.devices, o.trip_count);
   lowering.run(m.entry_computation());
   if (w.ops.empty())
     throw InputError(m.file, std::to_string(m.entry_computation().line),
@@ -525,7 +647,7 @@ bool is_hlo_file(const std::string& path) {
   std::string line;
   while (std::getline(in, line)) {
     const std::size_t first = line.find_first_not_of(" \t\r");
-    if (first == std::string::npos) continue;
+    if (first == std::string::npos || line.compare(first, 2, "//") == 0) continue;  // blank, or a comment
     return line.compare(first, 10, "HloModule ") == 0;
   }
   return false;

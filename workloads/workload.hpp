@@ -153,6 +153,11 @@ struct MatmulOp {
   std::uint64_t m = 0, k = 0, n = 0;
   std::uint64_t batch = 1;
   std::string dtype;  // without arrays (training steps): the element type
+  // An fp32 matmul a TPU's MXU runs as bf16 passes (XLA's precision for f32
+  // operands: DEFAULT one pass, HIGH three, HIGHEST six; JAX's "Matmul
+  // precision" docs, XLA's BF16_BF16_F32_X3/X6 dot algorithms): the chip's bf16
+  // rate over this many passes. 0: the dtype's own rate.
+  std::uint32_t bf16_passes = 0;
 };
 
 // A memory-bound kernel (a norm, an activation, a softmax, a residual add, the

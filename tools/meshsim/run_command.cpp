@@ -78,6 +78,7 @@ struct RunState {
   bool quiet = false;
   std::string hlo_hardware, hlo_topology;
   std::vector<int> hlo_devices;
+  std::int64_t trip_count = 0;  // 0: not given
   std::vector<int> import_wrap;
   std::string comm_groups;
   bool no_reduce = false;
@@ -119,6 +120,7 @@ int run_workload(RunState& st) {
     program.topology = st.hlo_topology;
     program.wraparound = st.import_wrap;
     program.devices = st.hlo_devices;
+    if (st.trip_count > 0) program.trip_count = st.trip_count;
     program.comm_groups = st.comm_groups;
     program.verify = st.verify;
     meshsim::frontends::Program loaded = meshsim::frontends::load_program(st.workload_path, program);
@@ -212,6 +214,11 @@ Subcommand add_run_command(CLI::App& app) {
                   "(comma-separated)")
       ->delimiter(',')
       ->option_text("CHIP,...");
+  run->add_option("--trip-count", s->trip_count,
+                  "An HLO dump's while loops that give no known_trip_count run N trips (default: such a loop is an "
+                  "error)")
+      ->check(CLI::Range(1, 1 << 20))
+      ->option_text("N");
   run->add_option("--wraparound", s->import_wrap,
                   "An HLO dump's or a Chakra trace's TPU slice: per axis 1 (a ring) or 0 (a line), e.g. 1,1 "
                   "(default: the preset's for the shape)")

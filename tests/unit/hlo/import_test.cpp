@@ -292,7 +292,7 @@ TEST_CASE("hlo import: what cannot be lowered is one error line", "[hlo]") {
         "d.hlo:5: r: its replica groups have different sizes (2 and 4 devices)");
   CHECK(error_of(head + "  ROOT %w = bf16[64] while(%p), condition=%c, body=%b\n}\n") ==
         "d.hlo:5: w: the loop's trip count is unknown (no known_trip_count in its backend_config): meshsim unrolls "
-        "loops by their trip counts");
+        "loops by their trip counts; give --trip-count N");
   CHECK(error_of(head + "  ROOT %r = bf16[64] all-reduce(%p), replica_groups={}, to_apply=%s\n}\n", {4, 4}) ==
         "d.hlo:1: the module runs on 8 devices (1 replicas x 8 partitions); the 4x4 topology has 16 chips");
   CHECK(error_of(head + "  ROOT %d = bf16[64] all-gather-done(%p)\n}\n") ==
@@ -401,4 +401,161 @@ ENTRY %main {
   CHECK(with_slices("{{4256,8,128},{4256,8,128}}") ==
         "d.hlo:9: cp: an in-place collective-permute of 2 slices (meshsim sends one slice per source-target pair)");
   CHECK(with_slices("{4256}") == "d.hlo:9: cp: expected slice_sizes={{d0,d1,...}}");
+}
+
+TEST_CASE("hlo import: XLA's printing as people paste it: comments, lines split, shapes left out", "[hlo]") {
+  // /*index=N*/ in long tuples, "} // name" after a computation, an instruction
+  // over several lines, a shape left out (XLA's tests), a comment line.
+  const std::string text = R"(// a dump pasted from a test
+HloModule m, num_partitions=8
+
+%sum (a: bf16[], b: bf16[]) -> bf16[] {
+  %a = bf16[] parameter(0)
+  %b = bf16[] parameter(1)
+  ROOT %s = bf16[] add(%a, %b)
+} // sum
+
+ENTRY %main {
+  %t = (bf16[1024], bf16[1024], bf16[1024], bf16[1024], bf16[1024], /*index=5*/bf16[1024]) parameter(0)
+  %x = get-tuple-element(%t), index=0
+  %p = bf16[1024]{0} get-tuple-element(%t), index=5
+  ROOT %ar = bf16[1024]{0} all-reduce(%p),
+    channel_id=1,
+    replica_groups=[1,8]<=[8], use_global_device_ids=true,
+    to_apply=%sum
+} // main
+)";
+  const workloads::Workload w = import_text(text, "tpu-v5e", {2, 4});
+  REQUIRE(w.ops.size() == 1);
+  CHECK(w.ops[0].kind == OpKind::AllReduce);
+  CHECK(w.ops[0].comm_bytes() == 2048);
+  CHECK(w.ops[0].pointer == "14");  // the line the instruction starts on
+  // What reads an instruction printed without its shape cannot be sized: one line.
+  const std::string shapeless = R"(HloModule m, num_partitions=8
+%sum (a: bf16[], b: bf16[]) -> bf16[] {
+  %a = bf16[] parameter(0)
+  %b = bf16[] parameter(1)
+  ROOT %s = bf16[] add(%a, %b)
+}
+ENTRY %main {
+  %t = (bf16[1024]) parameter(0)
+  %x = get-tuple-element(%t), index=0
+  ROOT %ar = bf16[1024]{0} all-reduce(%x), channel_id=1, replica_groups=[1,8]<=[8], use_global_device_ids=true, to_apply=%sum
+}
+)";
+  CHECK(error_of(shapeless) == "d.hlo:10: ar: operand 'x' has no shape in the dump: meshsim cannot size what reads it");
+  // Several modules in one file (XLA's lit tests): one line.
+  CHECK(error_of("// RUN: x\nHloModule a, num_partitions=8\nENTRY %m {\n  ROOT %p = bf16[8] parameter(0)\n}\n"
+                 "// -----\nHloModule b\n") ==
+        "d.hlo:7: a second HloModule in the file: meshsim reads one module per file (split it, e.g. at its '// -----' "
+        "lines)");
+}
+
+TEST_CASE("hlo import: a module without a device count runs on the topology's chips", "[hlo]") {
+  // torch_xla's dumps and XLA's tests print no replica_count or num_partitions.
+  const auto module = [](const std::string& attrs) {
+    return "HloModule m\n%sum (a: f32[], b: f32[]) -> f32[] {\n  %a = f32[] parameter(0)\n  %b = f32[] parameter(1)\n"
+           "  ROOT %s = f32[] add(%a, %b)\n}\nENTRY %main {\n  %p = f32[256] parameter(0)\n"
+           "  ROOT %ar = f32[256] all-reduce(%p), " +
+           attrs + "replica_groups={{0,1},{2,3},{4,5},{6,7}}, to_apply=%sum\n}\n";
+  };
+  hlo::ImportReport replicas, partitions;
+  const workloads::Workload a = import_text(module(""), "tpu-v5e", {2, 4}, &replicas);
+  const workloads::Workload b = import_text(module("channel_id=1, "), "tpu-v5e", {2, 4}, &partitions);
+  CHECK(replicas.assumed_devices == "replicas");
+  CHECK(partitions.assumed_devices == "partitions");
+  CHECK_THAT(replicas.summary(),
+             Catch::StartsWith("no device count in the module: 8 replicas, the topology's chips; "));
+  REQUIRE(a.ops.size() == 1);
+  REQUIRE(b.ops.size() == 1);
+  CHECK(a.ops[0].comm_bytes() == 1024);
+  CHECK(a.ops[0].collective().hw_axes == b.ops[0].collective().hw_axes);  // the same groups either way
+  CHECK(a.ops[0].collective().hw_axes == std::vector<int>{0});            // pairs along x of the 2x4
+}
+
+TEST_CASE("hlo import: --trip-count runs loops the dump gives no trip count", "[hlo]") {
+  const std::string text = R"(HloModule m, num_partitions=8
+%sum (a: bf16[], b: bf16[]) -> bf16[] {
+  %a = bf16[] parameter(0)
+  %b = bf16[] parameter(1)
+  ROOT %s = bf16[] add(%a, %b)
+}
+%body (q: bf16[512]) -> bf16[512] {
+  %q = bf16[512] parameter(0)
+  ROOT %ar = bf16[512] all-reduce(%q), channel_id=1, replica_groups=[1,8]<=[8], use_global_device_ids=true, to_apply=%sum
+}
+%cond (q: bf16[512]) -> pred[] {
+  %q = bf16[512] parameter(0)
+  ROOT %t = pred[] constant(true)
+}
+ENTRY %main {
+  %p = bf16[512] parameter(0)
+  ROOT %w = bf16[512] while(%p), condition=%cond, body=%body
+}
+)";
+  hlo::ImportOptions o;
+  o.hardware = "tpu-v5e";
+  o.shape = {2, 4};
+  o.trip_count = 3;
+  hlo::ImportReport report;
+  const workloads::Workload w = hlo::import_module(hlo::parse_module_text(text, "d.hlo"), o, &report);
+  CHECK(w.ops.size() == 3);
+  CHECK(report.assumed_trips == 1);
+  CHECK(report.summary().find("(1 while loop without a known trip count run --trip-count times)") != std::string::npos);
+}
+
+TEST_CASE("hlo import: an f32 dot on a TPU runs as bf16 passes on the MXU", "[hlo]") {
+  // XLA's precision for f32 operands: DEFAULT one bf16 pass, HIGH three, HIGHEST six.
+  const auto dot = [](const std::string& attrs) {
+    const std::string text =
+        "HloModule m, num_partitions=8\nENTRY %main {\n  %a = f32[4096,4096] parameter(0)\n"
+        "  %b = f32[4096,4096] parameter(1)\n  ROOT %d = f32[4096,4096] dot(%a, %b), "
+        "lhs_contracting_dims={1}, rhs_contracting_dims={0}" +
+        attrs + "\n}\n";
+    return import_text(text, "tpu-v5e", {2, 4});
+  };
+  const workloads::Workload fast = dot(""), high = dot(", operand_precision={high,high}"),
+                            highest = dot(", operand_precision={highest,default}"),
+                            x6 = dot(", algorithm=dot_bf16_bf16_f32_x6");
+  CHECK(fast.ops[0].matmul().bf16_passes == 1);
+  CHECK(high.ops[0].matmul().bf16_passes == 3);
+  CHECK(highest.ops[0].matmul().bf16_passes == 6);
+  CHECK(x6.ops[0].matmul().bf16_passes == 6);
+  // 2 x 4096^3 FLOPs at v5e's bf16 peak (1.97e14 FLOP/s) per pass: compute-bound.
+  const double flops = 2.0 * 4096.0 * 4096.0 * 4096.0, peak = fast.hardware.chip.bf16_flops_per_s;
+  CHECK(driver::simulate(fast).makespan.seconds() ==
+        Approx(flops / (peak * fast.hardware.matmul_efficiency)).epsilon(1e-6));
+  CHECK(driver::simulate(highest).makespan.seconds() ==
+        Approx(6 * flops / (peak * fast.hardware.matmul_efficiency)).epsilon(1e-6));
+}
+
+TEST_CASE("hlo import: send and recv are sends over their pairs, the recv-done waits for them", "[hlo]") {
+  // XLA's pipeline-parallel point-to-point: the pairs in a frontend attribute.
+  const std::string text = R"(HloModule m, num_partitions=8
+ENTRY %main {
+  %data = f32[1024,256] parameter(0)
+  %tok = token[] after-all()
+  %recv = (f32[1024,256], u32[], token[]) recv(%tok), channel_id=1, frontend_attributes={
+    _xla_send_recv_source_target_pairs="{{0, 1}, {1, 2}, {2, 3}}"
+  }
+  %send = (f32[1024,256], u32[], token[]) send(%data, %tok), channel_id=1, frontend_attributes={
+    _xla_send_recv_source_target_pairs="{{0, 1}, {1, 2}, {2, 3}}"
+  }
+  %recv-done = (f32[1024,256], token[]) recv-done(%recv), channel_id=1
+  %got = f32[1024,256] get-tuple-element(%recv-done), index=0
+  %d = f32[1024,1024] dot(%got, %data), lhs_contracting_dims={0}, rhs_contracting_dims={0}
+  ROOT %send-done = token[] send-done(%send), channel_id=1
+})";
+  const workloads::Workload w = import_text(text, "tpu-v5e", {2, 4});
+  REQUIRE(w.ops.size() == 2);
+  CHECK(w.ops[0].kind == OpKind::Send);
+  CHECK(w.ops[0].send().bytes == 1024u * 256u * 4u);
+  CHECK(w.ops[0].send().pairs.size() == 3);
+  CHECK(w.ops[1].kind == OpKind::Matmul);
+  CHECK(w.ops[1].deps == std::vector<std::uint32_t>{0});  // the dot reads what the recv-done received
+  // Host transfers are not between devices: skipped.
+  CHECK(error_of("HloModule m, num_partitions=8\nENTRY %main {\n  %t = token[] after-all()\n"
+                 "  %s = (f32[8], u32[], token[]) send(f32[8] %x, %t), channel_id=2, is_host_transfer=true\n"
+                 "  ROOT %d = token[] send-done(%s), channel_id=2, is_host_transfer=true\n}\n")
+            .find("nothing to simulate") != std::string::npos);
 }
