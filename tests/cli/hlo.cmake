@@ -29,5 +29,7 @@ expect_error("meshsim: error: ${tp}:1: the module runs on 8 devices (1 replicas 
              run ${tp} --hardware tpu-v5e --topology 4x4)
 expect_error("meshsim: error: --verify: an HLO dump has no data to execute"
              run ${tp} --hardware tpu-v5e --topology 2x4 --verify)
+expect_error("meshsim: error: --trip-count: only for an HLO dump"
+             run examples/allgather_v5e.json --trip-count 4)
 file(REMOVE_RECURSE "${WORK_DIR}")
 finish(hlo.cmake)
