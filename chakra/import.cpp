@@ -70,6 +70,7 @@ class Importer {
   void index_nodes() {
     index_.resize(ranks_.size());
     op_of_.resize(ranks_.size());
+    receives_.resize(ranks_.size());
     deps_.resize(ranks_.size());
     std::size_t all = 0;
     for (const RankTrace& t : ranks_) all += t.nodes.size();
@@ -78,6 +79,7 @@ class Importer {
       const auto& nodes = ranks_[r].nodes;
       rep_.nodes += nodes.size();
       op_of_[r].assign(nodes.size(), kPass);
+      receives_[r].assign(nodes.size(), false);
       index_[r].reserve(nodes.size());
       deps_[r].resize(nodes.size());
       for (std::uint32_t i = 0; i < nodes.size(); ++i)
@@ -115,7 +117,22 @@ class Importer {
   void skip(const std::string& why) { ++rep_.skipped[why]; }
 
   // The ranks of a process group.
-  const std::vector<int>& group(int r, std::uint32_t i, const std::string& pg) {
+  // A process group's name as the comm-group file has it: a whole number
+  // printed as a float ("0.0") is that number when the file has no such name
+  // (ASTRA-sim's own traces name the file's group "0" so, and ASTRA-sim accepts
+  // them).
+  std::string group_name(const std::string& pg) const {
+    if (groups_.count(pg)) return pg;
+    const std::size_t dot = pg.find('.');
+    if (dot != std::string::npos && dot > 0 && pg.find_first_not_of("0123456789") == dot &&
+        pg.find_first_not_of('0', dot + 1) == std::string::npos)
+      return pg.substr(0, dot);
+    return pg;
+  }
+
+  // The ranks of a process group (`pg` as group_name gives it; `written` as the
+  // trace wrote it, for the message).
+  const std::vector<int>& group(int r, std::uint32_t i, const std::string& pg, const std::string& written) {
     const auto it = groups_.find(pg);
     if (it != groups_.end()) return it->second;
     if (pg.empty() || pg == "0") {
@@ -123,8 +140,9 @@ class Importer {
         for (int k = 0; k < static_cast<int>(ranks_.size()); ++k) all_.push_back(k);
       return all_;
     }
-    fail(r, i, fmt::format("its process group '{}' is not in the comm-group file{}", pg,
-                           o_.comm_groups.empty() ? " (none given: --comm-groups FILE)" : " " + o_.comm_groups));
+    fail(r, i,
+         fmt::format("its process group '{}' is not in the comm-group file{}", written,
+                     o_.comm_groups.empty() ? " (none given: --comm-groups FILE)" : " " + o_.comm_groups));
   }
 
   void classify(int r) {
@@ -157,8 +175,8 @@ class Importer {
                                    "REDUCE_SCATTER_BLOCK and ALL_TO_ALL",
                                    type, *comm_type_name(type) ? comm_type_name(type) : "not a Chakra collective"));
           if (!n.comm_size) fail(r, i, "a COMM_COLL_NODE without comm_size");
-          const std::string pg = n.pg_name.value_or("");
-          const std::vector<int>& ranks = group(r, i, pg);
+          const std::string pg = group_name(n.pg_name.value_or(""));
+          const std::vector<int>& ranks = group(r, i, pg, n.pg_name.value_or(""));
           if (std::find(ranks.begin(), ranks.end(), r) == ranks.end())
             fail(r, i, fmt::format("its process group '{}' (ranks {}) does not hold this rank ({})", pg,
                                    fmt::join(ranks, ","), r));
@@ -233,6 +251,7 @@ class Importer {
               fail(r, i, fmt::format("receives {} bytes; its send from rank {} sends {}", *n.comm_size, src, p.size));
             p.recv_size = n.comm_size;
             p.has_recv = true;
+            receives_[static_cast<std::size_t>(r)][i] = true;
           }
           p.members.emplace_back(r, i);
           op = it->second;
@@ -283,6 +302,7 @@ class Importer {
       std::vector<std::uint8_t> state(nodes.size(), 0);            // 0 new, 1 on the path, 2 done
       const auto& op_of = op_of_[static_cast<std::size_t>(r)];
       const auto& deps_of = deps_[static_cast<std::size_t>(r)];
+      const auto& receives = receives_[static_cast<std::size_t>(r)];
       // The ops node i waits for (its dependencies' ops), by an explicit stack.
       const auto waits = [&](std::uint32_t start) {
         std::set<std::uint32_t> out;  // (few: a node's own dependencies' ops)
@@ -290,7 +310,9 @@ class Importer {
         const auto visit = [&](std::uint32_t d, std::set<std::uint32_t>& into) -> bool {  // true: descend
           if (op_of[d] != kPass) {
             into.insert(op_of[d]);
-            return false;
+            // What waits for a receive waits for its send's op and for what
+            // the receive itself waited for.
+            if (!receives[d]) return false;
           }
           if (state[d] == 2) {
             into.insert(through[d].begin(), through[d].end());
@@ -327,7 +349,10 @@ class Importer {
         return out;
       };
       for (std::uint32_t i = 0; i < nodes.size(); ++i) {
-        if (op_of[i] == kPass) continue;
+        // A send starts when its sender is ready, as ASTRA-sim runs it (the
+        // receiver need not have posted its receive): a receive's own
+        // dependencies hold what follows it, not the transfer.
+        if (op_of[i] == kPass || receives[i]) continue;
         std::vector<std::uint32_t>& deps = pending_[op_of[i]].deps;
         for (std::uint32_t d : waits(i)) {
           if (d == op_of[i]) fail(r, i, "waits for its own op (through its dependencies): a cycle");
@@ -573,6 +598,7 @@ class Importer {
   ImportReport& rep_;
   std::vector<std::unordered_map<std::uint64_t, std::uint32_t>> index_;
   std::vector<std::vector<std::uint32_t>> op_of_;
+  std::vector<std::vector<bool>> receives_;                    // [rank][node]: a receive, a member of its send's op
   std::vector<std::vector<std::vector<std::uint32_t>>> deps_;  // [rank][node]: its dependencies' node indices
   std::vector<Pending> pending_;
   std::map<std::pair<std::string, std::uint64_t>, std::uint32_t> colls_;

@@ -585,3 +585,65 @@ TEST_CASE("chakra: export writes a memory-bound kernel as one op, so ASTRA-sim's
   CHECK(astra_time(*by.at("norm")) == Approx(static_cast<double>(64 << 20) / bw));
   CHECK(astra_time(*by.at("norm")) == Approx(driver::local_cost(w.ops[0], w.hardware, w.file).time().seconds()));
 }
+
+TEST_CASE("chakra: a send-then-receive ring (MSCCL) runs: a send does not wait for its receive to be posted",
+          "[chakra]") {
+  // Each rank: send step k to the next rank, then receive step k from the one
+  // before, then reduce, then send step k+1 (ASTRA-sim's custom ring
+  // all-reduce). Were a send to wait for its receive, every send of a step would
+  // wait for the next rank's send first: a cycle around the ring.
+  Scratch s("msccl");
+  const std::uint64_t bytes = 131072;
+  write_trace(s.prefix(), 8, [&](int r) {
+    std::vector<Node> nodes;
+    std::uint64_t last = 0;
+    for (std::uint64_t k = 0; k < 3; ++k) {
+      const std::uint64_t id = 10 * k + 1;
+      Node send =
+          p2p(id, true, r, (r + 1) % 8, bytes, last ? std::vector<std::uint64_t>{last} : std::vector<std::uint64_t>{});
+      send.comm_tag = static_cast<std::int64_t>(k);
+      Node recv = p2p(id + 1, false, (r + 7) % 8, r, bytes, {id});
+      recv.comm_tag = static_cast<std::int64_t>(k);
+      Node reduce = comp(id + 2, 2, {id + 1});
+      nodes.insert(nodes.end(), {send, recv, reduce});
+      last = id + 2;
+    }
+    return nodes;
+  });
+  const workloads::Workload w = import(s.prefix(), "tpu-v5e", {8});
+  const driver::RunResult r = driver::simulate(w);
+  std::map<std::string, const driver::OpResult*> by;
+  for (const driver::OpResult& o : r.ops) by[o.name] = &o;
+  // Step 0's sends start at once; each reduction waits for its receive; step
+  // 1's sends wait for the reduction before them.
+  REQUIRE(by.count("s1"));
+  REQUIRE(by.count("k3"));
+  REQUIRE(by.count("s11"));
+  CHECK(by.at("s1")->begin == kZeroTick);
+  CHECK(by.at("k3")->begin >= by.at("s1")->end);
+  CHECK(by.at("s11")->begin >= by.at("k3")->end);
+  CHECK(r.makespan > by.at("s11")->end);
+}
+
+TEST_CASE("chakra: a process group written as a float ('0.0') is the comm-group file's '0'", "[chakra]") {
+  Scratch s("group_alias");
+  write_trace(s.prefix(), 8, [](int r) {
+    // Ranks 0-3 name their row group "0.0", ranks 4-7 "1".
+    return std::vector<Node>{coll(1, CommType::AllReduce, 1 << 20, {}, r < 4 ? "0.0" : "1")};
+  });
+  const std::string groups = s.prefix() + ".groups.json";
+  write_text(groups, R"({"0": [0, 1, 2, 3], "1": [4, 5, 6, 7]})");
+  // Both groups are rows of the 4x2 (x fastest): one all-reduce over x.
+  const workloads::Workload w = import(s.prefix(), "tpu-v5e", {4, 2}, nullptr, groups);
+  REQUIRE(w.ops.size() == 1);
+  CHECK(w.ops[0].collective().hw_axes == std::vector<int>{0});
+  // A name the file has, as written, stays itself: "0.0" is not "0" (every chip) here.
+  write_text(groups, R"({"0.0": [0, 1, 2, 3], "0": [0, 1, 2, 3, 4, 5, 6, 7], "1": [4, 5, 6, 7]})");
+  const workloads::Workload again = import(s.prefix(), "tpu-v5e", {4, 2}, nullptr, groups);
+  REQUIRE(again.ops.size() == 1);
+  CHECK(again.ops[0].collective().hw_axes == std::vector<int>{0});
+  // Not a whole number: not in the file.
+  write_trace(s.prefix(), 8, [](int) { return std::vector<Node>{coll(1, CommType::AllReduce, 1 << 20, {}, "0.5")}; });
+  CHECK(error_of(s.prefix(), {4, 2}, groups).find("its process group '0.5' is not in the comm-group file") !=
+        std::string::npos);
+}
