@@ -1,6 +1,7 @@
 #include "hlo/lower.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -248,6 +249,10 @@ class Lowering {
     // Groups that are the chips along a set of axes run the axis collectives
     // (the balanced multi-axis schedule); any other groups, rings over their chips.
     const auto axes = axes_of(groups);
+    if (!axes && w_.hardware.gpu)
+      fail(inst, fmt::format("its groups (of {} devices, e.g. {{{}}}) are not the GPUs of whole nodes, the nodes, or "
+                             "all: meshsim runs a GPU cluster's collectives over those",
+                             p, fmt::join(groups.front(), ",")));
     Op op;  // a collective: its kind is set below
     CollectiveOp& co = op.collective();
     if (axes) {
@@ -368,6 +373,10 @@ class Lowering {
     }
     if (op == "fusion") {
       fusion(inst, c, prefix);
+      return nullptr;
+    }
+    if (op == "fft") {
+      memory_kernel(inst, c, prefix);
       return nullptr;
     }
     if (op == "async-start") {
@@ -552,6 +561,13 @@ class Lowering {
       }
     }
     if (any) return;
+    memory_kernel(inst, c, prefix);
+  }
+
+  // One HBM-bound kernel of its operands' and result's bytes: a fusion of no
+  // dot or collective, an fft (cuFFT's and the TPU's FFTs of the sizes programs
+  // use run in one pass over the data, memory-bound).
+  void memory_kernel(const Instruction& inst, const Computation& c, const std::string& prefix) {
     std::uint64_t bytes = inst.shape.bytes();
     for (std::size_t i = 0; i < inst.operands.size(); ++i) bytes += operand_shape(inst, c, i).bytes();
     if (bytes == 0) return;
@@ -609,8 +625,7 @@ bool has_channel_collective(const Module& m) {
 }  // namespace
 
 workloads::Workload import_module(const Module& given, const ImportOptions& o, ImportReport* report) {
-  workloads::Workload w =
-      workloads::empty_workload(o, /*gpu_ok=*/false, "HLO import");
+  workloads::Workload w = workloads::empty_workload(o, /*gpu_ok=*/true, "HLO import");
   const std::uint32_t chips = w.make_torus().num_chips();
   ImportReport local;
   ImportReport& rep = report ? *report : local;

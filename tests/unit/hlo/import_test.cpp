@@ -315,7 +315,7 @@ TEST_CASE("hlo import: what cannot be lowered is one error line", "[hlo]") {
                  "to_apply=%f\n}\nENTRY %main {\n  %p = s32[] parameter(0)\n  ROOT %c = s32[] call(%p), to_apply=%f\n}\n") ==
         "d.hlo:4: c: computation 'f' calls itself");
   CHECK_THROWS_WITH(import_text(head + "}\n", "tpu-v9", {8}),
-                    Catch::StartsWith("--hardware: 'tpu-v9' is not a TPU preset"));
+                    Catch::StartsWith("--hardware: 'tpu-v9' is not a preset (TPU: "));
 }
 
 TEST_CASE("hlo import: a collective of several operands (XLA's combiners) moves them all", "[hlo]") {
@@ -558,4 +558,49 @@ ENTRY %main {
                  "  %s = (f32[8], u32[], token[]) send(f32[8] %x, %t), channel_id=2, is_host_transfer=true\n"
                  "  ROOT %d = token[] send-done(%s), channel_id=2, is_host_transfer=true\n}\n")
             .find("nothing to simulate") != std::string::npos);
+}
+
+TEST_CASE("hlo import: XLA:GPU modules on a GPU preset; an fft is a memory-bound kernel", "[hlo]") {
+  // As jaxdecomp's FFT on 8 A100s: an fft, an async all-to-all over all 8, an fft.
+  const std::string text = R"(HloModule jit_fft, is_scheduled=true, num_partitions=8
+ENTRY %main {
+  %p = c64[128,1024,1024]{2,1,0} parameter(0)
+  %f1 = c64[128,1024,1024]{2,1,0} fft(%p), fft_type=FFT, fft_length={1024}
+  %s = ((c64[128,1024,1024]{2,1,0}), c64[128,1024,1024]{2,1,0}) all-to-all-start(%f1), channel_id=1, replica_groups={{0,1,2,3,4,5,6,7}}, dimensions={1}
+  %d = c64[128,1024,1024]{2,1,0} all-to-all-done(%s)
+  ROOT %f2 = c64[128,1024,1024]{2,1,0} fft(%d), fft_type=FFT, fft_length={1024}
+})";
+  hlo::ImportReport report;
+  const workloads::Workload w = import_text(text, "a100-dgx", {1}, &report);
+  REQUIRE(w.ops.size() == 3);
+  CHECK(w.hardware.gpu);
+  const std::uint64_t bytes = 128ull * 1024 * 1024 * 8;  // c64: 8 bytes an element
+  CHECK(w.ops[0].kind == OpKind::Elementwise);
+  CHECK(w.ops[0].elementwise().hbm_bytes == 2 * bytes);  // read and written once
+  CHECK(w.ops[1].kind == OpKind::AllToAll);
+  CHECK(w.ops[1].comm_bytes() == 8 * bytes);
+  CHECK(w.ops[1].collective().hw_axes == std::vector<int>{0});  // a node's 8 GPUs
+  CHECK(w.ops[2].deps == std::vector<std::uint32_t>{0, 1});
+  const driver::RunResult r = driver::simulate(w);
+  CHECK(r.ops[0].time().seconds() ==
+        Approx(2.0 * static_cast<double>(bytes) / w.hardware.chip.hbm_bandwidth_bytes_per_s).epsilon(1e-6));
+  // Groups of part of a node are not a GPU cluster's axes: one line.
+  CHECK(error_of(R"(HloModule m, num_partitions=8
+ENTRY %main {
+  %p = f32[1024] parameter(0)
+  ROOT %a = f32[1024] all-to-all(%p), channel_id=1, replica_groups={{0,1},{2,3},{4,5},{6,7}}, dimensions={0}
+})") == "no error");  // on a TPU 2x4 these pairs are the x axis
+  try {
+    (void)import_text(R"(HloModule m, num_partitions=8
+ENTRY %main {
+  %p = f32[1024] parameter(0)
+  ROOT %a = f32[1024] all-to-all(%p), channel_id=1, replica_groups={{0,1},{2,3},{4,5},{6,7}}, dimensions={0}
+})",
+                      "a100-dgx", {1});
+    FAIL("no error");
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()) ==
+          "d.hlo:4: a: its groups (of 2 devices, e.g. {0,1}) are not the GPUs of whole nodes, "
+          "the nodes, or all: meshsim runs a GPU cluster's collectives over those");
+  }
 }
