@@ -13,6 +13,10 @@ Program load_program(const std::string& path, const ProgramOptions& o) {
   if (!chakra && !o.comm_groups.empty()) throw Error("--comm-groups: only for a Chakra trace");
   if ((chakra || !hlo::is_hlo_file(path)) && o.trip_count) throw Error("--trip-count: only for an HLO dump");
   if (!chakra && !hlo::is_hlo_file(path)) {
+    if (hlo::is_mlir_file(path))
+      throw InputError(path, "1",
+                       "MLIR (StableHLO or MHLO), not HLO text: meshsim reads the compiled module's HLO "
+                       "(jax.jit(f).lower(...).compile().as_text(), or XLA_FLAGS=--xla_dump_to=DIR)");
     if (!o.hardware.empty() || !o.topology.empty() || !o.devices.empty() || !o.wraparound.empty())
       throw Error(std::string(!o.hardware.empty()   ? "--hardware"
                               : !o.topology.empty() ? "--topology"

@@ -657,6 +657,18 @@ workloads::Workload import_module(const Module& given, const ImportOptions& o, I
   return w;
 }
 
+bool is_mlir_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string line;
+  while (std::getline(in, line)) {
+    const std::size_t first = line.find_first_not_of(" \t\r");
+    if (first == std::string::npos || line.compare(first, 2, "//") == 0) continue;
+    return line.compare(first, 7, "module ") == 0 || line.compare(first, 7, "module{") == 0 ||
+           line.compare(first, 9, "func.func") == 0;
+  }
+  return false;
+}
+
 bool is_hlo_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::string line;

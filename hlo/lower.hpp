@@ -54,7 +54,10 @@ struct ImportReport {
 // when a collective has a channel_id (SPMD), else as replicas.
 workloads::Workload import_module(const Module& m, const ImportOptions& o, ImportReport* report = nullptr);
 
-// Whether the file's first non-blank line starts with "HloModule".
+// Whether the file's first non-blank line (not a // comment) starts with "HloModule".
 bool is_hlo_file(const std::string& path);
+// Whether the file is MLIR (StableHLO, MHLO): its first such line starts with
+// "module" or "func.func". meshsim reads HLO text, not MLIR.
+bool is_mlir_file(const std::string& path);
 
 }  // namespace meshsim::hlo

@@ -29,6 +29,8 @@ expect_error("meshsim: error: ${tp}:1: the module runs on 8 devices (1 replicas 
              run ${tp} --hardware tpu-v5e --topology 4x4)
 expect_error("meshsim: error: --verify: an HLO dump has no data to execute"
              run ${tp} --hardware tpu-v5e --topology 2x4 --verify)
+expect_error("meshsim: error: tests/hlo/stablehlo.mlir:1: MLIR (StableHLO or MHLO), not HLO text: meshsim reads the compiled module's HLO (jax.jit(f).lower(...).compile().as_text(), or XLA_FLAGS=--xla_dump_to=DIR)"
+             run tests/hlo/stablehlo.mlir --hardware tpu-v5e --topology 2x4)
 expect_error("meshsim: error: --trip-count: only for an HLO dump"
              run examples/allgather_v5e.json --trip-count 4)
 file(REMOVE_RECURSE "${WORK_DIR}")
