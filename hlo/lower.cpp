@@ -183,7 +183,7 @@ class Lowering {
     mm.k = product(lhs.dims, lc);
     mm.batch = product(lhs.dims, lb);
     mm.dtype = dtype_of(lhs);
-    if (mm.dtype == "fp32") mm.bf16_passes = f32_passes(dot);  // the importer targets TPU slices
+    if (mm.dtype == "fp32" && !w_.hardware.gpu) mm.bf16_passes = f32_passes(dot);  // a TPU's MXU
     emit_matmul(std::move(op), dot, prefix, at);
   }
 
@@ -538,7 +538,7 @@ class Lowering {
     for (std::size_t i = 0; i < rhs_labels.size(); ++i)
       if (rhs_labels[i] == 'o') mm.n *= static_cast<std::uint64_t>(rhs.dims[i]);
     mm.dtype = dtype_of(lhs);
-    if (mm.dtype == "fp32") mm.bf16_passes = f32_passes(conv);
+    if (mm.dtype == "fp32" && !w_.hardware.gpu) mm.bf16_passes = f32_passes(conv);
     emit_matmul(std::move(op), conv, prefix, at);
   }
 

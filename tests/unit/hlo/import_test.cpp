@@ -527,6 +527,13 @@ TEST_CASE("hlo import: an f32 dot on a TPU runs as bf16 passes on the MXU", "[hl
         Approx(flops / (peak * fast.hardware.matmul_efficiency)).epsilon(1e-6));
   CHECK(driver::simulate(highest).makespan.seconds() ==
         Approx(6 * flops / (peak * fast.hardware.matmul_efficiency)).epsilon(1e-6));
+  // On a GPU preset: the fp32 rate, whatever the precision.
+  const workloads::Workload gpu = import_text(
+      "HloModule m, num_partitions=8\nENTRY %main {\n  %a = f32[4096,4096] parameter(0)\n"
+      "  %b = f32[4096,4096] parameter(1)\n  ROOT %d = f32[4096,4096] dot(%a, %b), "
+      "lhs_contracting_dims={1}, rhs_contracting_dims={0}, operand_precision={highest,highest}\n}\n",
+      "a100-dgx", {1});
+  CHECK(gpu.ops.at(0).matmul().bf16_passes == 0);
 }
 
 TEST_CASE("hlo import: send and recv are sends over their pairs, the recv-done waits for them", "[hlo]") {
