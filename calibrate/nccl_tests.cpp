@@ -91,13 +91,13 @@ std::optional<std::string> nccl_setting(std::string_view line, std::string_view 
   const std::size_t at = line.find(name);
   if (at == std::string_view::npos) return std::nullopt;
   std::string_view rest = line.substr(at + name.size());
-  if (rest.starts_with("=")) {
+  constexpr std::string_view kSetBy = " set by environment to ";
+  if (rest.starts_with("="))
     rest.remove_prefix(1);
-  } else {
-    const std::size_t to = rest.find(" set by environment to ");
-    if (to == std::string_view::npos) return std::nullopt;
-    rest.remove_prefix(to + std::string_view(" set by environment to ").size());
-  }
+  else if (rest.starts_with(kSetBy))
+    rest.remove_prefix(kSetBy.size());
+  else
+    return std::nullopt;  // another variable (NCCL_ALGO_...), or a mention
   const Tokens t = split(rest);
   if (t.empty()) return std::nullopt;
   std::string v;

@@ -520,6 +520,11 @@ TEST_CASE("nccl-tests: the algorithm and protocol a run forced, from NCCL's line
         "nvls_tree");
   CHECK(parse_nccl_tests("NCCL_ALGO=Ring,Tree\n" + kHeader + kGoodRow + kFooter, "x.log").at(0).algorithm.empty());
   CHECK(parse_nccl_tests("NCCL_ALGO=^NVLS\n" + kHeader + kGoodRow + kFooter, "x.log").at(0).algorithm.empty());
+  // Another variable whose name begins the same.
+  CHECK(parse_nccl_tests("NCCL INFO NCCL_ALGO_THRESHOLD set by environment to 64\n" + kHeader + kGoodRow + kFooter,
+                         "x.log")
+            .at(0)
+            .algorithm.empty());
   // A line that names the variable without setting it.
   CHECK(parse_nccl_tests("NCCL INFO NET/OFI Skipping NCCL_PROTO checks on P5 + RDMA\n" + kHeader + kGoodRow + kFooter,
                          "x.log")
