@@ -1,7 +1,10 @@
 // Fitting fabric terms to measured collectives by simulating them: synthetic
 // measurements made by meshsim itself with known terms are fitted back.
+#include "calibrate/fit_fabric.hpp"
+
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
@@ -9,7 +12,6 @@
 #include <string>
 
 #include "base/error.hpp"
-#include "calibrate/fit_fabric.hpp"
 #include "calibrate/measured.hpp"
 
 using namespace meshsim;
@@ -128,7 +130,8 @@ TEST_CASE("fit_fabric: what the points cannot determine is kept at the preset, a
   // Only large messages (128 MiB to 1 GiB, milliseconds): no fixed cost moves
   // a time by 0.1 % per microsecond; the efficiency is fitted, the fixed costs
   // kept at 0 and said.
-  const FabricFit large = fit_fabric(measure(kOneSlice, 27, 30, 1, 0.0));
+  // (One ring of the slice: a third of kOneSlice's simulations, for the sanitizers' sake.)
+  const FabricFit large = fit_fabric(measure({{"8x16", "y"}}, 27, 30, 1, 0.0));
   REQUIRE(large.levels.size() == 1);
   CHECK(large.levels[0].efficiency_fitted);
   CHECK(large.levels[0].efficiency == Approx(0.92).epsilon(0.01));
@@ -137,12 +140,17 @@ TEST_CASE("fit_fabric: what the points cannot determine is kept at the preset, a
     CHECK_FALSE(f.fitted);
     CHECK(f.seconds == 0);
   }
-  REQUIRE_FALSE(large.notes.empty());
-  CHECK_THAT(large.notes[0], Catch::StartsWith("the ici fixed cost of all_gather is kept at the preset's 0 s: 1 us of "
-                                               "it changes no measured time by more than"));
-  CHECK_THAT(large.notes[0], Catch::EndsWith("(add smaller messages to fit it)"));
+  const auto said = [&](const std::string& start) {
+    return std::any_of(large.notes.begin(), large.notes.end(), [&](const std::string& n) {
+      return n.starts_with(start) && n.ends_with("(add smaller messages to fit it)");
+    });
+  };
+  CHECK(
+      said("the ici fixed cost of all_gather is kept at the preset's 0 s: 1 us of it changes no measured time by "
+           "more than"));
+  CHECK(said("the ici fixed cost of all_reduce is kept at the preset's 0 s: "));
   // Only small messages: no bandwidth information; the efficiency is the preset's.
-  const FabricFit small = fit_fabric(measure(kOneSlice, 6, 8, 1, 0.0));
+  const FabricFit small = fit_fabric(measure({{"8x16", "y"}}, 6, 8, 1, 0.0));
   CHECK_FALSE(small.levels.at(0).efficiency_fitted);
   CHECK(small.levels.at(0).efficiency == 1.0);
   CHECK(std::any_of(small.notes.begin(), small.notes.end(), [](const std::string& n) {
