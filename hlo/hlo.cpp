@@ -161,11 +161,12 @@ bool starts_with_call(std::string_view s) {
   return i > 0 && i < s.size() && s[i] == '(';
 }
 
-// `line` without its comments: `/*index=5*/` (XLA numbers long tuples so),
+// Drops `line`'s comments in place: `/*index=5*/` (XLA numbers long tuples so),
 // `// ...` to the end of the line (`} // name` after a computation, JAX's
 // dumps), outside strings. `in_comment`: inside a /* */ that began on an
 // earlier line.
-std::string without_comments(std::string_view line, bool& in_comment) {
+void strip_comments(std::string& line, bool& in_comment) {
+  if (!in_comment && line.find('/') == std::string::npos) return;  // most lines
   std::string out;
   bool in_string = false;
   for (std::size_t i = 0; i < line.size(); ++i) {
@@ -191,12 +192,12 @@ std::string without_comments(std::string_view line, bool& in_comment) {
     if (c == '/' && i + 1 < line.size() && line[i + 1] == '/') break;
     out += c;
   }
-  return out;
+  line = std::move(out);
 }
 
-// Whether the text so far is an instruction XLA went on printing on the next
-// line: brackets left open, a trailing ',' or '=', or `NAME = SHAPE` without
-// its opcode yet.
+// Whether the text so far goes on on the next line: brackets left open, or a
+// trailing ',' or '=' (an instruction's `NAME = SHAPE` with its opcode on the
+// next line the Reader tells itself, as it reads the shape).
 bool continues(std::string_view s) {
   int depth = 0;
   bool in_string = false;
@@ -221,12 +222,7 @@ bool continues(std::string_view s) {
   const bool instruction = n > 0 && rest.substr(n, 3) == " = ";
   // A computation's '{' opens its body, which the next lines are.
   if (!instruction && t.back() == '{' && depth == 1) return false;
-  if (depth > 0 || t.back() == ',' || t.back() == '=') return true;
-  if (!instruction) return false;
-  rest = trim(rest.substr(n + 3));
-  Shape shape;
-  const std::size_t used = read_shape(rest, shape);
-  return used > 0 && trim(rest.substr(used)).empty();
+  return depth > 0 || t.back() == ',' || t.back() == '=';
 }
 
 struct Reader {
@@ -235,8 +231,18 @@ struct Reader {
   Computation* current = nullptr;
   bool header = false;
   bool in_table = false;
+  bool at_end = false;          // the file's last line: nothing more to wait for
+  bool awaits_opcode = false;   // the last line was `NAME = SHAPE`, its opcode on the next
 
-  void line(std::string_view raw, std::size_t number) {
+  // Reads one (logical) line; false when it is an instruction whose opcode is
+  // on the next line (nothing read yet: call again with more).
+  bool line(std::string_view raw, std::size_t number) {
+    awaits_opcode = false;
+    read_line(raw, number);
+    return !awaits_opcode;
+  }
+
+  void read_line(std::string_view raw, std::size_t number) {
     const std::string_view s = trim(raw);
     if (in_table) {
       if (s.empty()) in_table = false;
@@ -329,6 +335,10 @@ struct Reader {
       fail(file, number,
            "instruction '" + inst.name + "': cannot read its shape (malformed, or more than 2^50 elements)");
     rest = trim(rest.substr(used));
+    if (rest.empty() && used > 0 && !at_end) {
+      awaits_opcode = true;
+      return true;
+    }
     const std::size_t paren = rest.find('(');
     if (paren == std::string_view::npos || paren == 0)
       fail(file, number, "instruction '" + inst.name + "': expected 'opcode(operands)' after the shape");
@@ -499,23 +509,23 @@ Module parse_module(std::istream& in, const std::string& file) {
   bool in_comment = false;
   while (std::getline(in, line)) {
     ++number;
-    const std::string s = without_comments(line, in_comment);
+    strip_comments(line, in_comment);
     if (logical.empty()) {
-      if (trim(s).empty()) {
-        r.line(s, number);  // (a blank line ends a table of the dump)
+      if (trim(line).empty()) {
+        r.line(line, number);  // (a blank line ends a table of the dump)
         continue;
       }
       first = number;
-      logical = s;
+      logical.swap(line);
     } else {
       logical += ' ';
-      logical += trim(s);
+      logical += trim(line);
     }
-    if (continues(logical)) continue;
-    r.line(logical, first);
+    if (continues(logical) || !r.line(logical, first)) continue;
     logical.clear();
   }
   if (in.bad()) throw InputError(file, "", "cannot read the file");
+  r.at_end = true;
   if (!logical.empty()) r.line(logical, first);
   return r.finish(number);
 }
