@@ -137,7 +137,8 @@ std::string reduction_note(const RunResult& r) {
                      r.simulated_transfers, r.transfers, r.reduced_classes);
 }
 
-// The calibration terms that differ from the defaults (docs/CALIBRATION.md), or nothing.
+// The calibration terms that differ from the defaults (docs/CALIBRATION.md; a
+// link efficiency from its preset's), or nothing.
 std::string calibration_line(const workloads::Hardware& hw) {
   using workloads::FabricLevel;
   std::vector<std::string> parts;
@@ -145,7 +146,7 @@ std::string calibration_line(const workloads::Hardware& hw) {
                                                  : std::vector{FabricLevel::Ici, FabricLevel::Dcn};
   for (FabricLevel l : levels) {
     const auto i = static_cast<std::size_t>(l);
-    if (hw.link_efficiency[i] != 1.0)
+    if (hw.link_efficiency[i] != workloads::preset_link_efficiency(hw, l))
       parts.push_back(fmt::format("{} links at {:.4g} % of peak", workloads::level_name(l), 100 * hw.link_efficiency[i]));
     for (OpKind k : {OpKind::AllGather, OpKind::ReduceScatter, OpKind::AllReduce, OpKind::AllToAll, OpKind::Send})
       if (hw.fixed_cost_of(l, k) > kZeroTick)
@@ -186,16 +187,23 @@ std::string format_table(const workloads::Workload& w, driver::RunContext& run, 
   const auto& ici = w.hardware.ici;
   const bool gpu = run.system().switched();
   std::string out;
-  if (gpu)
-    out += fmt::format("hardware  {}: NVLink {:g} GB/s per direction per GPU ({} us per hop), NIC {:g} GB/s per "
+  if (gpu) {
+    const auto gbps = [](std::uint64_t bytes_per_s) { return static_cast<double>(bytes_per_s) / 1e9; };
+    const std::string nvlink_peak =
+        w.hardware.nvlink.bandwidth_bytes_per_s == w.hardware.peak.nvlink
+            ? std::string()
+            : fmt::format(", {:.4g} % of the {:g} GB/s peak",
+                          100 * gbps(w.hardware.nvlink.bandwidth_bytes_per_s) / gbps(w.hardware.peak.nvlink),
+                          gbps(w.hardware.peak.nvlink));
+    out += fmt::format("hardware  {}: NVLink {:g} GB/s per direction per GPU ({} us per hop{}), NIC {:g} GB/s per "
                        "direction ({} us per hop)\n",
-                       w.hardware.preset, static_cast<double>(w.hardware.nvlink.bandwidth_bytes_per_s) / 1e9,
-                       us(w.hardware.nvlink.latency), static_cast<double>(w.hardware.nic.bandwidth_bytes_per_s) / 1e9,
-                       us(w.hardware.nic.latency));
-  else
+                       w.hardware.preset, gbps(w.hardware.nvlink.bandwidth_bytes_per_s), us(w.hardware.nvlink.latency),
+                       nvlink_peak, gbps(w.hardware.nic.bandwidth_bytes_per_s), us(w.hardware.nic.latency));
+  } else {
     out += fmt::format("hardware  {}: ICI {:g} GB/s one-way per link (W = {:g} GB/s bidirectional), {} us per hop\n",
                        w.hardware.preset, static_cast<double>(ici.bandwidth_bytes_per_s) / 1e9,
                        2 * static_cast<double>(ici.bandwidth_bytes_per_s) / 1e9, us(ici.latency));
+  }
   out += calibration_line(w.hardware);
   out += "topology  " + topology_line(w, run.system()) + "\n";
   if (r.engine == "simgrid")

@@ -17,7 +17,10 @@ struct GpuPreset {
   std::string_view description;
   ChipSpec chip;
   int gpus_per_node = 8;     // NVLink domain size
-  LinkSpec nvlink;           // per GPU and direction, through the NVLink switches
+  LinkSpec nvlink;           // per GPU and direction, through the NVLink switches: the datasheet's peak
+  // The fraction of that peak NCCL's own model says its kernels achieve
+  // (gpu_preset.cpp): the NVLink level's link efficiency when uncalibrated.
+  double nvlink_efficiency = 1;
   LinkSpec nic;              // per GPU and direction, InfiniBand to the rail leaf
   LinkSpec spine;            // leaf <-> spine cable, per direction
   std::uint64_t forward_chunk_bytes = 0;

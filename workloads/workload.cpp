@@ -220,11 +220,25 @@ void apply_link_efficiency(Hardware& hw) {
   hw.spine.bandwidth_bytes_per_s = scaled(hw.peak.spine, e[static_cast<std::size_t>(FabricLevel::Nic)]);
 }
 
+double preset_link_efficiency(const Hardware& hw, FabricLevel level) {
+  if (level != FabricLevel::Nvlink) return 1.0;
+  const topology::GpuPreset* g = topology::find_gpu_preset(hw.preset);
+  return g != nullptr ? g->nvlink_efficiency : 1.0;
+}
+
 namespace {
 
 void set_peaks(Hardware& hw) {
   hw.peak = {hw.ici.bandwidth_bytes_per_s, hw.dcn.bandwidth_bytes_per_s, hw.nvlink.bandwidth_bytes_per_s,
              hw.nic.bandwidth_bytes_per_s, hw.spine.bandwidth_bytes_per_s};
+}
+
+void restore_peaks(Hardware& hw) {
+  hw.ici.bandwidth_bytes_per_s = hw.peak.ici;
+  hw.dcn.bandwidth_bytes_per_s = hw.peak.dcn;
+  hw.nvlink.bandwidth_bytes_per_s = hw.peak.nvlink;
+  hw.nic.bandwidth_bytes_per_s = hw.peak.nic;
+  hw.spine.bandwidth_bytes_per_s = hw.peak.spine;
 }
 
 }  // namespace
@@ -253,6 +267,8 @@ std::optional<Hardware> preset_hardware(std::string_view name) {
     hw.compute_capability = g->compute_capability;
     hw.amd_cpu = g->amd_cpu;
     set_peaks(hw);
+    hw.link_efficiency[static_cast<std::size_t>(FabricLevel::Nvlink)] = g->nvlink_efficiency;
+    apply_link_efficiency(hw);
     return hw;
   }
   return std::nullopt;
@@ -340,6 +356,7 @@ Hardware parse_hardware(const Cursor& c, const std::string& preset) {
   if (c.raw().is_string()) return resolve_preset({c.as_string(), c.ref()});
   if (!c.raw().is_object()) c.fail("expected a preset name like \"tpu-v5e\" or an object, got " + c.type_name());
   Hardware hw = preset.empty() ? resolve_preset(name_at(c.at("preset"))) : resolve_preset({preset, c.ref().child("preset")});
+  restore_peaks(hw);  // the keys below give peaks; the efficiencies apply at the end
   if (hw.gpu)
     c.only_keys({"preset", "nvlink_bandwidth_one_way_bytes_per_s", "nvlink_hop_latency_s",
                  "nic_bandwidth_one_way_bytes_per_s", "nic_hop_latency_s", "spine_bandwidth_one_way_bytes_per_s",

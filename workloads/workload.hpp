@@ -87,6 +87,9 @@ struct Hardware {
 
 // Sets the link specs' bandwidths to peak x efficiency (rounded; at least 1 B/s).
 void apply_link_efficiency(Hardware& hw);
+// A level's link efficiency when nothing sets it: its preset's (NVLink: the
+// payload rate of NCCL's model, topology/gpu_preset.hpp), else 1.
+double preset_link_efficiency(const Hardware& hw, FabricLevel level);
 // NCCL's cap on the LL protocol's bus bandwidth (llMaxBws) for `nodes` nodes
 // of this hardware: inside one node, the rate a GPU's kernel passes LL lines on
 // (topology::FabricSpec::ll_bytes_per_s, simulated); across nodes, what its

@@ -15,6 +15,7 @@
 #include "reports/explain.hpp"
 #include "sim/collectives/gpu.hpp"
 #include "tests/unit/sim/same_program.hpp"
+#include "workloads/spec.hpp"
 #include "workloads/workload.hpp"
 
 using namespace meshsim;
@@ -39,7 +40,7 @@ std::pair<double, double> closed_form_envelope(const std::vector<std::pair<int, 
   double lowest = 2, highest = 0;
   for (const auto& [nodes, bytes] : cases) {
     const std::string m = std::to_string(nodes);
-    const driver::RunResult r = run(R"({"hardware": "h100-dgx", "topology": {"nodes": )" + m +
+    const driver::RunResult r = run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": )" + m +
                                     R"(}, "mesh": {"G": 8, "N": )" + m + "}, \"ops\": [" +
                                     ops("all_reduce", R"(["G", "N"])", bytes, algorithm, protocol) + "]}");
     const double ratio = r.ops[0].time().seconds() / r.ops[0].closed_s;
@@ -55,29 +56,59 @@ std::pair<double, double> closed_form_envelope(const std::vector<std::pair<int, 
 }  // namespace
 
 TEST_CASE("GPU: ring collectives on one 8-GPU node reach the NVLink port bandwidth", "[gpu]") {
+  // At the line rate (nvlink_efficiency 1), busbw = the port's 450 GB/s.
   const std::uint64_t v = 1ull << 30;
   for (const char* kind : {"all_reduce", "all_gather", "reduce_scatter"}) {
-    const driver::RunResult r =
-        run(R"({"hardware": "h100-dgx", "mesh": {"X": 8}, "ops": [)" + ops(kind, R"(["X"])", v, "ring") + "]}");
+    const driver::RunResult r = run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "mesh": {"X": 8},
+                                        "ops": [)" + ops(kind, R"(["X"])", v, "ring") + "]}");
     const driver::OpResult& o = r.ops[0];
     INFO(kind);
     CHECK(o.time().seconds() == Approx(o.closed_s).epsilon(0.01));
     CHECK(o.busbw_bytes_per_s == Approx(450e9).epsilon(0.01));  // busbw = port bandwidth for a ring
   }
   // nccl-tests' size for an all-to-all is the per-rank buffer: 1 GiB per GPU.
-  const driver::RunResult a2a = run(R"({"hardware": "h100-dgx", "mesh": {"X": 8}, "ops": [)" +
-                                    ops("all_to_all", R"(["X"])", 8 * v) + "]}");
+  const driver::RunResult a2a = run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "mesh": {"X": 8},
+                                        "ops": [)" + ops("all_to_all", R"(["X"])", 8 * v) + "]}");
   CHECK(a2a.ops[0].time().seconds() == Approx(a2a.ops[0].closed_s).epsilon(0.01));
   CHECK(a2a.ops[0].busbw_bytes_per_s == Approx(450e9).epsilon(0.01));
-  // B200: twice the NVLink bandwidth, half the time.
-  const driver::RunResult b200 = run(R"({"hardware": "b200-dgx", "mesh": {"X": 8}, "ops": [)" +
-                                     ops("all_reduce", R"(["X"])", v, "ring") + "]}");
-  CHECK(b200.ops[0].busbw_bytes_per_s == Approx(900e9).epsilon(0.01));
+}
+
+TEST_CASE("GPU: uncalibrated, NVLink carries the payload rate of NCCL's model, not the datasheet's", "[gpu]") {
+  // NCCL's topology (src/graph/topo.h): 20.0, 20.6 and 40.1 GB/s per link and
+  // direction on Ampere, Hopper and Blackwell, against 25, 25 and 50 GB/s.
+  CHECK(topology::find_gpu_preset("a100-dgx")->nvlink_efficiency == 20.0 / 25.0);
+  CHECK(topology::find_gpu_preset("h100-dgx")->nvlink_efficiency == 20.6 / 25.0);
+  CHECK(topology::find_gpu_preset("h200-dgx")->nvlink_efficiency == 20.6 / 25.0);
+  CHECK(topology::find_gpu_preset("b200-dgx")->nvlink_efficiency == 40.1 / 50.0);
+  CHECK(topology::find_gpu_preset("gb200-nvl72")->nvlink_efficiency == 40.1 / 50.0);
+  // The peak stays the datasheet's; the links carry peak x efficiency.
+  const workloads::Hardware h100 = *workloads::preset_hardware("h100-dgx");
+  CHECK(h100.peak.nvlink == 450'000'000'000);
+  CHECK(h100.nvlink.bandwidth_bytes_per_s == 370'800'000'000);
+  CHECK(h100.nic.bandwidth_bytes_per_s == 50'000'000'000);  // NCCL's network bandwidth is the NIC's speed
+  const workloads::Workload given = workloads::parse_workload(
+      R"({"hardware": {"preset": "h100-dgx", "nvlink_bandwidth_one_way_bytes_per_s": 500e9}, "mesh": {"X": 8},
+          "ops": [{"kind": "all_gather", "bytes": 1024, "axes": ["X"]}]})", "t.json");
+  CHECK(given.hardware.peak.nvlink == 500'000'000'000);  // a given bandwidth is a peak too
+  CHECK(given.hardware.nvlink.bandwidth_bytes_per_s == 412'000'000'000);
+  // A 1 GiB ring all-reduce on one node: busbw = the payload rate, as nccl-tests
+  // measures about 370 GB/s on 8 H100s (NVIDIA/nccl-tests#212); NVLS 1.32 times it.
+  const std::uint64_t v = 1ull << 30;
+  const auto busbw = [&](const char* preset, const char* algorithm) {
+    return run(std::string(R"({"hardware": ")") + preset + R"(", "mesh": {"X": 8}, "ops": [)" +
+               ops("all_reduce", R"(["X"])", v, algorithm) + "]}")
+        .ops[0]
+        .busbw_bytes_per_s;
+  };
+  CHECK(busbw("h100-dgx", "ring") == Approx(370.8e9).epsilon(0.01));
+  CHECK(busbw("h100-dgx", "nvls") == Approx(1.32 * 370.8e9).epsilon(0.02));
+  CHECK(busbw("a100-dgx", "ring") == Approx(240e9).epsilon(0.01));
+  CHECK(busbw("b200-dgx", "ring") == Approx(721.8e9).epsilon(0.01));
 }
 
 TEST_CASE("GPU: across nodes the ring is bound by the NICs", "[gpu]") {
   const std::uint64_t v = 1ull << 30;
-  const std::string head = R"({"hardware": "h100-dgx", "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4}, "ops": [)";
+  const std::string head = R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4}, "ops": [)";
   const driver::RunResult across = run(head + ops("all_reduce", R"(["Y"])", v) + "]}");
   CHECK(across.ops[0].algorithm == "ring");
   CHECK(across.ops[0].busbw_bytes_per_s == Approx(50e9).epsilon(0.01));
@@ -90,9 +121,9 @@ TEST_CASE("GPU: an oversubscribed spine slows cross-rail traffic", "[gpu]") {
   const std::uint64_t v = 1ull << 30;
   const std::string tail = R"(, "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4}, "ops": [)" +
                            ops("all_to_all", R"(["X", "Y"])", v) + "]}";
-  const driver::RunResult full = run(R"({"hardware": "h100-dgx")" + tail);
+  const driver::RunResult full = run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1})" + tail);
   const driver::RunResult thin = run(
-      R"({"hardware": {"preset": "h100-dgx", "spine_bandwidth_one_way_bytes_per_s": 25e9})" + tail);
+      R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1, "spine_bandwidth_one_way_bytes_per_s": 25e9})" + tail);
   CHECK(thin.makespan.seconds() > 1.5 * full.makespan.seconds());
 }
 
@@ -102,8 +133,8 @@ TEST_CASE("GPU: small messages pay the ring's per-step latency, NCCL's protocol'
   // ring step (NCCL 2.18-2.29): NVLink 3.4 us with Simple, 1.9 with LL128, 0.6
   // with LL; the network 14, 4.0 and 2.7 us. Before the first step, NCCL's
   // base latency of the ring with the protocol (its launch): 8.4, 14.0, 6.6 us.
-  const std::string node = R"({"hardware": "h100-dgx", "mesh": {"X": 8}, "ops": [)";
-  const std::string nodes = R"({"hardware": "h100-dgx", "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4}, "ops": [)";
+  const std::string node = R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "mesh": {"X": 8}, "ops": [)";
+  const std::string nodes = R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4}, "ops": [)";
   const auto time = [](const std::string& head, const std::string& axes, const std::string& protocol) {
     const driver::RunResult r = run(head + ops("all_reduce", axes, 64, "ring", protocol) + "]}");
     CHECK(r.ops[0].bound == "latency");
@@ -129,7 +160,7 @@ TEST_CASE("GPU: small messages pay the ring's per-step latency, NCCL's protocol'
 TEST_CASE("GPU: in-switch reduction (NVLS) beats the ring by 0.85 x 2(N-1)/(N+1) and is chosen for large sizes",
           "[gpu]") {
   const std::uint64_t v = 1ull << 30;
-  const std::string head = R"({"hardware": "h100-dgx", "mesh": {"X": 8}, "ops": [)";
+  const std::string head = R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "mesh": {"X": 8}, "ops": [)";
   const driver::RunResult ring = run(head + ops("all_reduce", R"(["X"])", v, "ring") + "]}");
   const driver::RunResult nvls = run(head + ops("all_reduce", R"(["X"])", v, "nvls") + "]}");
   const driver::RunResult pick = run(head + ops("all_reduce", R"(["X"])", v) + "]}");
@@ -150,7 +181,7 @@ TEST_CASE("GPU: in-switch reduction (NVLS) beats the ring by 0.85 x 2(N-1)/(N+1)
   CHECK(topology::find_gpu_preset("b200-dgx")->nvls_efficiency == 0.74);
   CHECK(topology::find_gpu_preset("gb200-nvl72")->nvls_efficiency == 0.74);
   const auto with = [&](const std::string& e) {
-    return run(R"({"hardware": {"preset": "h100-dgx", "nvls_efficiency": )" + e + R"(}, "mesh": {"X": 8}, "ops": [)" +
+    return run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1, "nvls_efficiency": )" + e + R"(}, "mesh": {"X": 8}, "ops": [)" +
                ops("all_reduce", R"(["X"])", v) + "]}")
         .ops[0];
   };
@@ -163,7 +194,7 @@ TEST_CASE("GPU: in-switch reduction (NVLS) beats the ring by 0.85 x 2(N-1)/(N+1)
   // nodes' shifts leave the program unchanged, so ties go by keys the nodes
   // share (driver/translations.hpp) instead of activation order, with the same
   // result (listed owner by owner it took 2.90 ms, 8 % above the closed form).
-  const driver::RunResult grid = run(R"({"hardware": "h100-dgx", "topology": {"nodes": [2, 4]},
+  const driver::RunResult grid = run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": [2, 4]},
     "mesh": {"X": 8, "P": 2, "D": 4}, "ops": [)" + ops("all_reduce", R"(["X"])", v, "nvls") +
                                      R"(, {"name": "ag", "kind": "all_gather", "bytes": 1048576, "axes": ["D"]}]})");
   CHECK(grid.translations == 8);  // every shift of the 2 x 4 nodes
@@ -172,7 +203,7 @@ TEST_CASE("GPU: in-switch reduction (NVLS) beats the ring by 0.85 x 2(N-1)/(N+1)
 
 TEST_CASE("GPU: hierarchical all-reduce across 4 x 8 GPUs is bound by each level's closed form", "[gpu]") {
   const std::uint64_t v = 1ull << 30;
-  const driver::RunResult r = run(R"({"hardware": "h100-dgx", "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4},
+  const driver::RunResult r = run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4},
     "ops": [)" + ops("all_reduce", R"(["X", "Y"])", v, "hierarchical") + "]}");
   CHECK(r.ops[0].algorithm == "hierarchical");
   // Ring reduce-scatter + all-gather inside the node over NVLink, a ring
@@ -181,7 +212,7 @@ TEST_CASE("GPU: hierarchical all-reduce across 4 x 8 GPUs is bound by each level
   const double across = 2 * 3.0 / 4.0 * static_cast<double>(v) / 8.0 / 50e9;
   CHECK(r.ops[0].time().seconds() == Approx(in_node + across).epsilon(0.02));
   // Slower NICs make exactly the across-node level slower.
-  const driver::RunResult slow = run(R"({"hardware": {"preset": "h100-dgx", "nic_bandwidth_one_way_bytes_per_s": 25e9},
+  const driver::RunResult slow = run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1, "nic_bandwidth_one_way_bytes_per_s": 25e9},
     "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4}, "ops": [)" + ops("all_reduce", R"(["X", "Y"])", v, "hierarchical") + "]}");
   CHECK(slow.ops[0].time().seconds() == Approx(in_node + 2 * across).epsilon(0.02));
   CHECK(r.ops[0].closed_s == Approx(in_node + across).epsilon(0.01));
@@ -189,7 +220,7 @@ TEST_CASE("GPU: hierarchical all-reduce across 4 x 8 GPUs is bound by each level
   // steps, each a 16 KiB piece stored and forwarded at two NICs, and the node's
   // 2 x 7, each forwarding 512 KiB chunks of its 1 MiB piece over two NVLinks.
   const std::uint64_t small = 8ull << 20;
-  const driver::RunResult many = run(R"({"hardware": "h100-dgx", "topology": {"nodes": 64}, "mesh": {"X": 8, "Y": 64},
+  const driver::RunResult many = run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 64}, "mesh": {"X": 8, "Y": 64},
     "ops": [)" + ops("all_reduce", R"(["X", "Y"])", small, "hierarchical") + "]}");
   const double rails = 2 * 63 * 2 * (7.0e-6 + 16384 / 50e9);
   const double node = 2 * 7 * (3.4e-6 + 2 * 524288 / 450e9);
@@ -220,7 +251,7 @@ TEST_CASE("GPU: small messages: ring latency grows with N; inside one node NCCL'
   // One-shot: one step whatever N. NCCL has no such algorithm, so it runs only
   // when named: a tiny all-reduce runs as NCCL's model picks, the ring with LL.
   CHECK(tiny("gb200-nvl72", 72, "direct") == Approx(3.4e-6).epsilon(0.02));
-  const driver::RunResult pick = run(R"({"hardware": "h100-dgx", "mesh": {"X": 8}, "ops": [)" +
+  const driver::RunResult pick = run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "mesh": {"X": 8}, "ops": [)" +
                                      ops("all_reduce", R"(["X"])", 64) + "]}");
   CHECK(pick.ops[0].algorithm == "ring");
   CHECK(pick.ops[0].protocol == "ll");
@@ -229,7 +260,7 @@ TEST_CASE("GPU: small messages: ring latency grows with N; inside one node NCCL'
 
 TEST_CASE("GPU: NCCL's tree inside one node: 16 chains at 1 GiB match their closed form, 1.75 V/B", "[gpu]") {
   const std::uint64_t v = 1ull << 30;
-  const std::string json = R"({"hardware": "h100-dgx", "mesh": {"X": 8}, "ops": [)" +
+  const std::string json = R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "mesh": {"X": 8}, "ops": [)" +
                            ops("all_reduce", R"(["X"])", v, "tree") + "]}";
   // 2G = 16 channels, channel (r, t) the chain of the node's GPUs from GPU r, each
   // with V/16 up and down it: a GPU sends up on the 14 channels it does not head
@@ -258,11 +289,11 @@ TEST_CASE("GPU: the task-limit estimate bounds the transfers every algorithm bui
   struct Case {
     std::string head, kind, axes, algorithm;
   };
-  const std::string node = R"({"hardware": {"preset": "h100-dgx", "forward_chunk_bytes": 65536}, "mesh": {"X": 8}, )";
-  const std::string nodes = R"({"hardware": {"preset": "h100-dgx", "forward_chunk_bytes": 65536},
+  const std::string node = R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1, "forward_chunk_bytes": 65536}, "mesh": {"X": 8}, )";
+  const std::string nodes = R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1, "forward_chunk_bytes": 65536},
     "topology": {"nodes": 3}, "mesh": {"X": 8, "Y": 3}, )";
   // 8 nodes, 2 under each leaf, 4 in each pod: tree edges of two, four and six links.
-  const std::string pods = R"({"hardware": {"preset": "h100-dgx", "forward_chunk_bytes": 65536,
+  const std::string pods = R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1, "forward_chunk_bytes": 65536,
     "leaf_nodes": 2, "pod_nodes": 4}, "topology": {"nodes": 8}, "mesh": {"X": 8, "Y": 8}, )";
   const std::vector<Case> cases = {
       {node, "all_reduce", R"(["X"])", "nvls"},         {node, "all_reduce", R"(["X"])", "tree"},
@@ -304,7 +335,7 @@ TEST_CASE("GPU: the full-bisection spine carries a permutation of cross-rail sen
   // Rail 0 of each of 4 nodes sends 1 GiB to rail 1 of the next node: every flow
   // crosses rail 0 -> spine -> rail 1, each on its own NIC-rate cable, so all four
   // finish at the time of one send alone (1 GiB / 50 GB/s).
-  const std::string head = R"({"hardware": "h100-dgx", "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4}, "ops": [)";
+  const std::string head = R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4}, "ops": [)";
   auto send = [](int from_node, int to_node) {
     return R"({"kind": "send", "bytes": 1073741824, "from": [0, )" + std::to_string(from_node) + R"(], "to": [1, )" +
            std::to_string(to_node) + "]}";
@@ -320,7 +351,7 @@ TEST_CASE("GPU: the full-bisection spine carries a permutation of cross-rail sen
   // take different up cables; from nodes 1 and 3 they share one and queue, as two
   // flows hashed onto one cable do.
   auto pair = [&](int a, int b, int c, int d) {
-    return run(R"({"hardware": {"preset": "h100-dgx", "spines": 2}, "topology": {"nodes": 4},
+    return run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1, "spines": 2}, "topology": {"nodes": 4},
       "mesh": {"X": 8, "Y": 4}, "ops": [)" + send(a, b) + ", " + send(c, d) + "]}").makespan.seconds();
   };
   CHECK(pair(0, 2, 1, 0) == Approx(one.ops[0].time().seconds()).epsilon(0.001));
@@ -330,7 +361,7 @@ TEST_CASE("GPU: the full-bisection spine carries a permutation of cross-rail sen
 TEST_CASE("GPU: a send's closed form: its route's latencies and first chunk, then the message", "[gpu]") {
   // Each link forwards once a 512 KiB chunk, or the whole message if smaller, has
   // crossed the one before; alone on its route a send takes exactly its closed form.
-  const std::string head = R"({"hardware": "h100-dgx", "topology": {"nodes": 2}, "mesh": {"X": 8, "Y": 2}, "ops": [)";
+  const std::string head = R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 2}, "mesh": {"X": 8, "Y": 2}, "ops": [)";
   const double chunk = 512 * 1024;
   for (const double bytes : {65536.0, 524288.0, 4194304.0, 16777216.0}) {
     const std::string b = std::to_string(static_cast<std::uint64_t>(bytes));
@@ -356,7 +387,7 @@ TEST_CASE("GPU: a send chained after a send starts when its sender has sent, and
   // sender went on at once, `near` finished long before `far` had arrived, and
   // its start counted the receiver of `far` (a chip `near` only passes
   // dependencies through): it reported a time of 0.
-  const std::string head = R"({"hardware": "h100-dgx", "topology": {"nodes": 2}, "mesh": {"X": 8, "Y": 2}, "ops": [)";
+  const std::string head = R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 2}, "mesh": {"X": 8, "Y": 2}, "ops": [)";
   const driver::RunResult r =
       run(head + R"({"name": "far", "kind": "send", "bytes": 16777216, "from": [0, 0], "to": [0, 1]},
                     {"name": "near", "kind": "send", "bytes": 524288, "from": [0, 0], "to": [1, 0],
@@ -405,7 +436,7 @@ TEST_CASE("GPU: the a100-dgx preset: DGX A100 values, and a ring all-reduce at 2
   // a node's 1 GiB (NVLS was chosen before, at 464.7 GB/s of busbw: above the
   // 300 GB/s an A100's NVLink can carry at all).
   CHECK(p->nvls_efficiency == 0);
-  const std::string node = R"({"hardware": "a100-dgx", "mesh": {"X": 8}, "ops": [)";
+  const std::string node = R"({"hardware": {"preset": "a100-dgx", "nvlink_efficiency": 1}, "mesh": {"X": 8}, "ops": [)";
   CHECK(run(node + ops("all_reduce", R"(["X"])", 1ull << 30) + "]}").ops[0].algorithm == "ring");
   CHECK_THROWS_WITH(run(node + ops("all_reduce", R"(["X"])", 1ull << 30, "nvls") + "]}"),
                     Catch::Contains("algorithm 'nvls' does not apply to this all_reduce (here: ring, tree, direct)"));
@@ -414,18 +445,18 @@ TEST_CASE("GPU: the a100-dgx preset: DGX A100 values, and a ring all-reduce at 2
   // step's two links, is 0.4 % of it; NCCL's base latency, 8.4 us, adds to it).
   const std::uint64_t v = 4ull << 30;
   const driver::RunResult r =
-      run(R"({"hardware": "a100-dgx", "mesh": {"X": 8}, "ops": [)" + ops("all_reduce", R"(["X"])", v, "ring") + "]}");
+      run(R"({"hardware": {"preset": "a100-dgx", "nvlink_efficiency": 1}, "mesh": {"X": 8}, "ops": [)" + ops("all_reduce", R"(["X"])", v, "ring") + "]}");
   const double closed = 2 * 7.0 / 8.0 * static_cast<double>(v) / 300e9;
   CHECK(r.ops[0].closed_s == Approx(8.4e-6 + closed).epsilon(1e-9));
   CHECK(r.ops[0].latency_s == Approx(8.4e-6 + 14 * (3.4e-6 + 2 * 524288 / 300e9)).epsilon(1e-9));
   CHECK(r.ops[0].time().seconds() == Approx(closed).epsilon(0.005));
   CHECK(r.ops[0].busbw_bytes_per_s == Approx(300e9).epsilon(0.01));
   // Across 4 nodes the NICs bound it: busbw 25 GB/s.
-  const driver::RunResult across = run(R"({"hardware": "a100-dgx", "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4},
+  const driver::RunResult across = run(R"({"hardware": {"preset": "a100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4},
     "ops": [)" + ops("all_reduce", R"(["Y"])", 1ull << 30, "ring") + "]}");
   CHECK(across.ops[0].busbw_bytes_per_s == Approx(25e9).epsilon(0.01));
   // No fp8 rate: an fp8 matmul asks for one.
-  CHECK_THROWS_WITH(run(R"({"hardware": "a100-dgx", "mesh": {"X": 8}, "arrays": {
+  CHECK_THROWS_WITH(run(R"({"hardware": {"preset": "a100-dgx", "nvlink_efficiency": 1}, "mesh": {"X": 8}, "arrays": {
       "A": {"shape": {"I": 1024, "J": 1024}, "dtype": "fp8"}, "B": {"shape": {"J": 1024, "K": 1024}, "dtype": "fp8"}},
       "ops": [{"kind": "matmul", "a": "A", "b": "B", "out": "C"}]})"),
                     Catch::Contains("a100-dgx has no published fp8 matmul rate"));
@@ -436,7 +467,7 @@ namespace {
 // 16 DGX H100 nodes on a three-tier rail-optimised fat tree: leaves of 4 nodes
 // (4 units), pods of 8 nodes (2 pods) joined by a core tier, one spine per pod.
 std::string three_tiers(const std::string& leaf_over, const std::string& spine_over, const std::string& op) {
-  return R"({"hardware": {"preset": "h100-dgx", "leaf_nodes": 4, "pod_nodes": 8, "leaf_oversubscription": )" +
+  return R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1, "leaf_nodes": 4, "pod_nodes": 8, "leaf_oversubscription": )" +
          leaf_over + R"(, "spine_oversubscription": )" + spine_over +
          R"(}, "topology": {"nodes": 16}, "mesh": {"X": 8, "Y": 16}, "ops": [)" + op + "]}";
 }
@@ -506,7 +537,7 @@ TEST_CASE("GPU: three tiers: both engines agree on an all-to-all over oversubscr
 
 TEST_CASE("GPU: a ring across nodes runs on one channel per GPU of a node, and every NIC carries one", "[gpu]") {
   const std::uint64_t v = 1ull << 30;
-  const std::string head = R"({"hardware": "h100-dgx", "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4}, "ops": [)";
+  const std::string head = R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4}, "ops": [)";
   // Channel c enters even nodes at GPU c and leaves at GPU c-1, odd nodes the
   // other way round: node-to-node steps stay on one rail, a different rail for
   // every channel.
@@ -661,7 +692,7 @@ TEST_CASE("GPU: NCCL's double binary tree has no equitable partition of its node
 }
 
 TEST_CASE("GPU: NCCL's tree across nodes: a chain in every node, a double binary tree of nodes, 2G channels", "[gpu]") {
-  const std::string head = R"({"hardware": "h100-dgx", "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4}, "ops": [)";
+  const std::string head = R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4}, "ops": [)";
   const workloads::Workload w =
       workloads::parse_workload(head + ops("all_reduce", R"(["X", "Y"])", 1ull << 30, "tree") + "]}", "t.json");
   const topology::Fabric f = w.make_fabric();
@@ -721,7 +752,7 @@ TEST_CASE("GPU: NCCL's tree chunk: halved until the channels get 8, 4 and 1 time
   const std::uint64_t step = 512 * 1024, mib = 1 << 20;
   // NCCL's depth: the GPUs of a node less one, plus floor(log2(nodes)).
   const workloads::Workload w = workloads::parse_workload(
-      R"({"hardware": "h100-dgx", "topology": {"nodes": 12}, "mesh": {"G": 8, "N": 12}, "ops": [)" +
+      R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 12}, "mesh": {"G": 8, "N": 12}, "ops": [)" +
           ops("all_reduce", R"(["G", "N"])", mib) + "]}",
       "t.json");
   const topology::Fabric f = w.make_fabric();
@@ -760,11 +791,11 @@ TEST_CASE("GPU: NCCL's tree chunk: halved until the channels get 8, 4 and 1 time
   CHECK(big.chunk == 573'581);
   // What the simulation builds: 16 nodes at 16 MiB (depth 11) take 64 KiB
   // chunks, 16 a channel, every one of them crossing every edge up and down.
-  const driver::RunResult r = run(R"({"hardware": "h100-dgx", "topology": {"nodes": 16}, "mesh": {"G": 8, "N": 16},
+  const driver::RunResult r = run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 16}, "mesh": {"G": 8, "N": 16},
                                       "ops": [)" + ops("all_reduce", R"(["G", "N"])", 16 * mib, "tree", "simple") +
                                  "]}");
   const workloads::Workload w16 = workloads::parse_workload(
-      R"({"hardware": "h100-dgx", "topology": {"nodes": 16}, "mesh": {"G": 8, "N": 16}, "ops": [)" +
+      R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 16}, "mesh": {"G": 8, "N": 16}, "ops": [)" +
           ops("all_reduce", R"(["G", "N"])", mib) + "]}",
       "t.json");
   const auto group = collectives::gpu::rings(w16.make_torus(), std::vector<int>{0, 1}).front();
@@ -803,7 +834,7 @@ TEST_CASE("GPU: NCCL's tree stays within 0.85 to 1.1 of its closed form, 2 to 4,
   // the widest step for every level put 8 MiB over 64 nodes at 0.75.
   for (int nodes : {64, 256}) {
     const std::string m = std::to_string(nodes);
-    const driver::RunResult r = run(R"({"hardware": {"preset": "h100-dgx", "leaf_nodes": 32}, "topology": {"nodes": )" +
+    const driver::RunResult r = run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1, "leaf_nodes": 32}, "topology": {"nodes": )" +
                                     m + R"(}, "mesh": {"G": 8, "N": )" + m + "}, \"ops\": [" +
                                     ops("all_reduce", R"(["G", "N"])", std::uint64_t{1} << 23, "tree", "simple") +
                                     "]}");
@@ -818,7 +849,7 @@ TEST_CASE("GPU: NCCL's tree stays within 0.85 to 1.1 of its closed form, 2 to 4,
 // sanitizers, whose preset leaves it out (CMakePresets.json).
 TEST_CASE("GPU: NCCL's tree across nodes: both engines agree", "[gpu]") {
   const workloads::Workload w = workloads::parse_workload(
-      R"({"hardware": "h100-dgx", "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4}, "ops": [)" +
+      R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4}, "ops": [)" +
           ops("all_reduce", R"(["X", "Y"])", 1ull << 30, "tree") + "]}",
       "t.json");
   const driver::RunResult native = driver::simulate(w);
@@ -908,7 +939,7 @@ TEST_CASE("GPU: NCCL's NVLS tree: NVLink bounds 2 nodes, the NICs 4 and more; ev
   const std::uint64_t v = 1ull << 30;
   const auto nvls_tree = [&](int nodes, const std::string& algorithm = "nvls_tree") {
     const std::string m = std::to_string(nodes);
-    return run(R"({"hardware": "h100-dgx", "topology": {"nodes": )" + m + R"(}, "mesh": {"G": 8, "N": )" + m +
+    return run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": )" + m + R"(}, "mesh": {"G": 8, "N": )" + m +
                "}, \"ops\": [" + ops("all_reduce", R"(["G", "N"])", v, algorithm) + "]}");
   };
   // 2 nodes: each node roots one tree and is a leaf of the other, so a head's
@@ -938,7 +969,7 @@ TEST_CASE("GPU: NCCL's NVLS tree: NVLink bounds 2 nodes, the NICs 4 and more; ev
 TEST_CASE("GPU: NCCL's NVLS tree: small messages take NCCL's latency, 25 us + 2 log2(M) x 20.9 us", "[gpu]") {
   for (const auto& [nodes, us] : {std::pair{2, 66.8}, std::pair{4, 108.6}, std::pair{16, 192.2}}) {
     const std::string m = std::to_string(nodes);
-    const driver::RunResult r = run(R"({"hardware": "h100-dgx", "topology": {"nodes": )" + m +
+    const driver::RunResult r = run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": )" + m +
                                     R"(}, "mesh": {"G": 8, "N": )" + m + "}, \"ops\": [" +
                                     ops("all_reduce", R"(["G", "N"])", 64, "nvls_tree") + "]}");
     INFO(nodes << " nodes");
@@ -947,7 +978,7 @@ TEST_CASE("GPU: NCCL's NVLS tree: small messages take NCCL's latency, 25 us + 2 
     CHECK(r.ops[0].time().seconds() == Approx(us * 1e-6).epsilon(1e-4));
   }
   const workloads::Workload w = workloads::parse_workload(
-      R"({"hardware": "h100-dgx", "topology": {"nodes": 4}, "mesh": {"G": 8, "N": 4}, "ops": [)" +
+      R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 4}, "mesh": {"G": 8, "N": 4}, "ops": [)" +
           ops("all_reduce", R"(["G", "N"])", 64, "nvls_tree") + "]}",
       "t.json");
   CHECK(driver::nvls_tree_fixed_cost(w.hardware, 4) == Tick::from_ps(18'200'000 + 4 * 6'900'000));
@@ -979,7 +1010,7 @@ TEST_CASE("GPU: across nodes the all-reduce algorithm is NCCL's choice by its co
   CHECK(driver::nccl_model_s(Algorithm::Tree, collectives::gpu::Protocol::Simple, in, 1'000'000'000) ==
         Approx(120.4e-6 + 1e9 / 184e9).epsilon(1e-12));
   // So the tree below about 280 MB, the ring above.
-  const std::string head = R"({"hardware": "h100-dgx", "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4}, "ops": [)";
+  const std::string head = R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4}, "ops": [)";
   auto pick = [&](const std::string& h, std::uint64_t bytes) {
     return run(h + ops("all_reduce", R"(["X", "Y"])", bytes) + "]}").ops[0].algorithm;
   };
@@ -987,7 +1018,7 @@ TEST_CASE("GPU: across nodes the all-reduce algorithm is NCCL's choice by its co
   CHECK(pick(head, 64ull << 20) == "tree");
   CHECK(pick(head, 1ull << 30) == "ring");
   // On 16 nodes the ring's 30 network and 224 NVLink steps cost 1.2 ms: the tree up to about 2 GB.
-  const std::string sixteen = R"({"hardware": "h100-dgx", "topology": {"nodes": 16}, "mesh": {"X": 8, "Y": 16}, "ops": [)";
+  const std::string sixteen = R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 16}, "mesh": {"X": 8, "Y": 16}, "ops": [)";
   CHECK(pick(sixteen, 1ull << 30) == "tree");
   CHECK(pick(sixteen, 4ull << 30) == "ring");
 }
@@ -1014,8 +1045,8 @@ TEST_CASE("GPU: NCCL's base latency: once per collective, by algorithm and proto
                ops("all_reduce", R"(["X"])", 64, "ring", "ll") + "]}")
         .ops[0];
   };
-  const driver::OpResult plain = tiny(R"("h100-dgx")");
-  const driver::OpResult fixed = tiny(R"({"preset": "h100-dgx", "collective_fixed_cost_s": {"nvlink": 2e-6}})");
+  const driver::OpResult plain = tiny(R"({"preset": "h100-dgx", "nvlink_efficiency": 1})");
+  const driver::OpResult fixed = tiny(R"({"preset": "h100-dgx", "nvlink_efficiency": 1, "collective_fixed_cost_s": {"nvlink": 2e-6}})");
   CHECK(plain.time().seconds() == Approx(6.6e-6 + 14 * 0.6e-6).epsilon(0.02));
   CHECK((fixed.time() - plain.time()).ps() == 2'000'000);
   CHECK(fixed.closed_s - plain.closed_s == Approx(2e-6).epsilon(1e-9));
@@ -1025,7 +1056,7 @@ TEST_CASE("GPU: NCCL's base latency: once per collective, by algorithm and proto
   // The regime counts it as latency: a ring all-reduce of 21.5 MB with Simple on
   // 8 H100s has 14 x (3.4 us + 2 x 512 KiB / 450 GB/s) = 80.2 us of latency term
   // against 1.75 V / 450 GB/s = 83.6 us of bandwidth term, 88.6 us with the base.
-  const driver::OpResult border = run(R"({"hardware": "h100-dgx", "mesh": {"X": 8}, "ops": [)" +
+  const driver::OpResult border = run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "mesh": {"X": 8}, "ops": [)" +
                                       ops("all_reduce", R"(["X"])", 21'500'000, "ring", "simple") + "]}")
                                       .ops[0];
   CHECK(border.latency_s == Approx(8.4e-6 + 14 * (3.4e-6 + 2 * 524288 / 450e9)).epsilon(1e-9));
@@ -1040,9 +1071,9 @@ TEST_CASE("GPU: NCCL's base latency: once per collective, by algorithm and proto
         .ops[0];
   };
   const auto hop = [](double s) {
-    return R"({"preset": "h100-dgx", "nvlink_hop_latency_s": )" + std::to_string(s) + "}";
+    return R"({"preset": "h100-dgx", "nvlink_efficiency": 1, "nvlink_hop_latency_s": )" + std::to_string(s) + "}";
   };
-  CHECK(driver::nvls_fixed_cost(workloads::parse_workload(R"({"hardware": "h100-dgx", "mesh": {"X": 8}, "ops": [)" +
+  CHECK(driver::nvls_fixed_cost(workloads::parse_workload(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "mesh": {"X": 8}, "ops": [)" +
                                                               ops("all_reduce", R"(["X"])", 64) + "]}",
                                                           "t.json")
                                     .hardware) == Tick::from_ps(18'200'000));
@@ -1052,7 +1083,7 @@ TEST_CASE("GPU: NCCL's base latency: once per collective, by algorithm and proto
   CHECK(nvls(hop(8e-6)).time().seconds() == Approx(32e-6).epsilon(0.001));
   // explain counts it as the report's closed form does.
   const std::string explained = reports::format_explain(workloads::parse_workload(
-      R"({"hardware": "h100-dgx", "mesh": {"X": 8}, "arrays": {
+      R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "mesh": {"X": 8}, "arrays": {
           "A": {"shape": {"I": 8, "J": 64}, "dtype": "bf16", "sharding": "A[I, J_X]"},
           "B": {"shape": {"J": 64, "K": 8}, "dtype": "bf16", "sharding": "B[J_X, K]"}},
           "ops": [{"name": "mm", "kind": "matmul", "a": "A", "b": "B", "out": "C"}]})",
@@ -1069,7 +1100,8 @@ TEST_CASE("GPU: LL lines leave a GPU no faster than NCCL's LL rate in one node (
   };
   // A GPU's NVLink up link carries LL lines (16 bytes a line for 8 of data) at
   // twice the GPU's LL data rate, where that is below the link's: A100 87.7,
-  // H100 141, B200 282 GB/s. Down links, NICs and the other protocols keep theirs.
+  // H100 141, B200 282 GB/s. Down links, NICs and the other protocols keep theirs
+  // (NVLink's payload rate, 0.824 of H100's 450 GB/s: NCCL's SM90_NVLINK_BW).
   const auto fabric = [&](const std::string& preset, const std::string& nodes) {
     return workloads::parse_workload(workload(preset, nodes, 1024), "t.json").make_fabric();
   };
@@ -1079,15 +1111,15 @@ TEST_CASE("GPU: LL lines leave a GPU no faster than NCCL's LL rate in one node (
   CHECK(collectives::gpu::link_bandwidth(a100, up(a100), Protocol::LL) == 175'400'000'000);
   CHECK(collectives::gpu::link_bandwidth(h100, up(h100), Protocol::LL) == 282'000'000'000);
   CHECK(collectives::gpu::link_bandwidth(b200, up(b200), Protocol::LL) == 564'000'000'000);
-  CHECK(collectives::gpu::link_bandwidth(h100, down(h100), Protocol::LL) == 450'000'000'000);
-  CHECK(collectives::gpu::link_bandwidth(h100, up(h100), Protocol::LL128) == 450'000'000'000);
-  CHECK(collectives::gpu::link_bandwidth(h100, up(h100), Protocol::Simple) == 450'000'000'000);
+  CHECK(collectives::gpu::link_bandwidth(h100, down(h100), Protocol::LL) == 370'800'000'000);
+  CHECK(collectives::gpu::link_bandwidth(h100, up(h100), Protocol::LL128) == 370'800'000'000);
+  CHECK(collectives::gpu::link_bandwidth(h100, up(h100), Protocol::Simple) == 370'800'000'000);
   const topology::LinkId nic = h100.route(0, 8).front();
   REQUIRE(h100.link(nic).kind == topology::FabricLinkKind::NicUp);
   CHECK(collectives::gpu::link_bandwidth(h100, nic, Protocol::LL) == 50'000'000'000);
   // A 4 MiB ring all-reduce with LL on 8 A100s: 2 x 7/8 of its lines through
-  // each up link at 175.4 GB/s, 83.7 us of bandwidth term (48.9 us at the
-  // link's 300 GB/s); the time within 5 % of the closed form.
+  // each up link at 175.4 GB/s, 83.7 us of bandwidth term (61.2 us at the
+  // link's 240 GB/s of payload); the time within 5 % of the closed form.
   const double v = 4.0 * 1024 * 1024;
   const driver::OpResult r = run(workload("a100-dgx", "1", 4 << 20)).ops[0];
   CHECK(r.protocol == "ll");
@@ -1108,7 +1140,9 @@ TEST_CASE("GPU: inside one node the all-reduce is NCCL's choice too: the ring wi
         Approx(25e-6 + 1e6 / 375e9).epsilon(1e-12));
   CHECK(driver::nccl_model_s(Algorithm::Ring, Protocol::LL, in, 1'000'000) ==
         Approx(15e-6 + 1e6 / (141e9 * 8 / 14)).epsilon(1e-12));
-  // So the ring with LL up to 10 us / (1/80.6 - 1/375 GB/s) = 1.03 MB, NVLS above.
+  // So the ring with LL up to 10 us / (1/80.6 - 1/375 GB/s) = 1.03 MB, NVLS above;
+  // on the preset's links (NVLink's payload rate, 370.8 GB/s: 309 GB/s of NVLS
+  // algbw), up to 10 us / (1/80.6 - 1/309) = 1.09 MB.
   const auto pick = [](const std::string& preset, std::uint64_t bytes) {
     const driver::RunResult r = run(R"({"hardware": ")" + preset + R"(", "mesh": {"X": 8}, "ops": [)" +
                                     ops("all_reduce", R"(["X"])", bytes) + "]}");
@@ -1116,7 +1150,8 @@ TEST_CASE("GPU: inside one node the all-reduce is NCCL's choice too: the ring wi
   };
   CHECK(pick("h100-dgx", 64) == "ring/ll");
   CHECK(pick("h100-dgx", 512ull << 10) == "ring/ll");
-  CHECK(pick("h100-dgx", 1ull << 20) == "nvls/simple");
+  CHECK(pick("h100-dgx", 1'040'000) == "ring/ll");
+  CHECK(pick("h100-dgx", 1'140'000) == "nvls/simple");
   CHECK(pick("h100-dgx", 1ull << 30) == "nvls/simple");
   // Without NVLS (a DGX A100): the ring with LL, the tree (a chain, LL128 at
   // 7/9 of its bandwidth but 2 x 7 x 1.25 us of NVLink latency against the
@@ -1127,7 +1162,7 @@ TEST_CASE("GPU: inside one node the all-reduce is NCCL's choice too: the ring wi
   CHECK(pick("a100-dgx", 1ull << 30) == "ring/simple");
   // A protocol asked for chooses among the algorithms that run it: with Simple
   // at 64 B, NVLS's 25 us beats the ring's 8.4 + 14 x 3.4 us.
-  const driver::RunResult asked = run(R"({"hardware": "h100-dgx", "mesh": {"X": 8}, "ops": [)" +
+  const driver::RunResult asked = run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "mesh": {"X": 8}, "ops": [)" +
                                       ops("all_reduce", R"(["X"])", 64, "", "simple") + "]}");
   CHECK(asked.ops[0].algorithm + "/" + asked.ops[0].protocol == "nvls/simple");
 }
@@ -1172,7 +1207,7 @@ TEST_CASE("GPU: NCCL's model picks the protocol: LL for small sizes, LL128 for m
   CHECK(workloads::nccl_ll_max_bytes_per_s(hw("a100-dgx"), 4) == 19.0e9);
   // What runs: on 4 DGX H100 nodes the tree with LL, then LL128, then the
   // ring with Simple; an all-gather's ring likewise.
-  const std::string head = R"({"hardware": "h100-dgx", "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4}, "ops": [)";
+  const std::string head = R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4}, "ops": [)";
   const auto pick = [&](const std::string& kind, std::uint64_t bytes) {
     const driver::RunResult r = run(head + ops(kind, R"(["X", "Y"])", bytes) + "]}");
     return r.ops[0].algorithm + "/" + r.ops[0].protocol;
@@ -1189,7 +1224,7 @@ TEST_CASE("GPU: NCCL's model picks the protocol: LL for small sizes, LL128 for m
   const driver::RunResult asked = run(head + ops("all_reduce", R"(["X", "Y"])", 64, "", "simple") + "]}");
   CHECK(asked.ops[0].protocol == "simple");
   CHECK(asked.ops[0].algorithm == "nvls_tree");
-  const driver::RunResult a100 = run(R"({"hardware": "a100-dgx", "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4},
+  const driver::RunResult a100 = run(R"({"hardware": {"preset": "a100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4},
     "ops": [)" + ops("all_reduce", R"(["X", "Y"])", 64, "", "simple") + "]}");
   CHECK(a100.ops[0].algorithm == "tree");
 }
@@ -1223,7 +1258,7 @@ TEST_CASE("GPU: NCCL's model of its NVLS tree, and where it picks it: 2 to 7 DGX
   // 0.92 x 400 / 2 = 184 against 364 x 128/254 = 183.4 GB/s).
   const auto pick = [&](int nodes, std::uint64_t bytes) {
     const std::string m = std::to_string(nodes);
-    const driver::RunResult r = run(R"({"hardware": "h100-dgx", "topology": {"nodes": )" + m +
+    const driver::RunResult r = run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": )" + m +
                                     R"(}, "mesh": {"X": 8, "Y": )" + m + "}, \"ops\": [" +
                                     ops("all_reduce", R"(["X", "Y"])", bytes) + "]}");
     return r.ops[0].algorithm + "/" + r.ops[0].protocol;
@@ -1268,7 +1303,7 @@ TEST_CASE("GPU: a protocol's wire bytes, steps and per-hop latency", "[gpu]") {
   CHECK(collectives::gpu::protocol_variant(Protocol::LL128, FabricLinkKind::NvlinkDown, nvlink).forward_chunk_bytes ==
         128);
   // A whole op: an all-gather's link bytes are the wire bytes of its steps.
-  const std::string head = R"({"hardware": "h100-dgx", "mesh": {"X": 8}, "ops": [)";
+  const std::string head = R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "mesh": {"X": 8}, "ops": [)";
   const auto link_bytes = [&](const std::string& protocol) {
     return run(head + ops("all_gather", R"(["X"])", 8 * 120 * 1024, "ring", protocol) + "]}").ops[0].link_bytes;
   };
@@ -1294,7 +1329,7 @@ TEST_CASE("GPU: the ring and the tree with LL and LL128 stay within 0.8 to 1.25 
   cases.emplace_back(3, std::uint64_t{1} << 28, "tree", "ll128");  // the highest measured
   for (const auto& [nodes, bytes, algorithm, protocol] : cases) {
     const std::string m = std::to_string(nodes);
-    const driver::RunResult r = run(R"({"hardware": "h100-dgx", "topology": {"nodes": )" + m +
+    const driver::RunResult r = run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": )" + m +
                                     R"(}, "mesh": {"G": 8, "N": )" + m + "}, \"ops\": [" +
                                     ops("all_reduce", R"(["G", "N"])", bytes, algorithm, protocol) + "]}");
     // The algorithm against its closed form, both without NCCL's base latency
@@ -1314,7 +1349,7 @@ TEST_CASE("GPU: the ring and the tree with LL and LL128 stay within 0.8 to 1.25 
 }
 
 TEST_CASE("GPU: SimGrid refuses an op that runs with LL or LL128, and names it", "[gpu]") {
-  const std::string text = R"({"hardware": "h100-dgx", "topology": {"nodes": 2}, "mesh": {"X": 8, "Y": 2}, "ops": [)" +
+  const std::string text = R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 2}, "mesh": {"X": 8, "Y": 2}, "ops": [)" +
                            ops("all_reduce", R"(["X", "Y"])", 4096) + "]}";
   driver::SimulateOptions options;
   options.engine = driver::EngineKind::SimGrid;
@@ -1322,7 +1357,7 @@ TEST_CASE("GPU: SimGrid refuses an op that runs with LL or LL128, and names it",
                     "t.json:/ops/0: --engine simgrid gives every link one latency, the Simple protocol's, and NCCL's "
                     "model runs this op with ll (give the op \"protocol\": \"simple\" to run it on SimGrid)");
   const std::string simple =
-      R"({"hardware": "h100-dgx", "topology": {"nodes": 2}, "mesh": {"X": 8, "Y": 2}, "ops": [)" +
+      R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 2}, "mesh": {"X": 8, "Y": 2}, "ops": [)" +
       ops("all_reduce", R"(["X", "Y"])", 4096, "", "simple") + "]}";
   const driver::RunResult r = driver::simulate(workloads::parse_workload(simple, "t.json"), options);
   CHECK(r.engine == "simgrid");
@@ -1347,7 +1382,7 @@ TEST_CASE("GPU: the tree's chunks and the NVLS tree's loops copied from one give
     CAPTURE(c.nodes, c.algorithm, c.rounds);
     const std::string m = std::to_string(c.nodes);
     const auto workload = [&](std::uint64_t bytes) {
-      return workloads::parse_workload(R"({"hardware": "h100-dgx", "topology": {"nodes": )" + m +
+      return workloads::parse_workload(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": )" + m +
                                            R"(}, "mesh": {"G": 8, "N": )" + m + "}, \"ops\": [" +
                                            ops("all_reduce", R"(["G", "N"])", bytes, c.algorithm) + "]}",
                                        "t.json");
@@ -1389,7 +1424,7 @@ TEST_CASE("GPU: the tree's chunks and the NVLS tree's loops copied from one give
 
 TEST_CASE("GPU: a run's choices (GpuChoices) choose each op's algorithm once, as without them", "[gpu]") {
   const workloads::Workload w = workloads::parse_workload(
-      R"({"hardware": "h100-dgx", "topology": {"nodes": 4}, "mesh": {"G": 8, "N": 4}, "ops": [)" +
+      R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 4}, "mesh": {"G": 8, "N": 4}, "ops": [)" +
           ops("all_reduce", R"(["G", "N"])", 1 << 20) + ", " + ops("all_reduce", R"(["G", "N"])", 1 << 30) + ", " +
           ops("all_gather", R"(["G"])", 1 << 24) + ", " + ops("all_reduce", R"(["G", "N"])", 1 << 30, "tree") + "]}",
       "t.json");
