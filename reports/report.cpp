@@ -195,10 +195,11 @@ std::string format_table(const workloads::Workload& w, driver::RunContext& run, 
             : fmt::format(", {:.4g} % of the {:g} GB/s peak",
                           100 * gbps(w.hardware.nvlink.bandwidth_bytes_per_s) / gbps(w.hardware.peak.nvlink),
                           gbps(w.hardware.peak.nvlink));
-    out += fmt::format("hardware  {}: NVLink {:g} GB/s per direction per GPU ({} us per hop{}), NIC {:g} GB/s per "
-                       "direction ({} us per hop)\n",
-                       w.hardware.preset, gbps(w.hardware.nvlink.bandwidth_bytes_per_s), us(w.hardware.nvlink.latency),
-                       nvlink_peak, gbps(w.hardware.nic.bandwidth_bytes_per_s), us(w.hardware.nic.latency));
+    out += fmt::format(
+        "hardware  {}: NVLink {:g} GB/s per direction per GPU ({} us per hop{}), NIC {:g} GB/s per "
+        "direction ({} us per hop)\n",
+        w.hardware.preset, gbps(w.hardware.nvlink.bandwidth_bytes_per_s), us(w.hardware.nvlink.latency), nvlink_peak,
+        gbps(w.hardware.nic.bandwidth_bytes_per_s), us(w.hardware.nic.latency));
   } else {
     out += fmt::format("hardware  {}: ICI {:g} GB/s one-way per link (W = {:g} GB/s bidirectional), {} us per hop\n",
                        w.hardware.preset, static_cast<double>(ici.bandwidth_bytes_per_s) / 1e9,

@@ -25,7 +25,8 @@ std::string op(const std::string& axes, std::uint64_t bytes, const std::string& 
 }
 
 // 8 DGX H100 nodes as a 4 x 2 grid: X = gpu, P = node0, Q = node1.
-const std::string kGrid = R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": [4, 2]}, "mesh": {"X": 8, "P": 4, "Q": 2}, "ops": [)";
+const std::string kGrid =
+    R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": [4, 2]}, "mesh": {"X": 8, "P": 4, "Q": 2}, "ops": [)";
 const std::uint64_t kGiB = std::uint64_t{1} << 30;
 
 std::vector<std::vector<topology::ChipId>> rings_of(const workloads::Workload& w) {
@@ -54,15 +55,15 @@ TEST_CASE("GPU grid: the hardware axes are gpu, node0, node1, and chip ids are g
   }
   // {"nodes": N} keeps its single node axis, named "node".
   const workloads::Workload plain = workloads::parse_workload(
-      R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4}, "ops": [)" + op(R"(["Y"])", 1024) +
-          "]}",
+      R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4}, "ops": [)" +
+          op(R"(["Y"])", 1024) + "]}",
       "t.json");
   CHECK_FALSE(plain.node_grid);
   CHECK(workloads::gpu_axis_name(plain, 1) == "node");
   // A one-axis grid is still a grid: gpu, node0.
   const workloads::Workload one = workloads::parse_workload(
-      R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": [4]}, "mesh": {"X": 8, "Y": 4}, "ops": [)" + op(R"(["Y"])", 1024) +
-          "]}",
+      R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": [4]}, "mesh": {"X": 8, "Y": 4}, "ops": [)" +
+          op(R"(["Y"])", 1024) + "]}",
       "t.json");
   CHECK(one.node_grid);
   CHECK(workloads::gpu_axis_name(one, 1) == "node0");
@@ -91,27 +92,33 @@ TEST_CASE("GPU grid: an all-reduce over node0 forms rings of 4 nodes, each as fa
   // non-blocking), so the rings of the two groups share no link: the op takes
   // exactly as long as the same all-reduce on 4 nodes.
   const driver::RunResult grid = run(kGrid + op(R"(["P"])", kGiB, "ring") + "]}");
-  const driver::RunResult four = run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4},
-    "ops": [)" + op(R"(["Y"])", kGiB, "ring") + "]}");
+  const driver::RunResult four = run(
+      R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4},
+    "ops": [)" +
+      op(R"(["Y"])", kGiB, "ring") + "]}");
   CHECK(grid.ops[0].time() == four.ops[0].time());
   CHECK(grid.ops[0].closed_s == four.ops[0].closed_s);
   CHECK(grid.ops[0].hw_axes == std::vector<std::string>{"node0"});
   // Over node1 (stride 4 nodes): rings of nodes n and n + 4, as fast as on 2 nodes.
   const driver::RunResult q = run(kGrid + op(R"(["Q"])", kGiB, "ring") + "]}");
-  const driver::RunResult two = run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 2}, "mesh": {"X": 8, "Y": 2},
-    "ops": [)" + op(R"(["Y"])", kGiB, "ring") + "]}");
+  const driver::RunResult two = run(
+      R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 2}, "mesh": {"X": 8, "Y": 2},
+    "ops": [)" +
+      op(R"(["Y"])", kGiB, "ring") + "]}");
   CHECK(q.ops[0].time() == two.ops[0].time());
   CHECK(q.ops[0].hw_axes == std::vector<std::string>{"node1"});
   // The algorithm meshsim picks is the same too.
-  CHECK(run(kGrid + op(R"(["P"])", kGiB) + "]}").ops[0].algorithm ==
-        run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4}, "ops": [)" +
-            op(R"(["Y"])", kGiB) + "]}")
-            .ops[0]
-            .algorithm);
+  CHECK(
+      run(kGrid + op(R"(["P"])", kGiB) + "]}").ops[0].algorithm ==
+      run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4}, "ops": [)" +
+          op(R"(["Y"])", kGiB) + "]}")
+          .ops[0]
+          .algorithm);
 }
 
 TEST_CASE("GPU grid: an all-reduce over node0 and node1 is the all-reduce over all 8 nodes", "[gpu][grid]") {
-  const std::string eight = R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 8}, "mesh": {"X": 8, "Y": 8}, "ops": [)";
+  const std::string eight =
+      R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 8}, "mesh": {"X": 8, "Y": 8}, "ops": [)";
   for (const char* algorithm : {"ring", "tree", ""}) {
     INFO(algorithm);
     const std::string g = kGrid + op(R"(["P", "Q"])", kGiB, algorithm) + "]}";
@@ -123,9 +130,9 @@ TEST_CASE("GPU grid: an all-reduce over node0 and node1 is the all-reduce over a
     CHECK(a.ops[0].algorithm == b.ops[0].algorithm);
   }
   // A mesh axis spanning both node axes (Y = node0 node1) is the same op.
-  const driver::RunResult spanned =
-      run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": [4, 2]}, "mesh": {"X": 8, "Y": 8}, "ops": [)" +
-          op(R"(["Y"])", kGiB, "ring") + "]}");
+  const driver::RunResult spanned = run(
+      R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": [4, 2]}, "mesh": {"X": 8, "Y": 8}, "ops": [)" +
+      op(R"(["Y"])", kGiB, "ring") + "]}");
   CHECK(spanned.ops[0].time() == run(eight + op(R"(["Y"])", kGiB, "ring") + "]}").ops[0].time());
   CHECK(spanned.ops[0].hw_axes == std::vector<std::string>{"node0", "node1"});
 }
@@ -141,8 +148,10 @@ TEST_CASE("GPU grid: hierarchical all-reduce over gpu and node0 runs rail rings 
   const double across = 2 * 3.0 / 4.0 * static_cast<double>(kGiB) / 8.0 / 50e9;
   CHECK(r.ops[0].time().seconds() == Approx(in_node + across).epsilon(0.02));
   // The groups (node1 = 0 and 1) share no link: exactly the 4-node cluster's op.
-  const driver::RunResult four = run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4},
-    "ops": [)" + op(R"(["X", "Y"])", kGiB, "hierarchical") + "]}");
+  const driver::RunResult four = run(
+      R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4},
+    "ops": [)" +
+      op(R"(["X", "Y"])", kGiB, "hierarchical") + "]}");
   CHECK(r.ops[0].time() == four.ops[0].time());
   CHECK(r.ops[0].closed_s == Approx(four.ops[0].closed_s).epsilon(1e-12));
   // No NVLS once a node axis is in the op; NVLS over the GPUs of a node alone.
@@ -181,7 +190,8 @@ TEST_CASE("GPU grid: the table names the grid and the node axes, a send takes on
   // [1, 3, 1] is GPU 1 of node 3 + 4 = 7: the same send as on 8 plain nodes.
   const std::string send = kGrid + R"({"kind": "send", "bytes": 1073741824, "from": [0, 0, 0], "to": [1, 3, 1]}]})";
   CHECK(workloads::parse_workload(send, "t.json").ops[0].send().dst == 1 + 8 * 7);
-  const driver::RunResult plain = run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 8}, "mesh": {"X": 8, "Y": 8},
+  const driver::RunResult plain = run(
+      R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 8}, "mesh": {"X": 8, "Y": 8},
     "ops": [{"kind": "send", "bytes": 1073741824, "from": [0, 0], "to": [1, 7]}]})");
   CHECK(run(send).ops[0].time() == plain.ops[0].time());
 }

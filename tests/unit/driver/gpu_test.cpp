@@ -1,9 +1,10 @@
 // GPU fabrics: NCCL-style rings on NVLink domains and across nodes, nccl-tests'
 // bus bandwidth, contention on an oversubscribed spine, the latency floor.
-#include <catch2/catch.hpp>
+#include "sim/collectives/gpu.hpp"
 
 #include <algorithm>
 #include <array>
+#include <catch2/catch.hpp>
 #include <map>
 #include <string>
 #include <vector>
@@ -13,7 +14,6 @@
 #include "driver/simulate.hpp"
 #include "driver/translations.hpp"
 #include "reports/explain.hpp"
-#include "sim/collectives/gpu.hpp"
 #include "tests/unit/sim/same_program.hpp"
 #include "workloads/spec.hpp"
 #include "workloads/workload.hpp"
@@ -40,9 +40,10 @@ std::pair<double, double> closed_form_envelope(const std::vector<std::pair<int, 
   double lowest = 2, highest = 0;
   for (const auto& [nodes, bytes] : cases) {
     const std::string m = std::to_string(nodes);
-    const driver::RunResult r = run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": )" + m +
-                                    R"(}, "mesh": {"G": 8, "N": )" + m + "}, \"ops\": [" +
-                                    ops("all_reduce", R"(["G", "N"])", bytes, algorithm, protocol) + "]}");
+    const driver::RunResult r =
+        run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": )" + m +
+            R"(}, "mesh": {"G": 8, "N": )" + m + "}, \"ops\": [" +
+            ops("all_reduce", R"(["G", "N"])", bytes, algorithm, protocol) + "]}");
     const double ratio = r.ops[0].time().seconds() / r.ops[0].closed_s;
     INFO(algorithm << " on " << nodes << " nodes, " << bytes << " bytes: " << ratio);
     CHECK(ratio >= lo);
@@ -60,7 +61,8 @@ TEST_CASE("GPU: ring collectives on one 8-GPU node reach the NVLink port bandwid
   const std::uint64_t v = 1ull << 30;
   for (const char* kind : {"all_reduce", "all_gather", "reduce_scatter"}) {
     const driver::RunResult r = run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "mesh": {"X": 8},
-                                        "ops": [)" + ops(kind, R"(["X"])", v, "ring") + "]}");
+                                        "ops": [)" +
+                                    ops(kind, R"(["X"])", v, "ring") + "]}");
     const driver::OpResult& o = r.ops[0];
     INFO(kind);
     CHECK(o.time().seconds() == Approx(o.closed_s).epsilon(0.01));
@@ -68,7 +70,8 @@ TEST_CASE("GPU: ring collectives on one 8-GPU node reach the NVLink port bandwid
   }
   // nccl-tests' size for an all-to-all is the per-rank buffer: 1 GiB per GPU.
   const driver::RunResult a2a = run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "mesh": {"X": 8},
-                                        "ops": [)" + ops("all_to_all", R"(["X"])", 8 * v) + "]}");
+                                        "ops": [)" +
+                                    ops("all_to_all", R"(["X"])", 8 * v) + "]}");
   CHECK(a2a.ops[0].time().seconds() == Approx(a2a.ops[0].closed_s).epsilon(0.01));
   CHECK(a2a.ops[0].busbw_bytes_per_s == Approx(450e9).epsilon(0.01));
 }
@@ -88,7 +91,8 @@ TEST_CASE("GPU: uncalibrated, NVLink carries the payload rate of NCCL's model, n
   CHECK(h100.nic.bandwidth_bytes_per_s == 50'000'000'000);  // NCCL's network bandwidth is the NIC's speed
   const workloads::Workload given = workloads::parse_workload(
       R"({"hardware": {"preset": "h100-dgx", "nvlink_bandwidth_one_way_bytes_per_s": 500e9}, "mesh": {"X": 8},
-          "ops": [{"kind": "all_gather", "bytes": 1024, "axes": ["X"]}]})", "t.json");
+          "ops": [{"kind": "all_gather", "bytes": 1024, "axes": ["X"]}]})",
+      "t.json");
   CHECK(given.hardware.peak.nvlink == 500'000'000'000);  // a given bandwidth is a peak too
   CHECK(given.hardware.nvlink.bandwidth_bytes_per_s == 412'000'000'000);
   // A 1 GiB ring all-reduce on one node: busbw = the payload rate, as nccl-tests
@@ -108,7 +112,8 @@ TEST_CASE("GPU: uncalibrated, NVLink carries the payload rate of NCCL's model, n
 
 TEST_CASE("GPU: across nodes the ring is bound by the NICs", "[gpu]") {
   const std::uint64_t v = 1ull << 30;
-  const std::string head = R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4}, "ops": [)";
+  const std::string head =
+      R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4}, "ops": [)";
   const driver::RunResult across = run(head + ops("all_reduce", R"(["Y"])", v) + "]}");
   CHECK(across.ops[0].algorithm == "ring");
   CHECK(across.ops[0].busbw_bytes_per_s == Approx(50e9).epsilon(0.01));
@@ -123,7 +128,8 @@ TEST_CASE("GPU: an oversubscribed spine slows cross-rail traffic", "[gpu]") {
                            ops("all_to_all", R"(["X", "Y"])", v) + "]}";
   const driver::RunResult full = run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1})" + tail);
   const driver::RunResult thin = run(
-      R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1, "spine_bandwidth_one_way_bytes_per_s": 25e9})" + tail);
+      R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1, "spine_bandwidth_one_way_bytes_per_s": 25e9})" +
+      tail);
   CHECK(thin.makespan.seconds() > 1.5 * full.makespan.seconds());
 }
 
@@ -134,7 +140,8 @@ TEST_CASE("GPU: small messages pay the ring's per-step latency, NCCL's protocol'
   // with LL; the network 14, 4.0 and 2.7 us. Before the first step, NCCL's
   // base latency of the ring with the protocol (its launch): 8.4, 14.0, 6.6 us.
   const std::string node = R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "mesh": {"X": 8}, "ops": [)";
-  const std::string nodes = R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4}, "ops": [)";
+  const std::string nodes =
+      R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4}, "ops": [)";
   const auto time = [](const std::string& head, const std::string& axes, const std::string& protocol) {
     const driver::RunResult r = run(head + ops("all_reduce", axes, 64, "ring", protocol) + "]}");
     CHECK(r.ops[0].bound == "latency");
@@ -181,8 +188,8 @@ TEST_CASE("GPU: in-switch reduction (NVLS) beats the ring by 0.85 x 2(N-1)/(N+1)
   CHECK(topology::find_gpu_preset("b200-dgx")->nvls_efficiency == 0.74);
   CHECK(topology::find_gpu_preset("gb200-nvl72")->nvls_efficiency == 0.74);
   const auto with = [&](const std::string& e) {
-    return run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1, "nvls_efficiency": )" + e + R"(}, "mesh": {"X": 8}, "ops": [)" +
-               ops("all_reduce", R"(["X"])", v) + "]}")
+    return run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1, "nvls_efficiency": )" + e +
+               R"(}, "mesh": {"X": 8}, "ops": [)" + ops("all_reduce", R"(["X"])", v) + "]}")
         .ops[0];
   };
   const auto full = with("1");
@@ -194,17 +201,21 @@ TEST_CASE("GPU: in-switch reduction (NVLS) beats the ring by 0.85 x 2(N-1)/(N+1)
   // nodes' shifts leave the program unchanged, so ties go by keys the nodes
   // share (driver/translations.hpp) instead of activation order, with the same
   // result (listed owner by owner it took 2.90 ms, 8 % above the closed form).
-  const driver::RunResult grid = run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": [2, 4]},
-    "mesh": {"X": 8, "P": 2, "D": 4}, "ops": [)" + ops("all_reduce", R"(["X"])", v, "nvls") +
-                                     R"(, {"name": "ag", "kind": "all_gather", "bytes": 1048576, "axes": ["D"]}]})");
+  const driver::RunResult grid =
+      run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": [2, 4]},
+    "mesh": {"X": 8, "P": 2, "D": 4}, "ops": [)" +
+          ops("all_reduce", R"(["X"])", v, "nvls") +
+          R"(, {"name": "ag", "kind": "all_gather", "bytes": 1048576, "axes": ["D"]}]})");
   CHECK(grid.translations == 8);  // every shift of the 2 x 4 nodes
   CHECK(grid.ops[0].time() == nvls.ops[0].time());
 }
 
 TEST_CASE("GPU: hierarchical all-reduce across 4 x 8 GPUs is bound by each level's closed form", "[gpu]") {
   const std::uint64_t v = 1ull << 30;
-  const driver::RunResult r = run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4},
-    "ops": [)" + ops("all_reduce", R"(["X", "Y"])", v, "hierarchical") + "]}");
+  const driver::RunResult r = run(
+      R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4},
+    "ops": [)" +
+      ops("all_reduce", R"(["X", "Y"])", v, "hierarchical") + "]}");
   CHECK(r.ops[0].algorithm == "hierarchical");
   // Ring reduce-scatter + all-gather inside the node over NVLink, a ring
   // all-reduce of the V/8 shards across the 4 nodes over the NICs.
@@ -212,16 +223,20 @@ TEST_CASE("GPU: hierarchical all-reduce across 4 x 8 GPUs is bound by each level
   const double across = 2 * 3.0 / 4.0 * static_cast<double>(v) / 8.0 / 50e9;
   CHECK(r.ops[0].time().seconds() == Approx(in_node + across).epsilon(0.02));
   // Slower NICs make exactly the across-node level slower.
-  const driver::RunResult slow = run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1, "nic_bandwidth_one_way_bytes_per_s": 25e9},
-    "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4}, "ops": [)" + ops("all_reduce", R"(["X", "Y"])", v, "hierarchical") + "]}");
+  const driver::RunResult slow =
+      run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1, "nic_bandwidth_one_way_bytes_per_s": 25e9},
+    "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4}, "ops": [)" +
+          ops("all_reduce", R"(["X", "Y"])", v, "hierarchical") + "]}");
   CHECK(slow.ops[0].time().seconds() == Approx(in_node + 2 * across).epsilon(0.02));
   CHECK(r.ops[0].closed_s == Approx(in_node + across).epsilon(0.01));
   // Across 64 nodes at 8 MiB every phase is latency-bound: the rail rings' 2 x 63
   // steps, each a 16 KiB piece stored and forwarded at two NICs, and the node's
   // 2 x 7, each forwarding 512 KiB chunks of its 1 MiB piece over two NVLinks.
   const std::uint64_t small = 8ull << 20;
-  const driver::RunResult many = run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 64}, "mesh": {"X": 8, "Y": 64},
-    "ops": [)" + ops("all_reduce", R"(["X", "Y"])", small, "hierarchical") + "]}");
+  const driver::RunResult many = run(
+      R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 64}, "mesh": {"X": 8, "Y": 64},
+    "ops": [)" +
+      ops("all_reduce", R"(["X", "Y"])", small, "hierarchical") + "]}");
   const double rails = 2 * 63 * 2 * (7.0e-6 + 16384 / 50e9);
   const double node = 2 * 7 * (3.4e-6 + 2 * 524288 / 450e9);
   CHECK(many.ops[0].closed_s == Approx(rails + node).epsilon(1e-9));
@@ -251,8 +266,9 @@ TEST_CASE("GPU: small messages: ring latency grows with N; inside one node NCCL'
   // One-shot: one step whatever N. NCCL has no such algorithm, so it runs only
   // when named: a tiny all-reduce runs as NCCL's model picks, the ring with LL.
   CHECK(tiny("gb200-nvl72", 72, "direct") == Approx(3.4e-6).epsilon(0.02));
-  const driver::RunResult pick = run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "mesh": {"X": 8}, "ops": [)" +
-                                     ops("all_reduce", R"(["X"])", 64) + "]}");
+  const driver::RunResult pick =
+      run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "mesh": {"X": 8}, "ops": [)" +
+          ops("all_reduce", R"(["X"])", 64) + "]}");
   CHECK(pick.ops[0].algorithm == "ring");
   CHECK(pick.ops[0].protocol == "ll");
   CHECK(pick.ops[0].time().seconds() == Approx(6.6e-6 + 2 * 7 * 0.6e-6).epsilon(0.02));
@@ -260,8 +276,9 @@ TEST_CASE("GPU: small messages: ring latency grows with N; inside one node NCCL'
 
 TEST_CASE("GPU: NCCL's tree inside one node: 16 chains at 1 GiB match their closed form, 1.75 V/B", "[gpu]") {
   const std::uint64_t v = 1ull << 30;
-  const std::string json = R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "mesh": {"X": 8}, "ops": [)" +
-                           ops("all_reduce", R"(["X"])", v, "tree") + "]}";
+  const std::string json =
+      R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "mesh": {"X": 8}, "ops": [)" +
+      ops("all_reduce", R"(["X"])", v, "tree") + "]}";
   // 2G = 16 channels, channel (r, t) the chain of the node's GPUs from GPU r, each
   // with V/16 up and down it: a GPU sends up on the 14 channels it does not head
   // and down on the 14 it does not end, 28 V/16 through its NVLink port.
@@ -289,8 +306,10 @@ TEST_CASE("GPU: the task-limit estimate bounds the transfers every algorithm bui
   struct Case {
     std::string head, kind, axes, algorithm;
   };
-  const std::string node = R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1, "forward_chunk_bytes": 65536}, "mesh": {"X": 8}, )";
-  const std::string nodes = R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1, "forward_chunk_bytes": 65536},
+  const std::string node =
+      R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1, "forward_chunk_bytes": 65536}, "mesh": {"X": 8}, )";
+  const std::string nodes =
+      R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1, "forward_chunk_bytes": 65536},
     "topology": {"nodes": 3}, "mesh": {"X": 8, "Y": 3}, )";
   // 8 nodes, 2 under each leaf, 4 in each pod: tree edges of two, four and six links.
   const std::string pods = R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1, "forward_chunk_bytes": 65536,
@@ -335,7 +354,8 @@ TEST_CASE("GPU: the full-bisection spine carries a permutation of cross-rail sen
   // Rail 0 of each of 4 nodes sends 1 GiB to rail 1 of the next node: every flow
   // crosses rail 0 -> spine -> rail 1, each on its own NIC-rate cable, so all four
   // finish at the time of one send alone (1 GiB / 50 GB/s).
-  const std::string head = R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4}, "ops": [)";
+  const std::string head =
+      R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4}, "ops": [)";
   auto send = [](int from_node, int to_node) {
     return R"({"kind": "send", "bytes": 1073741824, "from": [0, )" + std::to_string(from_node) + R"(], "to": [1, )" +
            std::to_string(to_node) + "]}";
@@ -352,7 +372,9 @@ TEST_CASE("GPU: the full-bisection spine carries a permutation of cross-rail sen
   // flows hashed onto one cable do.
   auto pair = [&](int a, int b, int c, int d) {
     return run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1, "spines": 2}, "topology": {"nodes": 4},
-      "mesh": {"X": 8, "Y": 4}, "ops": [)" + send(a, b) + ", " + send(c, d) + "]}").makespan.seconds();
+      "mesh": {"X": 8, "Y": 4}, "ops": [)" +
+               send(a, b) + ", " + send(c, d) + "]}")
+        .makespan.seconds();
   };
   CHECK(pair(0, 2, 1, 0) == Approx(one.ops[0].time().seconds()).epsilon(0.001));
   CHECK(pair(1, 0, 3, 2) == Approx(2 * one.ops[0].time().seconds()).epsilon(0.01));
@@ -361,7 +383,8 @@ TEST_CASE("GPU: the full-bisection spine carries a permutation of cross-rail sen
 TEST_CASE("GPU: a send's closed form: its route's latencies and first chunk, then the message", "[gpu]") {
   // Each link forwards once a 512 KiB chunk, or the whole message if smaller, has
   // crossed the one before; alone on its route a send takes exactly its closed form.
-  const std::string head = R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 2}, "mesh": {"X": 8, "Y": 2}, "ops": [)";
+  const std::string head =
+      R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 2}, "mesh": {"X": 8, "Y": 2}, "ops": [)";
   const double chunk = 512 * 1024;
   for (const double bytes : {65536.0, 524288.0, 4194304.0, 16777216.0}) {
     const std::string b = std::to_string(static_cast<std::uint64_t>(bytes));
@@ -387,7 +410,8 @@ TEST_CASE("GPU: a send chained after a send starts when its sender has sent, and
   // sender went on at once, `near` finished long before `far` had arrived, and
   // its start counted the receiver of `far` (a chip `near` only passes
   // dependencies through): it reported a time of 0.
-  const std::string head = R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 2}, "mesh": {"X": 8, "Y": 2}, "ops": [)";
+  const std::string head =
+      R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 2}, "mesh": {"X": 8, "Y": 2}, "ops": [)";
   const driver::RunResult r =
       run(head + R"({"name": "far", "kind": "send", "bytes": 16777216, "from": [0, 0], "to": [0, 1]},
                     {"name": "near", "kind": "send", "bytes": 524288, "from": [0, 0], "to": [1, 0],
@@ -445,15 +469,18 @@ TEST_CASE("GPU: the a100-dgx preset: DGX A100 values, and a ring all-reduce at 2
   // step's two links, is 0.4 % of it; NCCL's base latency, 8.4 us, adds to it).
   const std::uint64_t v = 4ull << 30;
   const driver::RunResult r =
-      run(R"({"hardware": {"preset": "a100-dgx", "nvlink_efficiency": 1}, "mesh": {"X": 8}, "ops": [)" + ops("all_reduce", R"(["X"])", v, "ring") + "]}");
+      run(R"({"hardware": {"preset": "a100-dgx", "nvlink_efficiency": 1}, "mesh": {"X": 8}, "ops": [)" +
+          ops("all_reduce", R"(["X"])", v, "ring") + "]}");
   const double closed = 2 * 7.0 / 8.0 * static_cast<double>(v) / 300e9;
   CHECK(r.ops[0].closed_s == Approx(8.4e-6 + closed).epsilon(1e-9));
   CHECK(r.ops[0].latency_s == Approx(8.4e-6 + 14 * (3.4e-6 + 2 * 524288 / 300e9)).epsilon(1e-9));
   CHECK(r.ops[0].time().seconds() == Approx(closed).epsilon(0.005));
   CHECK(r.ops[0].busbw_bytes_per_s == Approx(300e9).epsilon(0.01));
   // Across 4 nodes the NICs bound it: busbw 25 GB/s.
-  const driver::RunResult across = run(R"({"hardware": {"preset": "a100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4},
-    "ops": [)" + ops("all_reduce", R"(["Y"])", 1ull << 30, "ring") + "]}");
+  const driver::RunResult across = run(
+      R"({"hardware": {"preset": "a100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4},
+    "ops": [)" +
+      ops("all_reduce", R"(["Y"])", 1ull << 30, "ring") + "]}");
   CHECK(across.ops[0].busbw_bytes_per_s == Approx(25e9).epsilon(0.01));
   // No fp8 rate: an fp8 matmul asks for one.
   CHECK_THROWS_WITH(run(R"({"hardware": {"preset": "a100-dgx", "nvlink_efficiency": 1}, "mesh": {"X": 8}, "arrays": {
@@ -537,7 +564,8 @@ TEST_CASE("GPU: three tiers: both engines agree on an all-to-all over oversubscr
 
 TEST_CASE("GPU: a ring across nodes runs on one channel per GPU of a node, and every NIC carries one", "[gpu]") {
   const std::uint64_t v = 1ull << 30;
-  const std::string head = R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4}, "ops": [)";
+  const std::string head =
+      R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4}, "ops": [)";
   // Channel c enters even nodes at GPU c and leaves at GPU c-1, odd nodes the
   // other way round: node-to-node steps stay on one rail, a different rail for
   // every channel.
@@ -692,7 +720,8 @@ TEST_CASE("GPU: NCCL's double binary tree has no equitable partition of its node
 }
 
 TEST_CASE("GPU: NCCL's tree across nodes: a chain in every node, a double binary tree of nodes, 2G channels", "[gpu]") {
-  const std::string head = R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4}, "ops": [)";
+  const std::string head =
+      R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4}, "ops": [)";
   const workloads::Workload w =
       workloads::parse_workload(head + ops("all_reduce", R"(["X", "Y"])", 1ull << 30, "tree") + "]}", "t.json");
   const topology::Fabric f = w.make_fabric();
@@ -791,9 +820,10 @@ TEST_CASE("GPU: NCCL's tree chunk: halved until the channels get 8, 4 and 1 time
   CHECK(big.chunk == 573'581);
   // What the simulation builds: 16 nodes at 16 MiB (depth 11) take 64 KiB
   // chunks, 16 a channel, every one of them crossing every edge up and down.
-  const driver::RunResult r = run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 16}, "mesh": {"G": 8, "N": 16},
-                                      "ops": [)" + ops("all_reduce", R"(["G", "N"])", 16 * mib, "tree", "simple") +
-                                 "]}");
+  const driver::RunResult r = run(
+      R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 16}, "mesh": {"G": 8, "N": 16},
+                                      "ops": [)" +
+      ops("all_reduce", R"(["G", "N"])", 16 * mib, "tree", "simple") + "]}");
   const workloads::Workload w16 = workloads::parse_workload(
       R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 16}, "mesh": {"G": 8, "N": 16}, "ops": [)" +
           ops("all_reduce", R"(["G", "N"])", mib) + "]}",
@@ -834,10 +864,10 @@ TEST_CASE("GPU: NCCL's tree stays within 0.85 to 1.1 of its closed form, 2 to 4,
   // the widest step for every level put 8 MiB over 64 nodes at 0.75.
   for (int nodes : {64, 256}) {
     const std::string m = std::to_string(nodes);
-    const driver::RunResult r = run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1, "leaf_nodes": 32}, "topology": {"nodes": )" +
-                                    m + R"(}, "mesh": {"G": 8, "N": )" + m + "}, \"ops\": [" +
-                                    ops("all_reduce", R"(["G", "N"])", std::uint64_t{1} << 23, "tree", "simple") +
-                                    "]}");
+    const driver::RunResult r =
+        run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1, "leaf_nodes": 32}, "topology": {"nodes": )" +
+            m + R"(}, "mesh": {"G": 8, "N": )" + m + "}, \"ops\": [" +
+            ops("all_reduce", R"(["G", "N"])", std::uint64_t{1} << 23, "tree", "simple") + "]}");
     const double ratio = r.ops[0].time().seconds() / r.ops[0].closed_s;
     INFO(nodes << " nodes under 32-node leaves: " << ratio);
     CHECK(ratio >= 0.95);
@@ -939,8 +969,9 @@ TEST_CASE("GPU: NCCL's NVLS tree: NVLink bounds 2 nodes, the NICs 4 and more; ev
   const std::uint64_t v = 1ull << 30;
   const auto nvls_tree = [&](int nodes, const std::string& algorithm = "nvls_tree") {
     const std::string m = std::to_string(nodes);
-    return run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": )" + m + R"(}, "mesh": {"G": 8, "N": )" + m +
-               "}, \"ops\": [" + ops("all_reduce", R"(["G", "N"])", v, algorithm) + "]}");
+    return run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": )" + m +
+               R"(}, "mesh": {"G": 8, "N": )" + m + "}, \"ops\": [" + ops("all_reduce", R"(["G", "N"])", v, algorithm) +
+               "]}");
   };
   // 2 nodes: each node roots one tree and is a leaf of the other, so a head's
   // NIC carries V/G each way (NCCL's model doubles its inter-node bandwidth on
@@ -969,9 +1000,10 @@ TEST_CASE("GPU: NCCL's NVLS tree: NVLink bounds 2 nodes, the NICs 4 and more; ev
 TEST_CASE("GPU: NCCL's NVLS tree: small messages take NCCL's latency, 25 us + 2 log2(M) x 20.9 us", "[gpu]") {
   for (const auto& [nodes, us] : {std::pair{2, 66.8}, std::pair{4, 108.6}, std::pair{16, 192.2}}) {
     const std::string m = std::to_string(nodes);
-    const driver::RunResult r = run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": )" + m +
-                                    R"(}, "mesh": {"G": 8, "N": )" + m + "}, \"ops\": [" +
-                                    ops("all_reduce", R"(["G", "N"])", 64, "nvls_tree") + "]}");
+    const driver::RunResult r =
+        run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": )" + m +
+            R"(}, "mesh": {"G": 8, "N": )" + m + "}, \"ops\": [" + ops("all_reduce", R"(["G", "N"])", 64, "nvls_tree") +
+            "]}");
     INFO(nodes << " nodes");
     // The simulation crosses 4 NVLink hops (6.8 us) and 2 log2(M) NIC steps of
     // 14 us; the rest of NCCL's latency is paid at entry.
@@ -1010,7 +1042,8 @@ TEST_CASE("GPU: across nodes the all-reduce algorithm is NCCL's choice by its co
   CHECK(driver::nccl_model_s(Algorithm::Tree, collectives::gpu::Protocol::Simple, in, 1'000'000'000) ==
         Approx(120.4e-6 + 1e9 / 184e9).epsilon(1e-12));
   // So the tree below about 280 MB, the ring above.
-  const std::string head = R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4}, "ops": [)";
+  const std::string head =
+      R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4}, "ops": [)";
   auto pick = [&](const std::string& h, std::uint64_t bytes) {
     return run(h + ops("all_reduce", R"(["X", "Y"])", bytes) + "]}").ops[0].algorithm;
   };
@@ -1018,7 +1051,8 @@ TEST_CASE("GPU: across nodes the all-reduce algorithm is NCCL's choice by its co
   CHECK(pick(head, 64ull << 20) == "tree");
   CHECK(pick(head, 1ull << 30) == "ring");
   // On 16 nodes the ring's 30 network and 224 NVLink steps cost 1.2 ms: the tree up to about 2 GB.
-  const std::string sixteen = R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 16}, "mesh": {"X": 8, "Y": 16}, "ops": [)";
+  const std::string sixteen =
+      R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 16}, "mesh": {"X": 8, "Y": 16}, "ops": [)";
   CHECK(pick(sixteen, 1ull << 30) == "tree");
   CHECK(pick(sixteen, 4ull << 30) == "ring");
 }
@@ -1046,7 +1080,8 @@ TEST_CASE("GPU: NCCL's base latency: once per collective, by algorithm and proto
         .ops[0];
   };
   const driver::OpResult plain = tiny(R"({"preset": "h100-dgx", "nvlink_efficiency": 1})");
-  const driver::OpResult fixed = tiny(R"({"preset": "h100-dgx", "nvlink_efficiency": 1, "collective_fixed_cost_s": {"nvlink": 2e-6}})");
+  const driver::OpResult fixed =
+      tiny(R"({"preset": "h100-dgx", "nvlink_efficiency": 1, "collective_fixed_cost_s": {"nvlink": 2e-6}})");
   CHECK(plain.time().seconds() == Approx(6.6e-6 + 14 * 0.6e-6).epsilon(0.02));
   CHECK((fixed.time() - plain.time()).ps() == 2'000'000);
   CHECK(fixed.closed_s - plain.closed_s == Approx(2e-6).epsilon(1e-9));
@@ -1056,9 +1091,10 @@ TEST_CASE("GPU: NCCL's base latency: once per collective, by algorithm and proto
   // The regime counts it as latency: a ring all-reduce of 21.5 MB with Simple on
   // 8 H100s has 14 x (3.4 us + 2 x 512 KiB / 450 GB/s) = 80.2 us of latency term
   // against 1.75 V / 450 GB/s = 83.6 us of bandwidth term, 88.6 us with the base.
-  const driver::OpResult border = run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "mesh": {"X": 8}, "ops": [)" +
-                                      ops("all_reduce", R"(["X"])", 21'500'000, "ring", "simple") + "]}")
-                                      .ops[0];
+  const driver::OpResult border =
+      run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "mesh": {"X": 8}, "ops": [)" +
+          ops("all_reduce", R"(["X"])", 21'500'000, "ring", "simple") + "]}")
+          .ops[0];
   CHECK(border.latency_s == Approx(8.4e-6 + 14 * (3.4e-6 + 2 * 524288 / 450e9)).epsilon(1e-9));
   CHECK(border.bandwidth_s == Approx(1.75 * 21.5e6 / 450e9).epsilon(1e-9));
   CHECK(border.bound == "latency");
@@ -1073,10 +1109,12 @@ TEST_CASE("GPU: NCCL's base latency: once per collective, by algorithm and proto
   const auto hop = [](double s) {
     return R"({"preset": "h100-dgx", "nvlink_efficiency": 1, "nvlink_hop_latency_s": )" + std::to_string(s) + "}";
   };
-  CHECK(driver::nvls_fixed_cost(workloads::parse_workload(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "mesh": {"X": 8}, "ops": [)" +
-                                                              ops("all_reduce", R"(["X"])", 64) + "]}",
-                                                          "t.json")
-                                    .hardware) == Tick::from_ps(18'200'000));
+  CHECK(driver::nvls_fixed_cost(
+            workloads::parse_workload(
+                R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "mesh": {"X": 8}, "ops": [)" +
+                    ops("all_reduce", R"(["X"])", 64) + "]}",
+                "t.json")
+                .hardware) == Tick::from_ps(18'200'000));
   CHECK(nvls(R"("h100-dgx")").time().seconds() == Approx(25e-6).epsilon(0.001));
   CHECK(nvls(R"("h100-dgx")").closed_s == Approx(25e-6).epsilon(0.001));
   CHECK(nvls(hop(1e-6)).time().seconds() == Approx(25e-6).epsilon(0.001));
@@ -1162,8 +1200,9 @@ TEST_CASE("GPU: inside one node the all-reduce is NCCL's choice too: the ring wi
   CHECK(pick("a100-dgx", 1ull << 30) == "ring/simple");
   // A protocol asked for chooses among the algorithms that run it: with Simple
   // at 64 B, NVLS's 25 us beats the ring's 8.4 + 14 x 3.4 us.
-  const driver::RunResult asked = run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "mesh": {"X": 8}, "ops": [)" +
-                                      ops("all_reduce", R"(["X"])", 64, "", "simple") + "]}");
+  const driver::RunResult asked =
+      run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "mesh": {"X": 8}, "ops": [)" +
+          ops("all_reduce", R"(["X"])", 64, "", "simple") + "]}");
   CHECK(asked.ops[0].algorithm + "/" + asked.ops[0].protocol == "nvls/simple");
 }
 
@@ -1207,7 +1246,8 @@ TEST_CASE("GPU: NCCL's model picks the protocol: LL for small sizes, LL128 for m
   CHECK(workloads::nccl_ll_max_bytes_per_s(hw("a100-dgx"), 4) == 19.0e9);
   // What runs: on 4 DGX H100 nodes the tree with LL, then LL128, then the
   // ring with Simple; an all-gather's ring likewise.
-  const std::string head = R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4}, "ops": [)";
+  const std::string head =
+      R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4}, "ops": [)";
   const auto pick = [&](const std::string& kind, std::uint64_t bytes) {
     const driver::RunResult r = run(head + ops(kind, R"(["X", "Y"])", bytes) + "]}");
     return r.ops[0].algorithm + "/" + r.ops[0].protocol;
@@ -1224,8 +1264,10 @@ TEST_CASE("GPU: NCCL's model picks the protocol: LL for small sizes, LL128 for m
   const driver::RunResult asked = run(head + ops("all_reduce", R"(["X", "Y"])", 64, "", "simple") + "]}");
   CHECK(asked.ops[0].protocol == "simple");
   CHECK(asked.ops[0].algorithm == "nvls_tree");
-  const driver::RunResult a100 = run(R"({"hardware": {"preset": "a100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4},
-    "ops": [)" + ops("all_reduce", R"(["X", "Y"])", 64, "", "simple") + "]}");
+  const driver::RunResult a100 = run(
+      R"({"hardware": {"preset": "a100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 4}, "mesh": {"X": 8, "Y": 4},
+    "ops": [)" +
+      ops("all_reduce", R"(["X", "Y"])", 64, "", "simple") + "]}");
   CHECK(a100.ops[0].algorithm == "tree");
 }
 
@@ -1258,9 +1300,9 @@ TEST_CASE("GPU: NCCL's model of its NVLS tree, and where it picks it: 2 to 7 DGX
   // 0.92 x 400 / 2 = 184 against 364 x 128/254 = 183.4 GB/s).
   const auto pick = [&](int nodes, std::uint64_t bytes) {
     const std::string m = std::to_string(nodes);
-    const driver::RunResult r = run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": )" + m +
-                                    R"(}, "mesh": {"X": 8, "Y": )" + m + "}, \"ops\": [" +
-                                    ops("all_reduce", R"(["X", "Y"])", bytes) + "]}");
+    const driver::RunResult r =
+        run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": )" + m +
+            R"(}, "mesh": {"X": 8, "Y": )" + m + "}, \"ops\": [" + ops("all_reduce", R"(["X", "Y"])", bytes) + "]}");
     return r.ops[0].algorithm + "/" + r.ops[0].protocol;
   };
   CHECK(pick(2, 4ull << 20) == "tree/ll128");
@@ -1329,9 +1371,10 @@ TEST_CASE("GPU: the ring and the tree with LL and LL128 stay within 0.8 to 1.25 
   cases.emplace_back(3, std::uint64_t{1} << 28, "tree", "ll128");  // the highest measured
   for (const auto& [nodes, bytes, algorithm, protocol] : cases) {
     const std::string m = std::to_string(nodes);
-    const driver::RunResult r = run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": )" + m +
-                                    R"(}, "mesh": {"G": 8, "N": )" + m + "}, \"ops\": [" +
-                                    ops("all_reduce", R"(["G", "N"])", bytes, algorithm, protocol) + "]}");
+    const driver::RunResult r =
+        run(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": )" + m +
+            R"(}, "mesh": {"G": 8, "N": )" + m + "}, \"ops\": [" +
+            ops("all_reduce", R"(["G", "N"])", bytes, algorithm, protocol) + "]}");
     // The algorithm against its closed form, both without NCCL's base latency
     // (the same in both: 6.6 or 6.8 us with LL, 14 with LL128).
     const double base = protocol == "ll128" ? 14e-6 : algorithm == "ring" ? 6.6e-6 : 6.8e-6;
@@ -1349,8 +1392,9 @@ TEST_CASE("GPU: the ring and the tree with LL and LL128 stay within 0.8 to 1.25 
 }
 
 TEST_CASE("GPU: SimGrid refuses an op that runs with LL or LL128, and names it", "[gpu]") {
-  const std::string text = R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 2}, "mesh": {"X": 8, "Y": 2}, "ops": [)" +
-                           ops("all_reduce", R"(["X", "Y"])", 4096) + "]}";
+  const std::string text =
+      R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": 2}, "mesh": {"X": 8, "Y": 2}, "ops": [)" +
+      ops("all_reduce", R"(["X", "Y"])", 4096) + "]}";
   driver::SimulateOptions options;
   options.engine = driver::EngineKind::SimGrid;
   CHECK_THROWS_WITH(driver::simulate(workloads::parse_workload(text, "t.json"), options),
@@ -1382,10 +1426,11 @@ TEST_CASE("GPU: the tree's chunks and the NVLS tree's loops copied from one give
     CAPTURE(c.nodes, c.algorithm, c.rounds);
     const std::string m = std::to_string(c.nodes);
     const auto workload = [&](std::uint64_t bytes) {
-      return workloads::parse_workload(R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": )" + m +
-                                           R"(}, "mesh": {"G": 8, "N": )" + m + "}, \"ops\": [" +
-                                           ops("all_reduce", R"(["G", "N"])", bytes, c.algorithm) + "]}",
-                                       "t.json");
+      return workloads::parse_workload(
+          R"({"hardware": {"preset": "h100-dgx", "nvlink_efficiency": 1}, "topology": {"nodes": )" + m +
+              R"(}, "mesh": {"G": 8, "N": )" + m + "}, \"ops\": [" +
+              ops("all_reduce", R"(["G", "N"])", bytes, c.algorithm) + "]}",
+          "t.json");
     };
     const workloads::Workload probe = workload(1);
     driver::RunContext t_run(probe);
