@@ -254,3 +254,39 @@ TEST_CASE("is_measurements_file: meshsim's own suites and other JSON, not points
   CHECK_THROWS_AS(calibrate::is_measurements_file((dir / "missing.json").string()), Error);
   std::filesystem::remove_all(dir);
 }
+
+// All-gathers over one axis length, and over two, with noise: the Ironwood
+// guide's measurements are of this form (one 4-chip group, 256 KiB to 64 MiB).
+std::vector<MeasuredPoint> noisy_all_gathers(const std::vector<std::pair<const char*, const char*>>& systems,
+                                             double noise) {
+  std::vector<MeasuredPoint> p = measure(systems, 18, 26, 1, noise);
+  std::erase_if(p, [](const MeasuredPoint& x) { return x.kind != OpKind::AllGather; });
+  return p;
+}
+
+TEST_CASE("fit_fabric: a hop latency one ring length leaves loose is kept, and two lengths fit it", "[fit_fabric]") {
+  // One length (8 chips, 5 % of noise): the latency of a hop and the fixed cost
+  // both add a near-constant; the fit puts the latency at 1.61 us +- 11 % (the
+  // truth is 1.3), so it stays the preset's and the note says what to measure.
+  const FabricFit one = fit_fabric(noisy_all_gathers({{"8x16", "x"}}, 0.05));
+  REQUIRE(one.levels.size() == 1);
+  INFO(one.levels[0].hop_latency_s << " +- " << one.levels[0].hop_latency_error_s);
+  CHECK_FALSE(one.levels[0].hop_latency_fitted);
+  CHECK(one.levels[0].hop_latency_s == 1e-6);  // tpu-v5e's
+  for (const std::string& n : one.notes) UNSCOPED_INFO(n);
+  CHECK(std::any_of(one.notes.begin(), one.notes.end(), [](const std::string& n) {
+    return n.find("ici hop latency is kept at the preset's 1e-06 s") != std::string::npos &&
+           n.find("measure the collective over two axis lengths") != std::string::npos;
+  }));
+  // Two lengths (4 and 16 chips) separate them: within 5 % of the truth, and
+  // a third length's floor is predicted.
+  const FabricFit two = fit_fabric(noisy_all_gathers({{"4x4", "x"}, {"16x16", "x"}}, 0.02));
+  REQUIRE(two.levels.size() == 1);
+  CHECK(two.levels[0].hop_latency_fitted);
+  CHECK(two.levels[0].hop_latency_s == Approx(1.3e-6).epsilon(0.05));
+  CHECK(two.levels[0].hop_latency_error_s < 0.1 * two.levels[0].hop_latency_s);
+  CHECK(std::none_of(two.notes.begin(), two.notes.end(),
+                     [](const std::string& n) { return n.find("hop latency") != std::string::npos; }));
+  for (const MeasuredPoint& p : measure({{"8x8", "x"}}, 18, 18, 1, 0.0))
+    if (p.kind == OpKind::AllGather) CHECK(simulate_point(p, two.levels) == Approx(p.time_s).epsilon(0.05));
+}
