@@ -127,7 +127,8 @@ class Fitter {
         workloads::Hardware start = hw;  // the preset's latency is where the fit starts
         x_(static_cast<Eigen::Index>(j)) = latency_of(start, t.level).seconds();
       }
-      if (t.what == Term::What::Slowness) x_(static_cast<Eigen::Index>(j)) = 1.0;
+      if (t.what == Term::What::Slowness)  // the preset's efficiency (NVLink: NCCL's payload rate)
+        x_(static_cast<Eigen::Index>(j)) = 1.0 / workloads::preset_link_efficiency(hw, t.level);
     }
     free_.assign(terms_.size(), true);
   }

@@ -156,6 +156,22 @@ TEST_CASE("fit_fabric: what the points cannot determine is kept at the preset, a
   CHECK(std::any_of(small.notes.begin(), small.notes.end(), [](const std::string& n) {
     return n.starts_with("the ici link efficiency is kept at the preset's 1: bandwidth is at most");
   }));
+  // On a GPU preset the preset's NVLink efficiency is NCCL's payload rate: the
+  // fit starts there, simulates "before" with it and keeps it when undetermined.
+  std::vector<MeasuredPoint> gpu;
+  for (const std::uint64_t bytes : {4096ULL, 8192ULL, 16384ULL, 32768ULL}) {
+    MeasuredPoint p = point(OpKind::AllGather, "1", "all", bytes);
+    p.hardware = "h100-dgx";
+    p.time_s = 30e-6;
+    gpu.push_back(p);
+  }
+  const FabricFit nvlink = fit_fabric(gpu);
+  CHECK_FALSE(nvlink.levels.at(0).efficiency_fitted);
+  CHECK(nvlink.levels.at(0).efficiency == Approx(20.6 / 25.0).epsilon(1e-12));
+  CHECK(std::any_of(nvlink.notes.begin(), nvlink.notes.end(), [](const std::string& n) {
+    return n.starts_with("the nvlink link efficiency is kept at the preset's 0.824: bandwidth is at most");
+  }));
+  CHECK(nvlink.points.at(0).before_s == Approx(simulate_point(gpu[0], {})).epsilon(1e-12));
   // Too few points for the terms.
   std::vector<MeasuredPoint> few = measure({{"8x16", "y"}, {"8x16", "x"}}, 14, 26, 12, 0.0);
   few.resize(3);
