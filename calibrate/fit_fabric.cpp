@@ -141,6 +141,10 @@ class Fitter {
     Eigen::MatrixXd jac = jacobian(x_, before);
     check_determined(jac, out.notes);
     Eigen::VectorXd now = before;
+    if (start_at_line_rate()) {
+      now = times(x_);
+      jac = jacobian(x_, now);
+    }
     out.iterations = descend(jac, now);
     check_efficiency();
     jac = jacobian(x_, now);
@@ -164,6 +168,23 @@ class Fitter {
 
  private:
   Eigen::Index size() const { return static_cast<Eigen::Index>(terms_.size()); }
+
+  // The descent starts each fitted efficiency at the line rate (the bound it
+  // cannot pass); "before" and what is kept are the preset's. From the preset's
+  // NVLink payload rate (0.824) the steps stop in a worse optimum on the bundled
+  // log (rms 11.1 % against 9.2 %): the protocol NCCL's model picks jumps with
+  // the terms, so Gauss-Newton depends on where it starts. Returns whether any
+  // term moved.
+  bool start_at_line_rate() {
+    bool moved = false;
+    for (Eigen::Index j = 0; j < size(); ++j)
+      if (terms_[static_cast<std::size_t>(j)].what == Term::What::Slowness && free_[static_cast<std::size_t>(j)] &&
+          x_(j) != 1.0) {
+        x_(j) = 1.0;
+        moved = true;
+      }
+    return moved;
+  }
 
   // Gauss-Newton steps from x_ (halved until the cost falls); `now` holds the
   // simulated times at x_, `jac` their sensitivities. Returns the steps taken.
