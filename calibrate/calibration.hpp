@@ -97,9 +97,10 @@ struct LevelFit {
   struct Fixed {
     OpKind kind = OpKind::AllReduce;
     double seconds = 0, error_s = 0;
-    bool fitted = true;  // false: kept at 0 (no point small enough to see it)
+    bool fitted = true;   // false: kept at 0 (no point small enough to see it), or shared
+    bool shared = false;  // a kind without points: the mean of the level's fitted kinds
   };
-  std::vector<Fixed> fixed_cost;  // the kinds measured, in OpKind order
+  std::vector<Fixed> fixed_cost;  // the kinds measured, then shared to the others, in OpKind order
   FitQuality quality;
 };
 

@@ -158,6 +158,7 @@ class Fitter {
       error = standard_errors(jac, now);
     }
     out.levels = level_fits(error, now);
+    for (LevelFit& f : out.levels) share_fixed_costs(f, out.notes);
     for (std::size_t i = 0; i < n; ++i) {
       const auto row = static_cast<Eigen::Index>(i);
       out.points.push_back({points_[i].measured->time_s, before(row), now(row)});
@@ -485,6 +486,31 @@ class Fitter {
     }
     std::sort(out.begin(), out.end(), [](const LevelFit& a, const LevelFit& b) { return a.level < b.level; });
     return out;
+  }
+
+  // A kind the points do not measure takes the mean of the level's fitted fixed
+  // costs: NCCL's base latency is per algorithm and protocol, not per kind, and
+  // the launch and synchronisation a fixed cost stands for are one kernel path
+  // for every collective (and send), so an all-gather's predicts a
+  // reduce-scatter's floor.
+  static void share_fixed_costs(LevelFit& f, std::vector<std::string>& notes) {
+    double sum = 0;
+    int fitted = 0;
+    std::vector<std::string> measured;
+    for (const LevelFit::Fixed& x : f.fixed_cost)
+      if (x.fitted) sum += x.seconds, ++fitted, measured.push_back(fmt::format("{}'s", kind_name(x.kind)));
+    if (fitted == 0) return;
+    std::vector<std::string> shared;
+    for (OpKind k : {OpKind::AllGather, OpKind::ReduceScatter, OpKind::AllReduce, OpKind::AllToAll, OpKind::Send}) {
+      if (std::any_of(f.fixed_cost.begin(), f.fixed_cost.end(), [k](const auto& x) { return x.kind == k; })) continue;
+      f.fixed_cost.push_back({k, sum / fitted, 0, false, true});
+      shared.emplace_back(kind_name(k));
+    }
+    std::sort(f.fixed_cost.begin(), f.fixed_cost.end(), [](const auto& a, const auto& b) { return a.kind < b.kind; });
+    notes.push_back(fmt::format(
+        "the {} fixed cost of {} (no points of them) is {}{}: one launch and synchronisation path for every kind",
+        workloads::level_name(f.level), fmt::join(shared, ", "), fitted == 1 ? "" : "the mean of ",
+        fmt::join(measured, " and ")));
   }
 
   std::vector<Point> points_;

@@ -25,7 +25,9 @@ std::string format_fabric_fit(const FabricFit& fit, std::span<const MeasuredPoin
         100 * l.quality.max_relative_residual, l.quality.points);
     for (const LevelFit::Fixed& f : l.fixed_cost)
       out += fmt::format("    fixed cost of {}: {:.4g} s ± {:.2g}{}\n", kind_name(f.kind), f.seconds, f.error_s,
-                         f.fitted ? "" : " (not fitted, kept at 0)");
+                         f.fitted   ? ""
+                         : f.shared ? " (no points: shared, see the note)"
+                                    : " (not fitted, kept at 0)");
   }
   for (const std::string& n : fit.notes) out += "note: " + n + "\n";
   // The points that fit worst, after the fit.

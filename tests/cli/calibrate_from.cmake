@@ -37,7 +37,7 @@ file(READ "${WORK_DIR}/cal.json" cal)
 if(NOT cal MATCHES "\"fabric\"" OR NOT cal MATCHES "\"level\": \"nvlink\"")
   report("cal.json has no nvlink fabric level:\n${cal}")
 endif()
-run_ok("run with the fitted calibration" "terms     nvlink links at [0-9.]+ % of peak, nvlink all_reduce fixed cost"
+run_ok("run with the fitted calibration" "terms     nvlink links at [0-9.]+ % of peak, nvlink reduce_scatter fixed cost [0-9.]+ us, nvlink all_reduce fixed cost"
        run examples/gpu_h100_4nodes.json --calibration ${WORK_DIR}/cal.json)
 run_ok("compare the log before and after" "median \\|error\\| over 42 points: [0-9.]+ % before, [0-9.]+ % after"
        compare ${log} --hardware h100-dgx --calibration ${WORK_DIR}/cal.json)
