@@ -140,8 +140,9 @@ TEST_CASE("fit_fabric: one kind over one ring still separates hop latency from i
     CHECK(x.shared == (x.kind != OpKind::AllGather));
   }
   CHECK(std::any_of(fit.notes.begin(), fit.notes.end(), [](const std::string& n) {
-    return n == "the ici fixed cost of reduce_scatter, all_reduce, all_to_all, send (no points of them) is "
-                "all_gather's: one launch and synchronisation path for every kind";
+    return n ==
+           "the ici fixed cost of reduce_scatter, all_reduce, all_to_all, send (no points of them) is "
+           "all_gather's: one launch and synchronisation path for every kind";
   }));
   for (const MeasuredPoint& p : all_gathers_over_y(13, 27, 4))
     CHECK(simulate_point(p, fit.levels) == Approx(p.time_s).epsilon(0.01));
