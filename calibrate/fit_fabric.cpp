@@ -488,27 +488,35 @@ class Fitter {
     return out;
   }
 
-  // A kind the points do not measure takes the mean of the level's fitted fixed
-  // costs: NCCL's base latency is per algorithm and protocol, not per kind, and
-  // the launch and synchronisation a fixed cost stands for are one kernel path
-  // for every collective (and send), so an all-gather's predicts a
-  // reduce-scatter's floor.
+  // A kind the points do not measure, or whose fixed cost they cannot see (no
+  // small messages), takes the mean of the level's fitted fixed costs: NCCL's
+  // base latency is per algorithm and protocol, not per kind, and the launch and
+  // synchronisation a fixed cost stands for are one kernel path for every
+  // collective (and send), so an all-gather's predicts a reduce-scatter's floor.
   static void share_fixed_costs(LevelFit& f, std::vector<std::string>& notes) {
     double sum = 0;
     int fitted = 0;
     std::vector<std::string> measured;
-    for (const LevelFit::Fixed& x : f.fixed_cost)
-      if (x.fitted) sum += x.seconds, ++fitted, measured.push_back(fmt::format("{}'s", kind_name(x.kind)));
+    for (const LevelFit::Fixed& x : f.fixed_cost) {
+      if (!x.fitted) continue;
+      sum += x.seconds;
+      ++fitted;
+      measured.push_back(fmt::format("{}'s", kind_name(x.kind)));
+    }
     if (fitted == 0) return;
+    const double mean = sum / fitted;
     std::vector<std::string> shared;
     for (OpKind k : {OpKind::AllGather, OpKind::ReduceScatter, OpKind::AllReduce, OpKind::AllToAll, OpKind::Send}) {
-      if (std::any_of(f.fixed_cost.begin(), f.fixed_cost.end(), [k](const auto& x) { return x.kind == k; })) continue;
-      f.fixed_cost.push_back({k, sum / fitted, 0, false, true});
+      auto it = std::find_if(f.fixed_cost.begin(), f.fixed_cost.end(), [k](const auto& x) { return x.kind == k; });
+      if (it != f.fixed_cost.end() && it->fitted) continue;
+      if (it == f.fixed_cost.end()) it = f.fixed_cost.insert(f.fixed_cost.end(), LevelFit::Fixed{.kind = k});
+      *it = {k, mean, 0, false, true};
       shared.emplace_back(kind_name(k));
     }
     std::sort(f.fixed_cost.begin(), f.fixed_cost.end(), [](const auto& a, const auto& b) { return a.kind < b.kind; });
     notes.push_back(fmt::format(
-        "the {} fixed cost of {} (no points of them) is {}{}: one launch and synchronisation path for every kind",
+        "the {} fixed cost of {} (no points that show it) is {}{}: one launch and synchronisation path for every "
+        "kind",
         workloads::level_name(f.level), fmt::join(shared, ", "), fitted == 1 ? "" : "the mean of ",
         fmt::join(measured, " and ")));
   }

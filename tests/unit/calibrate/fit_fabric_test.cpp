@@ -141,9 +141,20 @@ TEST_CASE("fit_fabric: one kind over one ring still separates hop latency from i
   }
   CHECK(std::any_of(fit.notes.begin(), fit.notes.end(), [](const std::string& n) {
     return n ==
-           "the ici fixed cost of reduce_scatter, all_reduce, all_to_all, send (no points of them) is "
+           "the ici fixed cost of reduce_scatter, all_reduce, all_to_all, send (no points that show it) is "
            "all_gather's: one launch and synchronisation path for every kind";
   }));
+  // All-reduces of large sizes only cannot show their fixed cost: it takes the
+  // all-gathers' too, instead of 0.
+  std::vector<MeasuredPoint> mixed = all_gathers_over_y(12, 28, 4);
+  for (const MeasuredPoint& p : measure({{"8x16", "y"}}, 27, 30, 1, 0.0))
+    if (p.kind == OpKind::AllReduce) mixed.push_back(p);
+  const FabricFit shared = fit_fabric(mixed);
+  const auto all_reduce = std::find_if(shared.levels.at(0).fixed_cost.begin(), shared.levels.at(0).fixed_cost.end(),
+                                       [](const LevelFit::Fixed& x) { return x.kind == OpKind::AllReduce; });
+  REQUIRE(all_reduce != shared.levels.at(0).fixed_cost.end());
+  CHECK(all_reduce->shared);
+  CHECK(all_reduce->seconds == Approx(5e-6).epsilon(0.02));
   for (const MeasuredPoint& p : all_gathers_over_y(13, 27, 4))
     CHECK(simulate_point(p, fit.levels) == Approx(p.time_s).epsilon(0.01));
 }
