@@ -1,6 +1,7 @@
 #include "reports/explain.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <optional>
 
@@ -184,7 +185,31 @@ std::string training_explain(const workloads::Workload& w) {
                      static_cast<double>(f.model_flops) / tokens, workloads::recompute_name(t.recompute),
                      static_cast<double>(f.hardware_flops));
   // The bubble.
-  if (t.pp > 1) {
+  const std::uint64_t most_layers = workloads::most_stage_layers(t);
+  if (t.pp > 1 && most_layers * t.pp != m.layers) {
+    // Uneven stages: the slowest stage k sets the pace; the layers before it
+    // fill and drain the pipeline, the ones after it may stall it too.
+    std::vector<std::uint64_t> per_stage;
+    std::uint64_t slowest = 0, before = 0;
+    for (std::uint64_t s = 0; s < t.pp; ++s) {
+      per_stage.push_back(workloads::stage_layers(t, s).size());
+      if (per_stage[s] > per_stage[slowest]) slowest = s;
+    }
+    for (std::uint64_t s = 0; s < slowest; ++s) before += per_stage[s];
+    const double mb = static_cast<double>(t.microbatches), most = static_cast<double>(most_layers);
+    const double upper = (mb * most + static_cast<double>(m.layers - most_layers)) / (mb * most);
+    out += fmt::format(
+        "pipeline bubble ({}, uneven stages of {} layers): the slowest, stage {} of L_k = {} layers, sets "
+        "the pace; the passes take ",
+        workloads::schedule_name(t.plan.schedule), fmt::join(per_stage, ", "), slowest, most_layers);
+    out += t.plan.virtual_stages == 1
+               ? fmt::format(
+                     "between (m L_k + L_<k) / (m L_k) = ({} x {} + {}) / ({} x {}) = {:.4f} and (m L_k + L - "
+                     "L_k) / (m L_k) = {:.4f} x its compute time ((m + p - 1) / m with even stages)\n",
+                     mb, most_layers, before, mb, most_layers, (mb * most + static_cast<double>(before)) / (mb * most),
+                     upper)
+               : fmt::format("at most (m L_k + L - L_k) / (m L_k) = {:.4f} x its compute time\n", upper);
+  } else if (t.pp > 1) {
     const double p = static_cast<double>(t.pp), mb = static_cast<double>(t.microbatches);
     const double v = static_cast<double>(t.plan.virtual_stages);
     out += t.plan.schedule == workloads::Schedule::Interleaved
@@ -210,12 +235,13 @@ std::string training_explain(const workloads::Workload& w) {
                      m.experts > 0 ? "dense " : "", sbh, a.outside, static_cast<double>(a.outside) / static_cast<double>(sbh), a.inside,
                      static_cast<double>(a.inside) / static_cast<double>(sbh), a.core, a.input,
                      workloads::recompute_name(t.recompute), a.kept);
-  out += fmt::format("  activations kept: {} bytes a layer{} x {} layers per stage x {:g} microbatches in flight = {}; "
-                     "working buffers {}; peak {} of {} HBM\n",
-                     f.activation_bytes_per_layer, m.experts > 0 ? " (the stage's average)" : "", m.layers / t.pp,
-                     f.microbatches_in_flight, gigabytes(static_cast<double>(f.activation_bytes)),
-                     gigabytes(static_cast<double>(f.working_bytes)), gigabytes(static_cast<double>(f.peak_bytes)),
-                     gigabytes(static_cast<double>(f.hbm_bytes)));
+  out += fmt::format(
+      "  activations kept: {} bytes a layer{} x {} layers per stage x {:g} microbatches in flight = {}; "
+      "working buffers {}; peak {} of {} HBM\n",
+      f.activation_bytes_per_layer, m.experts > 0 ? " (the stage's average)" : "", f.peak_stage_layers,
+      f.microbatches_in_flight, gigabytes(static_cast<double>(f.activation_bytes)),
+      gigabytes(static_cast<double>(f.working_bytes)), gigabytes(static_cast<double>(f.peak_bytes)),
+      gigabytes(static_cast<double>(f.hbm_bytes)));
   return out;
 }
 

@@ -301,6 +301,7 @@ Json training_json(const workloads::Workload& w, const RunResult& r) {
                {"pipeline", t.pp},
                {"schedule", workloads::schedule_name(t.plan.schedule)},
                {"virtual_stages", t.plan.virtual_stages},
+               {"chunk_layers", t.plan.chunk_layers},
                {"microbatch", t.microbatch},
                {"microbatches", t.microbatches},
                {"global_batch", t.global_batch},

@@ -1,12 +1,14 @@
 #include "reports/training_report.hpp"
-#include "reports/report.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <array>
+#include <functional>
 
 #include "base/error.hpp"
+#include "reports/report.hpp"
 
 namespace meshsim::reports {
 
@@ -126,9 +128,16 @@ std::string format_training_table(const workloads::Workload& w, const RunResult&
   out += fmt::format("plan      data {} x fsdp {} x tensor {}{} x pipeline {}{}{}", t.dp, t.fsdp, t.tp,
                      t.plan.sequence_parallel ? " (sequence parallel)" : "", t.pp,
                      t.ep > 1 ? fmt::format(" x expert {}", t.ep) : "", t.cp > 1 ? fmt::format(" x context {}", t.cp) : "");
-  if (t.pp > 1)
-    out += fmt::format(" ({}{})", workloads::schedule_name(t.plan.schedule),
-                       t.plan.virtual_stages > 1 ? fmt::format(", {} virtual stages", t.plan.virtual_stages) : "");
+  if (t.pp > 1) {
+    // Uneven chunks: their layer counts in layer order.
+    const std::vector<std::uint64_t>& chunks = t.plan.chunk_layers;
+    const bool uneven = std::adjacent_find(chunks.begin(), chunks.end(), std::not_equal_to<>()) != chunks.end();
+    out += fmt::format(" ({}{}{})", workloads::schedule_name(t.plan.schedule),
+                       t.plan.virtual_stages > 1 ? fmt::format(", {} virtual stages", t.plan.virtual_stages) : "",
+                       uneven ? fmt::format(", layers per {} {}", t.plan.virtual_stages > 1 ? "chunk" : "stage",
+                                            fmt::join(chunks, "/"))
+                              : "");
+  }
   out += fmt::format("; {} microbatches of {} per replica, global batch {} sequences ({} tokens); recompute {}; {} "
                      "attention{}\n",
                      t.microbatches, t.microbatch, t.global_batch, t.global_batch * m.seq_len,

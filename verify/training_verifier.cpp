@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "base/error.hpp"
+#include "workloads/training_formulas.hpp"
 
 namespace meshsim::verify {
 
@@ -605,7 +606,9 @@ class Machine {
     e_ = workloads::element_size(t_.dtype);
     if (e_ == 0) e_ = 2;
     layers_ = t_.model.layers;
-    layers_per_chunk_ = std::max<std::uint64_t>(1, layers_ / (t_.pp * t_.plan.virtual_stages));
+    layer_stage_.assign(layers_, 0);
+    for (std::uint64_t s = 0; s < t_.pp; ++s)
+      for (std::uint64_t l : workloads::stage_layers(t_, s)) layer_stage_[l] = s;
     flat_ = flat_size(D_, shard_);
     std::vector<int> replica_axes = t_.plan.data;
     replica_axes.insert(replica_axes.end(), t_.plan.fsdp.begin(), t_.plan.fsdp.end());
@@ -663,7 +666,7 @@ class Machine {
     return std::all_of(t_.plan.tensor.begin(), t_.plan.tensor.end(),
                        [&](int a) { return std::find(axes.begin(), axes.end(), a) != axes.end(); });
   }
-  std::uint64_t stage_of_layer(std::uint64_t l) const { return (l / layers_per_chunk_) % t_.pp; }
+  std::uint64_t stage_of_layer(std::uint64_t l) const { return layer_stage_[l]; }
   std::vector<ChipId> stage_chips(std::uint64_t stage) const {
     std::vector<ChipId> out;
     for (ChipId c : chips_)
@@ -1498,7 +1501,8 @@ class Machine {
   Shard shard_;
   bool sp_ = false;
   std::uint64_t e_ = 2;
-  std::uint64_t layers_ = 0, layers_per_chunk_ = 1;
+  std::uint64_t layers_ = 0;
+  std::vector<std::uint64_t> layer_stage_;  // per layer: its pipeline stage
   Index flat_ = 0;      // a chip's weights of one layer (before FSDP)
   Index replicas_ = 1;  // data x fsdp
   std::vector<Index> tp_rank_, fsdp_rank_, replica_;

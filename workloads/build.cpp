@@ -232,6 +232,73 @@ void check_model(const ModelSpec& m, const SourceRef& where) {
                            m.heads));
 }
 
+// The layers of each model chunk (Parallelism::chunk_layers) of `layers` over
+// p stages of sp.virtual_stages chunks: as listed, or Megatron's first and
+// last stages with the others even, or even; where the layers do not divide,
+// every chunk takes the same but for one fewer in some, the outermost first
+// (chunk 0, the last, chunk 1, ...: the first and last stages also hold the
+// embedding and the head, as Llama 3's 126 layers over 16 stages do).
+std::vector<std::uint64_t> chunk_layers(const TrainingSpec::Plan& sp, std::uint64_t layers, std::uint64_t p,
+                                        const SourceRef& where) {
+  const std::uint64_t v = sp.virtual_stages, chunks = p * v;
+  const bool ends = sp.first_stage_layers_at || sp.last_stage_layers_at;
+  if ((sp.stage_layers_at || ends) && p == 1)
+    (sp.stage_layers_at         ? *sp.stage_layers_at
+     : sp.first_stage_layers_at ? *sp.first_stage_layers_at
+                                : *sp.last_stage_layers_at)
+        .fail("stage layer counts need a \"pipeline\" axis of 2 or more stages");
+  std::vector<std::uint64_t> out;
+  if (sp.stage_layers_at) {
+    const SourceRef& at = *sp.stage_layers_at;
+    if (ends) at.fail("give \"stage_layers\" or \"first_stage_layers\" / \"last_stage_layers\", not both");
+    if (sp.stage_layers.size() != chunks)
+      at.fail(
+          fmt::format("expected {} layer counts (one per model chunk: {} stages x {} virtual stages, in layer "
+                      "order), got {}",
+                      chunks, p, v, sp.stage_layers.size()));
+    out = sp.stage_layers;
+    std::uint64_t sum = 0;
+    for (std::uint64_t n : out) sum += n;
+    if (sum != layers) at.fail(fmt::format("the stage layers sum to {} but the model has {} layers", sum, layers));
+    return out;
+  }
+  if (ends) {
+    // Per stage, then each stage's layers split evenly over its v chunks.
+    std::vector<std::uint64_t> stage(p, 0);
+    std::vector<bool> given(p, false);
+    std::uint64_t rest = layers, others = p;
+    const auto take = [&](std::uint64_t s, std::uint64_t n, const SourceRef& at) {
+      if (n > rest) at.fail(fmt::format("{} layers are more than the model's {} left for this stage", n, rest));
+      stage[s] = n, given[s] = true, rest -= n, --others;
+    };
+    if (sp.first_stage_layers_at) take(0, sp.first_stage_layers, *sp.first_stage_layers_at);
+    if (sp.last_stage_layers_at) take(p - 1, sp.last_stage_layers, *sp.last_stage_layers_at);
+    const SourceRef& at = sp.last_stage_layers_at ? *sp.last_stage_layers_at : *sp.first_stage_layers_at;
+    if (others == 0 && rest != 0)
+      at.fail(fmt::format("the first and last stages hold {} of the {} layers; with 2 stages they must hold all",
+                          layers - rest, layers));
+    if (others > 0 && (rest % others != 0 || rest == 0))
+      at.fail(fmt::format("the other {} layers do not split evenly over the other {} stages (give \"stage_layers\")",
+                          rest, others));
+    for (std::uint64_t s = 0; s < p; ++s)
+      if (!given[s]) stage[s] = rest / others;
+    for (std::uint64_t s = 0; s < p; ++s)
+      if (stage[s] % v != 0)
+        (s == 0 && sp.first_stage_layers_at ? *sp.first_stage_layers_at : at)
+            .fail(fmt::format("stage {}'s {} layers do not split evenly over its {} virtual stages", s, stage[s], v));
+    out.assign(chunks, 0);
+    for (std::uint64_t c = 0; c < v; ++c)
+      for (std::uint64_t s = 0; s < p; ++s) out[c * p + s] = stage[s] / v;
+    return out;
+  }
+  if (layers < chunks)
+    where.fail(fmt::format("layers {} are fewer than the pipeline's model chunks: stages x virtual stages = {} x {}",
+                           layers, p, v));
+  out.assign(chunks, layers / chunks + 1);
+  for (std::uint64_t k = 0; k < chunks - layers % chunks; ++k) --out[k % 2 == 0 ? k / 2 : chunks - 1 - k / 2];
+  return out;
+}
+
 // The plan resolved on w's mesh and checked against the model: every shard and
 // stage whole, the batch a whole number of microbatches per replica.
 // Long: every check of a plan against the model in the order the errors are
@@ -360,9 +427,7 @@ Training resolve_training(const Workload& w, const TrainingSpec& s) {
         .fail("collective matmuls (\"tensor\": true) need tensor axes with \"sequence_parallel\": true");
   if (p.virtual_stages > 1 && t.pp == 1)
     where.fail("virtual stages need a pipeline of 2 or more stages (the pipeline axis has 1)");
-  if (m.layers % (t.pp * p.virtual_stages) != 0)
-    where.fail(fmt::format("layers {} are not divisible by pipeline stages x virtual stages = {} x {}", m.layers, t.pp,
-                           p.virtual_stages));
+  p.chunk_layers = chunk_layers(sp, m.layers, t.pp, where);
   // Expert axes split the batch too (they are data parallel outside the experts).
   const std::uint64_t replicas = t.dp * t.fsdp * t.ep;
   // The byte counts are exact integers: refuse a model whose counts would pass

@@ -14,6 +14,7 @@
 #include "base/error.hpp"
 #include "workloads/lowering.hpp"
 #include "workloads/training_detail.hpp"
+#include "workloads/training_formulas.hpp"
 
 namespace meshsim::workloads::detail {
 
@@ -73,7 +74,6 @@ class StepLowerer {
 
   void run() {
     const std::uint64_t p = t_.pp, v = t_.plan.virtual_stages;
-    layers_per_chunk_ = m_.layers / (p * v);
     build_stages();
     // Emit the stages' passes in an order in which every op's dependencies come
     // first: round robin, a stage waiting while the send it needs is missing.
@@ -360,7 +360,7 @@ class StepLowerer {
     if (!pass.forward && g < last_chunk()) in.push_back(sends_.at({false, g, j}));
     Stage& st = stages_[s];
     if (st.backward_done.empty()) st.backward_done.assign(t_.plan.virtual_stages, 0);
-    const std::uint64_t first = g * layers_per_chunk_, end = first + layers_per_chunk_;
+    const auto [first, end] = chunk_range(t_, g);
     if (pass.forward) {
       enter_pass(true, j);
       if (g == 0) embedding_forward(s);
@@ -880,7 +880,6 @@ class StepLowerer {
   std::map<std::uint64_t, std::vector<Op>> deferred_;
   std::vector<int> dense_reduce_axes_, expert_reduce_axes_;  // where gradients are summed
   std::optional<std::pair<std::uint64_t, std::uint64_t>> useful_;  // (routed, capacity) of an expert matmul
-  std::uint64_t layers_per_chunk_ = 1;
   std::uint64_t e_ = 2;
   std::string prefix_;  // the names of the ops being made: "F0.L3." (site_ says the same)
   StepSite site_;

@@ -101,6 +101,13 @@ struct TrainingSpec {
     std::optional<SourceRef> schedule_at;
     std::uint64_t virtual_stages = 1;
     std::optional<SourceRef> virtual_stages_at;
+    // Uneven stages: the layers of each model chunk in layer order (p x v
+    // counts; p with one chunk a stage), or Megatron's layers of the first and
+    // the last stage (0: not given), the others' split evenly.
+    std::vector<std::uint64_t> stage_layers;
+    std::optional<SourceRef> stage_layers_at;
+    std::uint64_t first_stage_layers = 0, last_stage_layers = 0;
+    std::optional<SourceRef> first_stage_layers_at, last_stage_layers_at;
     bool sharded_optimizer = false;
     std::optional<SourceRef> sharded_optimizer_at;
   } parallelism;

@@ -258,7 +258,8 @@ TrainingSpec read_training(const Cursor& c) {
     TrainingSpec::Plan& p = t.parallelism;
     pc->expect_object();
     pc->only_keys({"data", "fsdp", "tensor", "sequence_parallel", "pipeline", "schedule", "virtual_stages",
-                   "sharded_optimizer", "expert", "context"});
+                   "sharded_optimizer", "expert", "context", "stage_layers", "first_stage_layers",
+                   "last_stage_layers"});
     p.given = true;
     p.where = pc->ref();
     if (auto v = pc->find("tensor")) p.tensor = read_strategy(*v);
@@ -289,6 +290,18 @@ TrainingSpec read_training(const Cursor& c) {
     if (auto v = pc->find("virtual_stages")) {
       p.virtual_stages = v->as_positive_u64(1024);
       p.virtual_stages_at = v->ref();
+    }
+    if (auto v = pc->find("stage_layers")) {
+      for (const Cursor& e : v->elements()) p.stage_layers.push_back(e.as_positive_u64(1u << 20));
+      p.stage_layers_at = v->ref();
+    }
+    if (auto v = pc->find("first_stage_layers")) {
+      p.first_stage_layers = v->as_positive_u64(1u << 20);
+      p.first_stage_layers_at = v->ref();
+    }
+    if (auto v = pc->find("last_stage_layers")) {
+      p.last_stage_layers = v->as_positive_u64(1u << 20);
+      p.last_stage_layers_at = v->ref();
     }
   }
   return t;
@@ -418,12 +431,32 @@ double microbatches_in_flight(const Training& t) {
   return 1;
 }
 
+LayerRange chunk_range(const Training& t, std::uint64_t g) {
+  const std::vector<std::uint64_t>& n = t.plan.chunk_layers;
+  if (n.empty()) {
+    const std::uint64_t per_chunk = t.model.layers / (t.pp * t.plan.virtual_stages);
+    return {g * per_chunk, (g + 1) * per_chunk};
+  }
+  MESHSIM_ASSERT(g < n.size(), "a model chunk of the plan");
+  LayerRange r;
+  for (std::uint64_t k = 0; k < g; ++k) r.first += n[k];
+  r.end = r.first + n[g];
+  return r;
+}
+
 std::vector<std::uint64_t> stage_layers(const Training& t, std::uint64_t stage) {
-  const std::uint64_t chunks = t.pp * t.plan.virtual_stages, per_chunk = t.model.layers / chunks;
   std::vector<std::uint64_t> out;
-  for (std::uint64_t c = 0; c < t.plan.virtual_stages; ++c)
-    for (std::uint64_t l = 0; l < per_chunk; ++l) out.push_back((c * t.pp + stage) * per_chunk + l);
+  for (std::uint64_t c = 0; c < t.plan.virtual_stages; ++c) {
+    const LayerRange r = chunk_range(t, c * t.pp + stage);
+    for (std::uint64_t l = r.first; l < r.end; ++l) out.push_back(l);
+  }
   return out;
+}
+
+std::uint64_t most_stage_layers(const Training& t) {
+  std::uint64_t most = 0;
+  for (std::uint64_t s = 0; s < t.pp; ++s) most = std::max<std::uint64_t>(most, stage_layers(t, s).size());
+  return most;
 }
 
 StageParams stage_params(const Training& t, std::uint64_t stage) {
@@ -492,7 +525,8 @@ StepFormulas step_formulas(const Training& t, const Hardware& hw) {
     if (s == 0 || peak > f.peak_bytes) {
       f.weight_bytes = weights, f.gradient_bytes = grads, f.optimizer_bytes = opt;
       f.activation_bytes = acts, f.working_bytes = working, f.peak_bytes = peak;
-      f.activation_bytes_per_layer = kept / std::max<std::uint64_t>(stage_layers(t, s).size(), 1);
+      f.peak_stage_layers = stage_layers(t, s).size();
+      f.activation_bytes_per_layer = kept / std::max<std::uint64_t>(f.peak_stage_layers, 1);
     }
   }
   f.hbm_bytes = hw.chip.hbm_bytes;

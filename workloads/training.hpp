@@ -57,6 +57,10 @@ struct Parallelism {
   Schedule schedule = Schedule::OneFOneB;
   std::uint64_t virtual_stages = 1;  // v (interleaved 1F1B)
   bool sharded_optimizer = false;    // ZeRO-1 / distributed optimizer over the data axes
+  // The layers of each model chunk, in layer order: chunk g = c p + s is stage
+  // s's chunk c (p x v counts; one of all the layers without a pipeline). Even
+  // unless the plan says otherwise (docs/TRAINING.md, "Uneven stages").
+  std::vector<std::uint64_t> chunk_layers;
 };
 
 struct Overlap {
@@ -75,6 +79,7 @@ struct StepFormulas {
   std::uint64_t weight_bytes = 0, gradient_bytes = 0, optimizer_bytes = 0;
   std::uint64_t activation_bytes_per_layer = 0;  // one microbatch, one layer, under the recompute policy
   std::uint64_t activation_bytes = 0;            // kept across the schedule's microbatches in flight
+  std::uint64_t peak_stage_layers = 0;           // the layers of the stage whose memory this is
   std::uint64_t working_bytes = 0;               // gathered FSDP layers, a recomputed layer's activations
   std::uint64_t peak_bytes = 0;
   std::uint64_t hbm_bytes = 0;

@@ -44,8 +44,16 @@ ActivationBytes activation_bytes(const Training& t, bool moe);
 // Token copies an MoE layer sends to experts from `tokens` tokens (top_k each,
 // padded to the capacity factor).
 std::uint64_t dispatched_tokens(const Training& t, std::uint64_t tokens);
+// The layers [first, end) of model chunk g = c p + s (Parallelism::chunk_layers;
+// an even split where the plan has none).
+struct LayerRange {
+  std::uint64_t first = 0, end = 0;
+};
+LayerRange chunk_range(const Training& t, std::uint64_t g);
 // The layers stage `stage` holds (all its chunks').
 std::vector<std::uint64_t> stage_layers(const Training& t, std::uint64_t stage);
+// The most layers a stage holds.
+std::uint64_t most_stage_layers(const Training& t);
 // How many microbatches' activations the first stage holds at once.
 double microbatches_in_flight(const Training& t);
 

@@ -2,9 +2,10 @@
 // GPipe, 1F1B and interleaved 1F1B with communication made negligible, a
 // tensor-parallel step with compute made negligible, and the overlap switches
 // moving the step between the sum and the max of compute and communication.
+#include <algorithm>
 #include <catch2/catch.hpp>
-
 #include <string>
+#include <vector>
 
 #include "driver/simulate.hpp"
 #include "reports/training_report.hpp"
@@ -79,6 +80,56 @@ TEST_CASE("Training step: interleaved 1F1B takes (m + (p - 1)/v) / m of the idea
     INFO("p = " << p << ", m = " << m << ", v = " << v);
     const Step s = simulate(pipeline(R"("schedule": "interleaved", "virtual_stages": )" + std::to_string(v), p, m, 16));
     CHECK(bubble_ratio(s) == Approx((m + static_cast<double>(p - 1) / v) / m).epsilon(0.01));
+  }
+}
+
+TEST_CASE("Training step: uneven stages, paced by the slowest stage, fill and drain through the others", "[training]") {
+  // Layer counts per model chunk (in layer order), p stages of v chunks each.
+  struct Case {
+    const char* schedule;
+    std::uint64_t p, m, v, layers;
+    const char* plan;
+    std::vector<std::uint64_t> chunks;
+  };
+  const Case cases[] = {
+      {"1f1b", 4, 8, 1, 10, R"("stage_layers": [1, 3, 2, 4])", {1, 3, 2, 4}},
+      {"gpipe", 4, 8, 1, 10, R"("stage_layers": [2, 1, 3, 4])", {2, 1, 3, 4}},
+      {"1f1b", 4, 8, 1, 10, R"("stage_layers": [1, 3, 4, 2])", {1, 3, 4, 2}},
+      {"1f1b", 4, 16, 1, 14, R"("first_stage_layers": 2, "last_stage_layers": 2)", {2, 5, 5, 2}},
+      {"1f1b", 4, 8, 1, 14, R"("sharded_optimizer": false)", {3, 4, 4, 3}},  // the default split of 14 layers
+      {"interleaved", 4, 8, 2, 14, R"("virtual_stages": 2)", {1, 2, 2, 2, 2, 2, 2, 1}},
+  };
+  for (const Case& c : cases) {
+    INFO(c.schedule << " p = " << c.p << ", m = " << c.m << ", v = " << c.v << ", " << c.plan);
+    const Step s =
+        simulate(pipeline(std::string(R"("schedule": ")") + c.schedule + R"(", )" + c.plan, c.p, c.m, c.layers));
+    CHECK(s.w.training->plan.chunk_layers == c.chunks);
+    std::vector<std::uint64_t> stage(c.p, 0);
+    for (std::uint64_t g = 0; g < c.p * c.v; ++g) stage[g % c.p] += c.chunks[g];
+    const auto slowest = static_cast<std::uint64_t>(std::max_element(stage.begin(), stage.end()) - stage.begin());
+    std::uint64_t before = 0;
+    for (std::uint64_t st = 0; st < slowest; ++st) before += stage[st];
+    const double m = static_cast<double>(c.m), most = static_cast<double>(stage[slowest]);
+    const double rest = static_cast<double>(c.layers) - most;
+    // Up to the end of the last backward pass (the optimizer steps follow).
+    Tick last_backward;
+    for (std::size_t i = 0; i < s.w.ops.size(); ++i)
+      if (s.w.ops[i].site.pass == workloads::StepSite::Pass::Backward)
+        last_backward = max(last_backward, s.run.ops[i].end);
+    const double ratio = last_backward.seconds() / s.result.stages[slowest].compute.seconds();
+    if (c.v == 1) {
+      // The slowest stage computes m microbatches; the first waits for the
+      // stages before it to forward it, the last's gradient for them to pass it
+      // back: (m L_k + L_<k) / (m L_k) at least, (m L_k + L - L_k) / (m L_k)
+      // (1F1B's (m + p - 1) / m generalised) at most, both when k is the last.
+      CHECK(ratio >= (m * most + static_cast<double>(before)) / (m * most) * (1 - 1e-3));
+      CHECK(ratio <= (m * most + rest) / (m * most) * (1 + 1e-3));
+      if (slowest + 1 == c.p) CHECK(ratio == Approx((m * most + rest) / (m * most)).epsilon(0.01));
+    } else {
+      // Interleaved: the fill and drain cross chunks of the other stages.
+      CHECK(ratio > 1);
+      CHECK(ratio <= (m * most + rest) / (m * most));
+    }
   }
 }
 

@@ -212,6 +212,15 @@ TEST_CASE("translations: a collective over every axis runs one chip's tasks, wit
                         "global_batch": 16, "microbatch": 2,
                         "parallelism": {"tensor": ["T"], "pipeline": "P", "data": ["D"], "sharded_optimizer": true}}})",
        4},
+      // Uneven stages (1 and 2 layers) along P: the shifts along D keep each
+      // stage's ops (rings: a sharded optimizer), 4 translations.
+      {R"({"hardware": "h100-dgx", "topology": {"nodes": [2, 4]}, "mesh": {"T": 8, "P": 2, "D": 4},
+           "training": {"model": {"layers": 3, "d_model": 256, "heads": 8, "kv_heads": 8, "ffn": 512, "vocab": 256,
+                                  "seq_len": 64, "gated": true},
+                        "global_batch": 16, "microbatch": 2,
+                        "parallelism": {"tensor": ["T"], "pipeline": "P", "data": ["D"], "stage_layers": [1, 2],
+                                        "sharded_optimizer": true}}})",
+       4},
   };
   for (const auto& [text, translations] : cases) {
     INFO(text);

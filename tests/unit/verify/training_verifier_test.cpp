@@ -120,6 +120,10 @@ TEST_CASE("Verify training: pipelines (1F1B, GPipe, interleaved) pass both layer
   CHECK(passes(
       step(R"({"P": 2})", R"({"pipeline": "P", "schedule": "interleaved", "virtual_stages": 2})", 2, {4, true})));
   CHECK(passes(step(R"({"P": 2, "D": 2})", R"({"pipeline": "P", "data": ["D"]})", 4, {4, false})));
+  // Uneven stages: 1 and 3 layers, and the default split of 5 over 2 stages of 2 chunks.
+  CHECK(passes(step(R"({"P": 2})", R"({"pipeline": "P", "stage_layers": [1, 3]})", 2, {4, true})));
+  CHECK(passes(
+      step(R"({"P": 2})", R"({"pipeline": "P", "schedule": "interleaved", "virtual_stages": 2})", 2, {5, true})));
 }
 
 TEST_CASE("Verify training: full and selective recompute", "[verify][training]") {

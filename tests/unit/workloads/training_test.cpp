@@ -147,6 +147,51 @@ TEST_CASE("Training memory: ZeRO's 2 + 2 + 12 bytes per parameter, split by the 
   }
 }
 
+TEST_CASE("Training: uneven stages, as Llama 3 and Megatron split them; each stage runs and holds its own layers",
+          "[training]") {
+  const auto plan_of = [](std::uint64_t p, const std::string& plan, std::uint64_t layers) {
+    return parse_workload(gpt(fmt::format(R"({{"P": {}}})", p), R"({"pipeline": "P", )" + plan + "}", "", layers, 16),
+                          "t.json");
+  };
+  // Llama 3 405B: 126 layers over 16 stages, the first and the last one fewer.
+  const Workload llama = plan_of(16, R"("schedule": "1f1b")", 126);
+  std::vector<std::uint64_t> expected(16, 8);
+  expected.front() = expected.back() = 7;
+  CHECK(training(llama).plan.chunk_layers == expected);
+  CHECK(training(plan_of(16, R"("first_stage_layers": 7, "last_stage_layers": 7)", 126)).plan.chunk_layers == expected);
+  // Megatron's first and last stages with interleaving: each stage's layers over its chunks.
+  CHECK(training(plan_of(4, R"("first_stage_layers": 2, "last_stage_layers": 2, "schedule": "interleaved",
+                           "virtual_stages": 2)",
+                         20))
+            .plan.chunk_layers == std::vector<std::uint64_t>{1, 4, 4, 1, 1, 4, 4, 1});
+  const Workload listed = plan_of(4, R"("stage_layers": [1, 3, 5, 2])", 11);
+  const Training& t = training(listed);
+  // Each stage's lowered layer ops are its layers, and its parameters theirs.
+  const LayerParams lp = layer_params(t.model, false);
+  const std::uint64_t h = t.model.d_model, per_layer = lp.sharded() + lp.replicated;
+  std::uint64_t first = 0;
+  for (std::uint64_t st = 0; st < 4; ++st) {
+    INFO("stage " << st);
+    std::set<std::uint64_t> ran;
+    for (const Op& op : listed.ops)
+      if (op.site.part == StepSite::Part::Layer && op.site.stage == static_cast<std::int32_t>(st))
+        ran.insert(op.site.layer);
+    std::vector<std::uint64_t> layers(t.plan.chunk_layers[st]);
+    for (std::uint64_t k = 0; k < layers.size(); ++k) layers[k] = first + k;
+    first += layers.size();
+    CHECK(std::vector<std::uint64_t>(ran.begin(), ran.end()) == layers);
+    CHECK(stage_layers(t, st) == layers);
+    // The embedding and positions on the first stage; the final norm and the
+    // (tied, so copied) head on the last.
+    const std::uint64_t outside = st == 0   ? t.model.vocab * h + t.model.seq_len * h
+                                  : st == 3 ? 2 * h + t.model.vocab * h
+                                            : 0;
+    CHECK(stage_params(t, st).per_chip == layers.size() * per_layer + outside);
+  }
+  // Memory: the stage with the most layers (each counted with the first stage's microbatches in flight).
+  CHECK(t.formulas.peak_stage_layers == 5);
+}
+
 TEST_CASE("Training memory: microbatches in flight under each pipeline schedule", "[training]") {
   const auto in_flight = [](const std::string& plan) {
     return training(parse_workload(gpt(R"({"P": 4})", plan, "", 16, 16), "t.json")).formulas.microbatches_in_flight;
@@ -201,8 +246,10 @@ TEST_CASE("Training: inconsistent plans are one clear error each", "[training]")
   };
   CHECK(error(gpt(R"({"T": 3})", R"({"tensor": ["T"]})")) ==
         "t.json:/training/parallelism: heads 8 are not divisible by the tensor-parallel degree 3");
-  CHECK(error(gpt(R"({"P": 3})", R"({"pipeline": "P"})", "", 8, 18)) ==
-        "t.json:/training/parallelism: layers 8 are not divisible by pipeline stages x virtual stages = 3 x 1");
+  CHECK(
+      error(gpt(R"({"P": 3})", R"({"pipeline": "P", "schedule": "interleaved", "virtual_stages": 4})", "", 8, 18)) ==
+      "t.json:/training/parallelism: layers 8 are fewer than the pipeline's model chunks: stages x virtual stages = 3 "
+      "x 4");
   CHECK(error(gpt(R"({"D": 3})", R"({"data": ["D"]})")) ==
         "t.json:/training/global_batch: global_batch 16 is not divisible by data-parallel replicas x microbatch = 3 "
         "x 1 (data 3 x fsdp 1)");
