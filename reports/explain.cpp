@@ -27,6 +27,8 @@ std::string us(double s) { return fmt::format("{:.3f} us", s * 1e6); }
 std::string mesh_names(const workloads::Op& op, const workloads::Workload& w) {
   std::string s;
   if (!is_collective(op.kind)) return s;
+  if (const auto& groups = op.collective().groups; groups && !groups->empty())
+    return fmt::format("{} groups of {} chips", groups->size(), groups->front().size());
   for (int a : op.collective().mesh_axes) s += w.mesh[static_cast<std::size_t>(a)].name;
   return s;
 }

@@ -297,6 +297,7 @@ Json training_json(const workloads::Workload& w, const RunResult& r) {
                {"context", t.cp},
                {"fsdp", t.fsdp},
                {"tensor", t.tp},
+               {"kv_replicas", t.kv_replicas},
                {"sequence_parallel", t.plan.sequence_parallel},
                {"pipeline", t.pp},
                {"schedule", workloads::schedule_name(t.plan.schedule)},

@@ -125,9 +125,14 @@ std::string format_training_table(const workloads::Workload& w, const RunResult&
                      m.experts > 0 ? fmt::format("; {} experts of {}, top {}", m.experts, m.expert_ffn, m.top_k) : "",
                      m.parallel_block ? "; parallel attention+MLP blocks" : "", m.vocab, m.seq_len,
                      static_cast<double>(f.parameters) / 1e9);
+  std::string tensor_notes;
+  if (t.plan.sequence_parallel) tensor_notes = "sequence parallel";
+  if (t.kv_replicas > 1)
+    tensor_notes += fmt::format("{}each KV head on {} chips", tensor_notes.empty() ? "" : "; ", t.kv_replicas);
   out += fmt::format("plan      data {} x fsdp {} x tensor {}{} x pipeline {}{}{}", t.dp, t.fsdp, t.tp,
-                     t.plan.sequence_parallel ? " (sequence parallel)" : "", t.pp,
-                     t.ep > 1 ? fmt::format(" x expert {}", t.ep) : "", t.cp > 1 ? fmt::format(" x context {}", t.cp) : "");
+                     tensor_notes.empty() ? "" : " (" + tensor_notes + ")", t.pp,
+                     t.ep > 1 ? fmt::format(" x expert {}", t.ep) : "",
+                     t.cp > 1 ? fmt::format(" x context {}", t.cp) : "");
   if (t.pp > 1) {
     // Uneven chunks: their layer counts in layer order.
     const std::vector<std::uint64_t>& chunks = t.plan.chunk_layers;
@@ -151,11 +156,11 @@ std::string format_training_table(const workloads::Workload& w, const RunResult&
                      "peak)\n",
                      tr.model_flops, t.causal ? "s/2" : "s", t.causal ? "causal: half the keys" : "no causal halving",
                      100 * tr.mfu, tr.chips, f.peak_flops_per_s, t.dtype);
-  out += fmt::format("          hardware {:.4g} per step (with the recomputed {}); HFU {:.1f} %\n", tr.hardware_flops,
+  out += fmt::format("          hardware {:.4g} per step (with the recomputed {}{}); HFU {:.1f} %\n", tr.hardware_flops,
                      t.recompute == workloads::Recompute::Full        ? "forward passes"
                      : t.recompute == workloads::Recompute::Selective ? "attention cores"
                                                                       : "nothing",
-                     100 * tr.hfu);
+                     t.kv_replicas > 1 ? " and the KV heads' replicas' projections" : "", 100 * tr.hfu);
   out += fmt::format("memory    {} GB per chip at peak of {} GB HBM{}: weights {}, gradients {}, optimizer {}, "
                      "activations {} ({:g} microbatches in flight x {} GB per layer), working {}\n",
                      gb(f.peak_bytes), gb(f.hbm_bytes), f.peak_bytes > f.hbm_bytes ? " (DOES NOT FIT)" : "",

@@ -1558,6 +1558,11 @@ void check_training_verifiable(const Workload& w) {
     refuse(
         "--verify does not execute mixture-of-experts layers yet: give the model no experts, or run without "
         "--verify");
+  if (t.kv_replicas > 1)
+    refuse(
+        fmt::format("--verify does not execute replicated KV heads yet (tensor parallelism {} over {} KV heads): "
+                    "run without --verify",
+                    t.tp, m.kv_heads));
   if (t.cp > 1) refuse("--verify does not execute context parallelism yet: drop \"context\", or run without --verify");
   if (t.gradient_bytes != 2)
     refuse("--verify executes 16-bit gradient reductions: give \"gradient_dtype\": \"bf16\", or run without --verify");

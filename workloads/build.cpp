@@ -396,10 +396,14 @@ Training resolve_training(const Workload& w, const TrainingSpec& s) {
   const ModelSpec& m = t.model;
   if (m.heads % t.tp != 0)
     where.fail(fmt::format("heads {} are not divisible by the tensor-parallel degree {}", m.heads, t.tp));
-  if (m.kv_heads % t.tp != 0)
-    where.fail(fmt::format("kv_heads {} are not divisible by the tensor-parallel degree {} (meshsim does not "
-                           "replicate KV heads)",
-                           m.kv_heads, t.tp));
+  if (t.tp > m.kv_heads && t.tp % m.kv_heads == 0) {
+    t.kv_replicas = t.tp / m.kv_heads;  // one KV head a chip, replicated (training.hpp)
+  } else if (m.kv_heads % t.tp != 0) {
+    where.fail(
+        fmt::format("kv_heads {} are neither divisible by the tensor-parallel degree {} nor a divisor of it (a "
+                    "chip holds g / tp KV heads, or one KV head replicated on tp / g chips)",
+                    m.kv_heads, t.tp));
+  }
   if (m.ffn % t.tp != 0) where.fail(fmt::format("ffn {} is not divisible by the tensor-parallel degree {}", m.ffn, t.tp));
   if (m.vocab % t.tp != 0)
     where.fail(fmt::format("vocab {} is not divisible by the tensor-parallel degree {} (pad it)", m.vocab, t.tp));
@@ -428,6 +432,11 @@ Training resolve_training(const Workload& w, const TrainingSpec& s) {
   if (p.virtual_stages > 1 && t.pp == 1)
     where.fail("virtual stages need a pipeline of 2 or more stages (the pipeline axis has 1)");
   p.chunk_layers = chunk_layers(sp, m.layers, t.pp, where);
+  if (t.kv_replicas > 1 && w.hardware.gpu && detail::kv_replica_axes(w, t).empty())
+    where.fail(
+        fmt::format("tensor parallelism of {} over {} KV heads replicates each on {} GPUs, whose gradients are "
+                    "summed over them: on a GPU fabric the last tensor axes must span exactly those {} GPUs",
+                    t.tp, m.kv_heads, t.kv_replicas, t.kv_replicas));
   // Expert axes split the batch too (they are data parallel outside the experts).
   const std::uint64_t replicas = t.dp * t.fsdp * t.ep;
   // The byte counts are exact integers: refuse a model whose counts would pass

@@ -67,6 +67,21 @@ std::vector<Pass> stage_schedule(Schedule schedule, std::uint64_t p, std::uint64
   return out;
 }
 
+}  // namespace
+
+std::vector<int> kv_replica_axes(const Workload& w, const Training& t) {
+  std::uint64_t product = 1;
+  std::vector<int> out;
+  for (auto it = t.plan.tensor.rbegin(); it != t.plan.tensor.rend() && product < t.kv_replicas; ++it) {
+    product *= static_cast<std::uint64_t>(w.mesh[static_cast<std::size_t>(*it)].size);
+    out.insert(out.begin(), *it);
+  }
+  if (t.kv_replicas == 1 || product != t.kv_replicas) return {};
+  return out;
+}
+
+namespace {
+
 class StepLowerer {
  public:
   StepLowerer(Workload& w, Training& t, const SourceRef& where)
@@ -75,6 +90,7 @@ class StepLowerer {
   void run() {
     const std::uint64_t p = t_.pp, v = t_.plan.virtual_stages;
     build_stages();
+    build_kv_groups();
     // Emit the stages' passes in an order in which every op's dependencies come
     // first: round robin, a stage waiting while the send it needs is missing.
     std::vector<std::vector<Pass>> schedules;
@@ -182,6 +198,8 @@ class StepLowerer {
   // ------------------------------------------------------------ emitting
   struct Stage {
     ChipList chips;
+    // Replicated KV heads without axes of their own: the stage's replica groups.
+    std::shared_ptr<const std::vector<std::vector<topology::ChipId>>> kv_groups;
     std::optional<std::uint32_t> main, fsdp, fsdp_reduce, data;  // the last op of each stream
     std::optional<std::uint32_t> main_before_layer;  // the main stream before the current layer began
     std::optional<std::uint32_t> main_before_previous_layer;
@@ -276,6 +294,15 @@ class StepLowerer {
     useful_.reset();
     return id;
   }
+  // The QKV projection's matmuls, made by `make`: with replicated KV heads the
+  // model's FLOPs count the model's K and V columns, the hardware's every
+  // replica's too.
+  template <class Make>
+  void qkv_matmuls(Make&& make) {
+    if (t_.kv_replicas > 1) useful_ = std::pair{(m_.heads + 2 * m_.kv_heads) * m_.head_dim, qkv_local() * t_.tp};
+    make();
+    useful_.reset();
+  }
   std::uint32_t elementwise(std::uint64_t s, const std::string& name, std::uint64_t bytes) {
     Op op = named(OpKind::Elementwise, name);
     op.elementwise().hbm_bytes = bytes;
@@ -315,7 +342,7 @@ class StepLowerer {
   // Keys a query attends to: s, or s/2 on average under a causal mask.
   std::uint64_t keys() const { return t_.causal ? m_.seq_len / 2 : m_.seq_len; }
   std::uint64_t heads_local() const { return m_.heads / t_.tp; }
-  std::uint64_t qkv_local() const { return (m_.heads + 2 * m_.kv_heads) / t_.tp * m_.head_dim; }
+  std::uint64_t qkv_local() const { return (heads_local() + 2 * t_.kv_heads_per_chip()) * m_.head_dim; }
   std::uint64_t q_local() const { return heads_local() * m_.head_dim; }
   std::uint64_t ffn_local() const { return m_.ffn / t_.tp; }
   std::uint64_t up_local() const { return (m_.gated ? 2 : 1) * ffn_local(); }
@@ -324,7 +351,7 @@ class StepLowerer {
   // chip's experts.
   std::uint64_t dense_layer_bytes(std::uint64_t l) const {
     const LayerParams p = layer_params(m_, m_.moe_layer(l));
-    return e_ * (p.sharded() / t_.tp + p.replicated + p.router);
+    return e_ * (sharded_per_chip(t_, p) + p.replicated + p.router);
   }
   std::uint64_t expert_layer_bytes(std::uint64_t l) const {
     return e_ * layer_params(m_, m_.moe_layer(l)).experts / t_.ep;
@@ -461,7 +488,7 @@ class StepLowerer {
     if (m_.parallel_block) {
       // Both branches read the one gathered norm output; their row-parallel
       // partial sums are added and reduced once.
-      gathered_matmul(s, "ag1", "qkv", h, qkv_local());
+      qkv_matmuls([&] { gathered_matmul(s, "ag1", "qkv", h, qkv_local()); });
       attention_forward(s);
       matmul(s, "out", S, q_local(), h);
       matmul(s, "up", S, h, up_local());
@@ -470,7 +497,7 @@ class StepLowerer {
       elementwise(s, "add", 4 * e * S * h / sp());  // x + attention + MLP
       return;
     }
-    gathered_matmul(s, "ag1", "qkv", h, qkv_local());
+    qkv_matmuls([&] { gathered_matmul(s, "ag1", "qkv", h, qkv_local()); });
     attention_forward(s);
     reduced_matmul(s, "out", "out.reduce", q_local(), h);
     elementwise(s, "add_ln2", 5 * e * S * h / sp());  // residual add (read 2, write 1), norm (read 1, write 1)
@@ -565,7 +592,7 @@ class StepLowerer {
   }
   // The keys and values of one chip's part of the sequence (local KV heads).
   std::uint64_t kv_part_bytes() const {
-    return 2 * e_ * t_.microbatch * queries() * (m_.kv_heads / t_.tp) * m_.head_dim;
+    return 2 * e_ * t_.microbatch * queries() * t_.kv_heads_per_chip() * m_.head_dim;
   }
   // The ring backward: the keys and values go round as in the forward pass;
   // each part's dK and dV accumulate as it travels (a chip adds its share, then
@@ -691,8 +718,10 @@ class StepLowerer {
     matmul(s, "out.dw", q_local(), S, h);
     recompute_attention(s, saved, l);
     attention_backward(s);
-    matmul(s, "qkv.dx", S, qkv_local(), h);
-    matmul(s, "qkv.dw", h, S, qkv_local());
+    qkv_matmuls([&] {
+      matmul(s, "qkv.dx", S, qkv_local(), h);
+      matmul(s, "qkv.dw", h, S, qkv_local());
+    });
     tensor_reduce(s, "block.dx.reduce");
     elementwise(s, "ln1.bwd", 2 * 2 * e * S * h / sp());
     layer_gradients_done(s, l);
@@ -734,7 +763,7 @@ class StepLowerer {
     matmul(s, "out.dw", q_local(), S, h);
     recompute_attention(s, saved, l);
     attention_backward(s);
-    input_gradient(s, "ag1.again", "qkv.dx", "qkv.reduce", qkv_local(), "qkv.dw");
+    qkv_matmuls([&] { input_gradient(s, "ag1.again", "qkv.dx", "qkv.reduce", qkv_local(), "qkv.dw"); });
     elementwise(s, "ln1.bwd", 2 * 2 * e * S * h / sp_);
     layer_gradients_done(s, l);
     leave_layer(saved);
@@ -745,6 +774,7 @@ class StepLowerer {
   // router) cover its own tokens only, so they are all-reduced over the group
   // (Megatron-LM does the same); with FSDP the gradients are reduce-scattered.
   void layer_gradients_done(std::uint64_t s, std::uint64_t l) {
+    if (t_.kv_replicas > 1) kv_replica_reduce(s);
     if (t_.tp > 1 && t_.plan.sequence_parallel) {
       const LayerParams lp = layer_params(m_, m_.moe_layer(l));
       collective(s, "norm_grads.reduce", OpKind::AllReduce, t_.plan.tensor, grads(e_ * (lp.replicated + lp.router)),
@@ -753,6 +783,54 @@ class StepLowerer {
     if (t_.fsdp > 1)
       collective(s, "reduce", OpKind::ReduceScatter, t_.plan.fsdp, grads(layer_bytes(l)), Role::Fsdp, Stream::FsdpReduce,
                  {*stages_[s].main});
+  }
+
+  // Replicated KV heads: each replica of a head holds a partial gradient of its
+  // K and V projections (its own queries' share); the replicas sum them every
+  // microbatch, as the tensor axes sum the norm gains' with sequence
+  // parallelism. Over the axes that hold the replicas, or their groups.
+  void kv_replica_reduce(std::uint64_t s) {
+    const std::uint64_t bytes =
+        grads(e_ * 2 * t_.kv_heads_per_chip() * m_.head_dim * (m_.d_model + (m_.biases ? 1 : 0)));
+    if (!kv_axes_.empty()) {
+      collective(s, "kv_grads.reduce", OpKind::AllReduce, kv_axes_, bytes, Role::Tensor, Stream::Main);
+      return;
+    }
+    Op op = named(OpKind::AllReduce, "kv_grads.reduce");
+    CollectiveOp& c = op.collective();
+    c.bytes = bytes;
+    c.groups = stages_[s].kv_groups;
+    emit(std::move(op), Role::Tensor, s, Stream::Main);
+  }
+  // The replica groups of each stage: chips that differ only in their tensor
+  // rank, within one block of kv_replicas ranks, in rank order.
+  void build_kv_groups() {
+    kv_axes_ = kv_replica_axes(w_, t_);
+    if (t_.kv_replicas == 1 || !kv_axes_.empty()) return;
+    MESHSIM_ASSERT(!w_.hardware.gpu, "replicated KV heads on a GPU fabric need axes of their own");
+    std::map<std::vector<int>, std::vector<std::pair<std::uint64_t, topology::ChipId>>> blocks;
+    for (topology::ChipId c = 0; c < torus_.num_chips(); ++c) {
+      if (coords_[c].empty()) continue;
+      std::uint64_t rank = 0;
+      std::vector<int> key = coords_[c];
+      for (int a : t_.plan.tensor) {
+        const auto i = static_cast<std::size_t>(a);
+        rank = rank * static_cast<std::uint64_t>(w_.mesh[i].size) + static_cast<std::uint64_t>(key[i]);
+        key[i] = 0;
+      }
+      key.push_back(static_cast<int>(rank / t_.kv_replicas));
+      blocks[key].emplace_back(rank, c);
+    }
+    std::vector<std::vector<std::vector<topology::ChipId>>> per_stage(t_.pp);
+    for (auto& [key, members] : blocks) {
+      std::sort(members.begin(), members.end());
+      std::vector<topology::ChipId> group;
+      for (const auto& [rank, chip] : members) group.push_back(chip);
+      per_stage[static_cast<std::size_t>(t_.chip_stage[group.front()])].push_back(std::move(group));
+    }
+    for (std::uint64_t s = 0; s < t_.pp; ++s)
+      stages_[s].kv_groups =
+          std::make_shared<const std::vector<std::vector<topology::ChipId>>>(std::move(per_stage[s]));
   }
 
   void head_forward(std::uint64_t s) {
@@ -879,6 +957,7 @@ class StepLowerer {
   std::map<std::tuple<bool, std::uint64_t, std::uint64_t>, std::uint32_t> sends_;  // (forward, to chunk, mb) -> op
   std::map<std::uint64_t, std::vector<Op>> deferred_;
   std::vector<int> dense_reduce_axes_, expert_reduce_axes_;  // where gradients are summed
+  std::vector<int> kv_axes_;  // replicated KV heads: the axes of a head's replicas (kv_replica_axes)
   std::optional<std::pair<std::uint64_t, std::uint64_t>> useful_;  // (routed, capacity) of an expert matmul
   std::uint64_t e_ = 2;
   std::string prefix_;  // the names of the ops being made: "F0.L3." (site_ says the same)

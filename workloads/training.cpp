@@ -333,6 +333,15 @@ LayerParams layer_params(const ModelSpec& m, bool moe) {
 
 std::uint64_t LayerParams::sharded() const { return qkv + out + up + down; }
 
+std::uint64_t replicated_kv_params(const Training& t) {
+  const ModelSpec& m = t.model;
+  return (t.kv_replicas - 1) * 2 * m.kv_heads * m.head_dim * (m.d_model + (m.biases ? 1 : 0));
+}
+
+std::uint64_t sharded_per_chip(const Training& t, const LayerParams& lp) {
+  return (lp.sharded() + replicated_kv_params(t)) / t.tp;
+}
+
 std::uint64_t model_parameters(const ModelSpec& m) {
   const std::uint64_t h = m.d_model;
   std::uint64_t n = 0;
@@ -370,7 +379,10 @@ StepFlops step_flops(const Training& t) {
   U recomputed = 0;
   if (t.recompute == Recompute::Full) recomputed = forward;
   if (t.recompute == Recompute::Selective) recomputed = m.layers * attention;
-  f.hardware = f.model + tokens * recomputed;
+  // Replicated KV heads: each replica projects its keys and values (forward 2,
+  // backward 4 FLOPs per weight and token; recomputed with full recompute).
+  const U replicated_kv = 2 * U{m.d_model} * m.kv_heads * m.head_dim * (t.kv_replicas - 1) * m.layers;
+  f.hardware = f.model + tokens * recomputed + tokens * replicated_kv * (t.recompute == Recompute::Full ? 8 : 6);
   return f;
 }
 
@@ -385,7 +397,8 @@ ActivationBytes activation_bytes(const Training& t, bool moe) {
   const std::uint64_t e = 2;  // 16-bit activations
   const std::uint64_t s = m.seq_len / t.cp, b = t.microbatch, h = m.d_model, tp = t.tp;
   const std::uint64_t sp = t.plan.sequence_parallel ? tp : 1;  // what divides the parts outside the TP regions
-  const std::uint64_t sb = s * b, q = m.heads * m.head_dim, kv = m.kv_heads * m.head_dim;
+  // (K and V of every KV head the TP group holds, its replicas too.)
+  const std::uint64_t sb = s * b, q = m.heads * m.head_dim, kv = m.kv_heads * t.kv_replicas * m.head_dim;
   ActivationBytes a;
   // Outside the tensor-parallel regions: both norms' inputs, the QKV and MLP
   // inputs (the norms' outputs), the two dropout masks after the projections.
@@ -466,7 +479,7 @@ StageParams stage_params(const Training& t, std::uint64_t stage) {
     const LayerParams lp = layer_params(m, m.moe_layer(l));
     ++p.layers;
     // Per chip: sharded matrices over TP, replicated norms and router, experts over EP.
-    p.dense_per_chip += lp.sharded() / t.tp + lp.replicated + lp.router;
+    p.dense_per_chip += sharded_per_chip(t, lp) + lp.replicated + lp.router;
     p.expert_per_chip += lp.experts / t.ep;
   }
   const std::uint64_t h = m.d_model;
@@ -500,7 +513,8 @@ StepFormulas step_formulas(const Training& t, const Hardware& hw) {
       const ActivationBytes a = activation_bytes(t, moe);
       kept += a.kept;
       const LayerParams lp = layer_params(t.model, moe);
-      largest_layer = std::max(largest_layer, 2 * (lp.sharded() / t.tp + lp.replicated + lp.router + lp.experts / t.ep));
+      largest_layer =
+          std::max(largest_layer, 2 * (sharded_per_chip(t, lp) + lp.replicated + lp.router + lp.experts / t.ep));
       largest_full = std::max(largest_full, a.outside + a.inside + a.core);
     }
     // The stage's layers' activations, for as many microbatches as are in flight.

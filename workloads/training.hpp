@@ -136,6 +136,10 @@ struct Training {
   bool allow_oom = false;
   // Derived.
   std::uint64_t dp = 1, fsdp = 1, tp = 1, pp = 1, ep = 1, cp = 1;
+  // Tensor parallelism past the KV heads (tp > g) replicates them, as MaxText
+  // and vLLM do: each chip holds one KV head, kept on tp / g chips.
+  std::uint64_t kv_replicas = 1;
+  std::uint64_t kv_heads_per_chip() const { return model.kv_heads * kv_replicas / tp; }
   std::uint64_t microbatches = 1;  // m, per replica
   StepFormulas formulas;
   // FLOPs of the lowered matmuls, summed over chips (the tests hold them to

@@ -21,5 +21,10 @@ void check_training(const Workload& w, Training& t, const SourceRef& where);
 // Appends the step's ops to w.ops and fills t's per-op roles and stages (after
 // check_training).
 void lower_training(Workload& w, Training& t, const SourceRef& where);
+// With replicated KV heads: the last tensor axes whose sizes multiply to the
+// replicas of a head (t.kv_replicas consecutive tensor-parallel ranks hold
+// it), over which its gradients are summed; empty when no such axes exist (the
+// replicas are then explicit groups of chips: a TPU torus only).
+std::vector<int> kv_replica_axes(const Workload& w, const Training& t);
 
 }  // namespace meshsim::workloads::detail

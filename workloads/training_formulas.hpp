@@ -20,6 +20,12 @@ struct LayerParams {
   std::uint64_t sharded() const;
 };
 LayerParams layer_params(const ModelSpec& m, bool moe);
+// The K/V projection parameters (weights and biases) a tensor-parallel group
+// holds beyond the model's, per layer, when it replicates the KV heads
+// (Training::kv_replicas): (r - 1) copies of them.
+std::uint64_t replicated_kv_params(const Training& t);
+// One chip's part of a layer's tensor-parallel matrices, with its KV replicas.
+std::uint64_t sharded_per_chip(const Training& t, const LayerParams& lp);
 // N: every layer, the embeddings (input, untied head, learned positions), the final norm.
 std::uint64_t model_parameters(const ModelSpec& m);
 

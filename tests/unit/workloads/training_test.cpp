@@ -97,6 +97,69 @@ TEST_CASE("Training FLOPs: GQA and SwiGLU (LLaMA-3-8B's shape) match 6N + attent
   CHECK(t.formulas.parameters == L * (h * h + 2 * h * kv + h * h + 3 * h * ffn + 2 * h) + 2 * V * h + h);
 }
 
+TEST_CASE("Training: tensor parallelism past the KV heads replicates them (parameters, FLOPs, memory, reductions)",
+          "[training]") {
+  // A GQA model of 8 heads, 2 KV heads, head_dim 64, SwiGLU; tensor parallelism of 8.
+  const auto step = [](const std::string& mesh, const std::string& plan, const std::string& recompute = "none") {
+    return parse_workload(R"({"hardware": "tpu-v5p", "mesh": )" + mesh + R"(, "training": {
+      "model": {"layers": 2, "d_model": 512, "heads": 8, "kv_heads": 2, "ffn": 1024, "gated": true, "vocab": 1024,
+                "seq_len": 256}, "global_batch": 4, "recompute": ")" +
+                              recompute + R"(", "parallelism": )" + plan + "}}",
+                          "t.json");
+  };
+  const U L = 2, h = 512, a = 8, g = 2, d = 64, f = 1024, V = 1024, s = 256, tokens = 4 * s, tp = 8, r = tp / g;
+  const Workload w = step(R"({"T": 8})", R"({"tensor": ["T"]})");
+  const Training& t = training(w);
+  CHECK(t.kv_replicas == 4);
+  CHECK(t.kv_heads_per_chip() == 1);
+  // The model's parameters and FLOPs are the unreplicated model's.
+  const Workload dp = step(R"({"D": 4})", R"({"data": ["D"]})");
+  CHECK(t.formulas.parameters == training(dp).formulas.parameters);
+  CHECK(t.formulas.parameters == L * (h * (a + 2 * g) * d + a * d * h + 3 * h * f + 2 * h) + 2 * V * h + h);
+  CHECK(t.lowered_model_flops == training(dp).lowered_model_flops);
+  CHECK(t.lowered_model_flops == step_flops(t).model);
+  // The hardware's: every replica projects its keys and values, 6 FLOPs per
+  // weight and token (8 when full recompute runs the forward pass again).
+  const U replicas_kv = (r - 1) * 2 * h * g * d * L;
+  CHECK(t.lowered_hardware_flops == t.lowered_model_flops + 6 * replicas_kv * tokens);
+  CHECK(step_flops(t).hardware == t.lowered_hardware_flops);
+  const Workload full = step(R"({"T": 8})", R"({"tensor": ["T"]})", "full");
+  CHECK(training(full).lowered_hardware_flops == step_flops(training(full)).hardware);
+  CHECK(step_flops(training(full)).hardware - step_flops(training(full)).model ==
+        step_flops(training(full)).model / 3 - 2 * V * h * tokens + 8 * replicas_kv * tokens);
+  // A chip holds its query heads' share, one whole KV head, and its FFN share.
+  CHECK(stage_params(t, 0).per_chip ==
+        L * ((h * (a / tp + 2) * d + a / tp * d * h + 3 * h * f / tp) + 2 * h) + 2 * V * h / tp + h);
+  CHECK(activation_bytes(t, false).inside ==
+        (2 * tokens / 4 * (a * d + 2 * g * r * d + a * d) + 2 * tokens / 4 * (2 * f + f)) / tp);
+  // Each layer's K/V gradients summed over a head's 4 replicas, every
+  // microbatch: 2 x 1 x 64 x 512 weights of 2 bytes; 2 groups of 4 chips along T.
+  std::size_t reductions = 0;
+  for (const Op& op : w.ops) {
+    if (!op.name.ends_with("kv_grads.reduce")) continue;
+    ++reductions;
+    CHECK(op.kind == OpKind::AllReduce);
+    CHECK(op.collective().bytes == 2 * 2 * d * h);
+    REQUIRE(op.collective().groups);
+    CHECK(*op.collective().groups == std::vector<std::vector<topology::ChipId>>{{0, 1, 2, 3}, {4, 5, 6, 7}});
+  }
+  CHECK(reductions == L * 4);
+  // Over two tensor axes, the last of size 4: a collective over that axis.
+  const Workload axes = step(R"({"T": 2, "R": 4})", R"({"tensor": ["T", "R"]})");
+  for (const Op& op : axes.ops)
+    if (op.name.ends_with("kv_grads.reduce")) CHECK(op.collective().mesh_axes == std::vector<int>{1});
+  // Multi-query attention over a DGX node's 8 GPUs: one KV head on all 8, summed over the tensor axis.
+  const Workload mqa = parse_workload(R"({"hardware": "h100-dgx", "mesh": {"T": 8}, "training": {"model": {
+      "layers": 2, "d_model": 512, "heads": 8, "kv_heads": 1, "ffn": 1024, "vocab": 1024, "seq_len": 256},
+      "global_batch": 4, "parallelism": {"tensor": ["T"]}}})",
+                                      "t.json");
+  CHECK(training(mqa).kv_replicas == 8);
+  std::size_t over_t = 0;
+  for (const Op& op : mqa.ops)
+    if (op.name.ends_with("kv_grads.reduce") && op.collective().mesh_axes == std::vector<int>{0}) ++over_t;
+  CHECK(over_t == L * 4);
+}
+
 TEST_CASE("Training parameters: GPT's 12 L h^2 (1 + 13/(12h) + (V + s)/(12 L h)), plus the final LayerNorm", "[training]") {
   const Workload w = parse_workload(gpt(R"({"D": 2})", R"({"data": ["D"]})"), "t.json");
   const std::uint64_t L = 8, h = 512, V = 1024, s = 256;
@@ -250,6 +313,16 @@ TEST_CASE("Training: inconsistent plans are one clear error each", "[training]")
       error(gpt(R"({"P": 3})", R"({"pipeline": "P", "schedule": "interleaved", "virtual_stages": 4})", "", 8, 18)) ==
       "t.json:/training/parallelism: layers 8 are fewer than the pipeline's model chunks: stages x virtual stages = 3 "
       "x 4");
+  CHECK(error(R"({"hardware": "tpu-v5p", "mesh": {"T": 4}, "training": {"model": {"layers": 2, "d_model": 512,
+        "heads": 12, "kv_heads": 6, "head_dim": 64, "ffn": 1024, "vocab": 1024, "seq_len": 256}, "global_batch": 4,
+        "parallelism": {"tensor": ["T"]}}})") ==
+        "t.json:/training/parallelism: kv_heads 6 are neither divisible by the tensor-parallel degree 4 nor a divisor "
+        "of it (a chip holds g / tp KV heads, or one KV head replicated on tp / g chips)");
+  CHECK(error(R"({"hardware": "h100-dgx", "mesh": {"T": 8}, "training": {"model": {"layers": 2, "d_model": 512,
+        "heads": 8, "kv_heads": 2, "ffn": 1024, "vocab": 1024, "seq_len": 256}, "global_batch": 4,
+        "parallelism": {"tensor": ["T"]}}})") ==
+        "t.json:/training/parallelism: tensor parallelism of 8 over 2 KV heads replicates each on 4 GPUs, whose "
+        "gradients are summed over them: on a GPU fabric the last tensor axes must span exactly those 4 GPUs");
   CHECK(error(gpt(R"({"D": 3})", R"({"data": ["D"]})")) ==
         "t.json:/training/global_batch: global_batch 16 is not divisible by data-parallel replicas x microbatch = 3 "
         "x 1 (data 3 x fsdp 1)");
