@@ -430,16 +430,19 @@ ActivationBytes activation_bytes(const Training& t, bool moe) {
   return a;
 }
 
-double microbatches_in_flight(const Training& t) {
+double microbatches_in_flight(const Training& t, std::uint64_t stage) {
   const double p = static_cast<double>(t.pp), m = static_cast<double>(t.microbatches);
-  const double v = static_cast<double>(t.plan.virtual_stages);
+  const double v = static_cast<double>(t.plan.virtual_stages), s = static_cast<double>(stage);
   // GPipe runs every forward pass before the first backward, with or without
   // stages; without stages the others take one microbatch at a time. No
-  // schedule holds more than its m microbatches.
+  // schedule holds more than its m microbatches. (Stage 0 of the interleaved
+  // schedule: p (1 + (p - 1) / (p v)), Narayanan et al.'s.)
   switch (t.plan.schedule) {
     case Schedule::GPipe: return m;
-    case Schedule::OneFOneB: return t.pp == 1 ? 1 : std::min(p, m);
-    case Schedule::Interleaved: return t.pp == 1 ? 1 : std::min(p * (1 + (p - 1) / (p * v)), m);
+    case Schedule::OneFOneB:
+      return t.pp == 1 ? 1 : std::min(p - s, m);
+    case Schedule::Interleaved:
+      return t.pp == 1 ? 1 : std::min((2 * (p - s - 1) + (v - 1) * p + 1) / v, m);
   }
   return 1;
 }
@@ -501,7 +504,6 @@ StepFormulas step_formulas(const Training& t, const Hardware& hw) {
   f.model_flops = static_cast<long double>(flops.model);
   f.hardware_flops = static_cast<long double>(flops.hardware);
   f.peak_flops_per_s = hw.chip.bf16_flops_per_s;
-  f.microbatches_in_flight = microbatches_in_flight(t);
   const std::uint64_t opt_shards = t.fsdp * (t.plan.sharded_optimizer ? t.dp : 1);
   for (std::uint64_t s = 0; s < t.pp; ++s) {
     const StageParams p = stage_params(t, s);
@@ -518,7 +520,8 @@ StepFormulas step_formulas(const Training& t, const Hardware& hw) {
       largest_full = std::max(largest_full, a.outside + a.inside + a.core);
     }
     // The stage's layers' activations, for as many microbatches as are in flight.
-    const auto acts = static_cast<std::uint64_t>(static_cast<double>(kept) * f.microbatches_in_flight);
+    const double in_flight = microbatches_in_flight(t, s);
+    const auto acts = static_cast<std::uint64_t>(static_cast<double>(kept) * in_flight);
     std::uint64_t working = 0;
     // FSDP: the gathered weights of the unit in use (a layer, or the first
     // stage's embedding, or the last stage's head), and of the next one when
@@ -539,6 +542,7 @@ StepFormulas step_formulas(const Training& t, const Hardware& hw) {
     if (s == 0 || peak > f.peak_bytes) {
       f.weight_bytes = weights, f.gradient_bytes = grads, f.optimizer_bytes = opt;
       f.activation_bytes = acts, f.working_bytes = working, f.peak_bytes = peak;
+      f.microbatches_in_flight = in_flight;
       f.peak_stage_layers = stage_layers(t, s).size();
       f.activation_bytes_per_layer = kept / std::max<std::uint64_t>(f.peak_stage_layers, 1);
     }

@@ -83,7 +83,7 @@ struct StepFormulas {
   std::uint64_t working_bytes = 0;               // gathered FSDP layers, a recomputed layer's activations
   std::uint64_t peak_bytes = 0;
   std::uint64_t hbm_bytes = 0;
-  double microbatches_in_flight = 0;
+  double microbatches_in_flight = 0;  // on that stage
 };
 
 // What an op of a training step belongs to, for the step's breakdown.

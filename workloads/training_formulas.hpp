@@ -61,7 +61,12 @@ std::vector<std::uint64_t> stage_layers(const Training& t, std::uint64_t stage);
 // The most layers a stage holds.
 std::uint64_t most_stage_layers(const Training& t);
 // How many microbatches' activations the first stage holds at once.
-double microbatches_in_flight(const Training& t);
+// How many microbatches' activations stage `stage` holds at once (of its
+// layers): GPipe all m; 1F1B the p - s it runs forward before its first
+// backward; interleaved 1F1B its warm-up chunk passes and one more, 2(p - s - 1)
+// + (v - 1) p + 1, over its v chunks; at most m. Without a pipeline, 1 (m
+// under GPipe). The report's figure is the peak stage's.
+double microbatches_in_flight(const Training& t, std::uint64_t stage = 0);
 
 struct StageParams {
   std::uint64_t layers = 0;

@@ -266,6 +266,21 @@ TEST_CASE("Training memory: microbatches in flight under each pipeline schedule"
   // The first stage holds L/p layers of that many microbatches.
   const Workload w = parse_workload(gpt(R"({"P": 4})", R"({"pipeline": "P"})", "", 16, 16), "t.json");
   CHECK(training(w).formulas.activation_bytes == 4 * (16 / 4) * training(w).formulas.activation_bytes_per_layer);
+  // Stage s: 1F1B's p - s, interleaving's 2(p - s - 1) + (v - 1) p + 1 chunk passes over v chunks.
+  const Training& t = training(w);
+  for (std::uint64_t s = 0; s < 4; ++s) CHECK(microbatches_in_flight(t, s) == static_cast<double>(4 - s));
+  const Training& i = training(parse_workload(
+      gpt(R"({"P": 4})", R"({"pipeline": "P", "schedule": "interleaved", "virtual_stages": 2})", "", 16, 16),
+      "t.json"));
+  for (std::uint64_t s = 0; s < 4; ++s)
+    CHECK(microbatches_in_flight(i, s) == Approx((2.0 * (3 - static_cast<double>(s)) + 4 + 1) / 2));
+  // Uneven stages: 1, 1, 2 and 12 layers; the last stage holds one microbatch
+  // of 12 layers, more than stage 0's 4 of 1 layer: the most loaded.
+  const Training& u = training(
+      parse_workload(gpt(R"({"P": 4})", R"({"pipeline": "P", "stage_layers": [1, 1, 2, 12]})", "", 16, 16), "t.json"));
+  CHECK(u.formulas.peak_stage_layers == 12);
+  CHECK(u.formulas.microbatches_in_flight == 1);
+  CHECK(u.formulas.activation_bytes == 12 * u.formulas.activation_bytes_per_layer);
 }
 
 TEST_CASE("Training lowering: pipeline ops run on their stage's chips, sends pair counterparts", "[training]") {
