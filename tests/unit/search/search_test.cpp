@@ -75,6 +75,31 @@ TEST_CASE("search: the pruned search's top equals the exhaustive one; no pruned 
                     [](const PlanResult& r) { return r.comm_bound > r.compute_bound; }));
 }
 
+TEST_CASE("search: replicated KV heads and uneven stages are enumerated; the top is exact, the bound a bound",
+          "[search]") {
+  // 2 KV heads (tensor parallelism of 4 to 16 replicates them) and 6 layers
+  // (over 4 or 8 stages: uneven, or refused).
+  const SearchSpec spec = parse_spec(
+      R"({"hardware": "tpu-v5e", "topology": {"shape": [4, 4]},
+          "training": {"model": {"layers": 6, "d_model": 512, "heads": 16, "kv_heads": 2, "head_dim": 32,
+                                 "ffn": 2048, "vocab": 2048, "seq_len": 512}, "global_batch": 32}})",
+      "s.json");
+  SearchOptions top3;
+  top3.top = 3;
+  SearchOptions all = top3;
+  all.exhaustive = true;
+  const SearchResult pruned = run_search(spec, top3), full = run_search(spec, all);
+  REQUIRE(pruned.ranked.size() >= 3);
+  for (std::size_t i = 0; i < 3; ++i) {
+    CHECK(pruned.ranked[i].plan.index == full.ranked[i].plan.index);
+    CHECK(pruned.ranked[i].step == full.ranked[i].step);
+  }
+  for (const PlanResult& r : full.ranked) CHECK(r.bound <= r.step);
+  // Both kinds of plan were simulated.
+  CHECK(std::any_of(full.ranked.begin(), full.ranked.end(), [](const PlanResult& r) { return r.plan.tp > 2; }));
+  CHECK(std::any_of(full.ranked.begin(), full.ranked.end(), [](const PlanResult& r) { return r.plan.pp == 4; }));
+}
+
 TEST_CASE("search: on a GPU cluster too, the bound is never above a simulated step and the top is exact",
           "[search]") {
   // Two DGX H100 nodes, a small model: every variant (node grids, schedules,
