@@ -42,9 +42,19 @@ std::vector<Shift> translated_axes(const workloads::Workload& w, RunContext& run
   const topology::Torus& t = run.torus();
   std::vector<Shift> out;
   if (t.twisted() || w.ops.empty()) return out;
-  for (const workloads::Op& op : w.ops)
-    if (op.explicit_groups()) return out;
   const bool gpu = run.gpu() != nullptr;
+  // Explicit groups of chips (an imported program's replica groups, a training
+  // step's replicas of a KV head): a torus only; each distinct set, its groups
+  // sorted, for `keeps` below.
+  std::vector<std::vector<std::vector<topology::ChipId>>> group_sets;
+  for (const workloads::Op& op : w.ops)
+    if (const auto* groups = op.explicit_groups()) {
+      if (gpu) return out;
+      group_sets.push_back(*groups);
+      std::sort(group_sets.back().begin(), group_sets.back().end());
+    }
+  std::sort(group_sets.begin(), group_sets.end());
+  group_sets.erase(std::unique(group_sets.begin(), group_sets.end()), group_sets.end());
   // On a GPU fabric, what a shift of the nodes cannot keep (Translations::verify
   // would refuse it, after building each op): NCCL's tree across nodes, whose
   // positions are absolute. A ring through the GPUs of several nodes runs every
@@ -111,8 +121,15 @@ std::vector<Shift> translated_axes(const workloads::Workload& w, RunContext& run
       sends.push_back(workloads::send_pairs(op));
       std::sort(sends.back().begin(), sends.back().end());
     }
-  // Whether `n` steps along `a` keep every op's chips and every send's pairs.
+  // Whether `n` steps along `a` keep every op's chips, every send's pairs and
+  // every explicit group (its chips moved in ring order are a group of its set).
   const auto keeps = [&](int a, int n) {
+    for (const auto& groups : group_sets)
+      for (const std::vector<topology::ChipId>& g : groups) {
+        std::vector<topology::ChipId> moved;
+        for (topology::ChipId c : g) moved.push_back(move(c, a, n));
+        if (!std::binary_search(groups.begin(), groups.end(), moved)) return false;
+      }
     for (const std::vector<topology::ChipId>* chips : sets)
       for (topology::ChipId c : *chips)
         if (!std::binary_search(chips->begin(), chips->end(), move(c, a, n))) return false;
@@ -706,11 +723,11 @@ std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, RunConte
   const Expander expand_ops(one, run, options);  // the system laid out once, every op expanded into it
   out.ex = expand_ops(one);
 
-  // What expand() reads of an op on a torus (translated_axes: no groups): ops
-  // with the same key build the same program. Their chips by identity: the
-  // ops of a pipeline stage share one set.
+  // What expand() reads of an op on a torus: ops with the same key build the
+  // same program. Their chips and explicit groups by identity: the ops of a
+  // pipeline stage share one set of chips, a stage's KV replicas one of groups.
   using Key = std::tuple<int, std::vector<int>, std::uint64_t, std::string, std::string, std::int64_t, std::int64_t,
-                         const void*, std::vector<std::pair<topology::ChipId, topology::ChipId>>>;
+                         const void*, const void*, std::vector<std::pair<topology::ChipId, topology::ChipId>>>;
   std::map<Key, std::size_t> known;
   std::vector<OpPart> parts;
   std::vector<std::size_t> part_of(w.ops.size());
@@ -729,6 +746,7 @@ std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, RunConte
                   comm_fixed_cost(op, w, run.system()).ps(),
                   is_local(op.kind) ? local_cost(op, w.hardware, w.file).time().ps() : 0,
                   op.chips.get(),
+                  op.explicit_groups(),
                   op.kind == OpKind::Send ? workloads::send_pairs(op)
                                           : std::vector<std::pair<topology::ChipId, topology::ChipId>>()};
     if (const auto it = known.find(key); it != known.end()) {
