@@ -36,6 +36,22 @@ std::string error_of(const std::string& text) {
   return "no error";
 }
 
+// The search's top `top` and the exhaustive search's: the same plans in the
+// same order, and no bound above a simulated step.
+std::pair<SearchResult, SearchResult> pruned_and_exhaustive(const SearchSpec& spec, std::size_t top) {
+  SearchOptions some;
+  some.top = top;
+  SearchOptions all = some;
+  all.exhaustive = true;
+  std::pair<SearchResult, SearchResult> out{run_search(spec, some), run_search(spec, all)};
+  const auto& [pruned, full] = out;
+  REQUIRE(pruned.ranked.size() >= top);
+  REQUIRE(full.ranked.size() >= top);
+  for (std::size_t i = 0; i < top; ++i) CHECK(pruned.ranked[i].plan.index == full.ranked[i].plan.index);
+  for (const PlanResult& r : full.ranked) CHECK(r.bound <= r.step);
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("search: the pruned search's top equals the exhaustive one; no pruned plan would have entered it",
@@ -84,17 +100,9 @@ TEST_CASE("search: replicated KV heads and uneven stages are enumerated; the top
           "training": {"model": {"layers": 6, "d_model": 512, "heads": 16, "kv_heads": 2, "head_dim": 32,
                                  "ffn": 2048, "vocab": 2048, "seq_len": 512}, "global_batch": 32}})",
       "s.json");
-  SearchOptions top3;
-  top3.top = 3;
-  SearchOptions all = top3;
-  all.exhaustive = true;
-  const SearchResult pruned = run_search(spec, top3), full = run_search(spec, all);
+  const auto [pruned, full] = pruned_and_exhaustive(spec, 3);
   REQUIRE(pruned.ranked.size() >= 3);
-  for (std::size_t i = 0; i < 3; ++i) {
-    CHECK(pruned.ranked[i].plan.index == full.ranked[i].plan.index);
-    CHECK(pruned.ranked[i].step == full.ranked[i].step);
-  }
-  for (const PlanResult& r : full.ranked) CHECK(r.bound <= r.step);
+  for (std::size_t i = 0; i < 3; ++i) CHECK(pruned.ranked[i].step == full.ranked[i].step);
   // Both kinds of plan were simulated.
   CHECK(std::any_of(full.ranked.begin(), full.ranked.end(), [](const PlanResult& r) { return r.plan.tp > 2; }));
   CHECK(std::any_of(full.ranked.begin(), full.ranked.end(), [](const PlanResult& r) { return r.plan.pp == 4; }));
@@ -111,16 +119,9 @@ TEST_CASE("search: on a GPU cluster too, the bound is never above a simulated st
           "search": {"sequence_parallel": [true, false], "overlap_fsdp_prefetch": [true, false],
                      "overlap_gradient_reduction": [true, false]}})",
       "g.json");
-  SearchOptions top2;
-  top2.top = 2;
-  SearchOptions all = top2;
-  all.exhaustive = true;
-  const SearchResult pruned = run_search(spec, top2), full = run_search(spec, all);
-  REQUIRE(full.ranked.size() >= 2);
-  for (const PlanResult& r : full.ranked) CHECK(r.bound <= r.step);
+  const auto [pruned, full] = pruned_and_exhaustive(spec, 2);
   CHECK(std::any_of(full.ranked.begin(), full.ranked.end(),
                     [](const PlanResult& r) { return r.comm_bound > r.compute_bound; }));
-  for (std::size_t i = 0; i < 2; ++i) CHECK(pruned.ranked[i].plan.index == full.ranked[i].plan.index);
   // Each kind of variant was tried.
   bool schedule = false, zero = false, overlap = false, no_sp = false, no_prefetch = false, late = false;
   for (const PlanResult& r : full.ranked) {
