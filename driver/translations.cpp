@@ -102,10 +102,11 @@ std::vector<Shift> translated_axes(const workloads::Workload& w, RunContext& run
         for (int a : nodes) fixed[static_cast<std::size_t>(a)] = true;
     }
   }
-  // `n` steps along `axis`: to the torus' neighbour (n = 1), or on a GPU
-  // fabric to the same GPU of the node n on along a node axis (round to the first).
+  // `n` steps along `axis`: to the torus' neighbour (n = 1), or n chips on
+  // (round to the first), or on a GPU fabric to the same GPU of the node n on
+  // along a node axis.
   const auto move = [&](topology::ChipId c, int axis, int n) {
-    if (!gpu) return t.neighbor(c, axis, topology::Direction::Plus);
+    if (!gpu && n == 1) return t.neighbor(c, axis, topology::Direction::Plus);
     return t.with_coord(c, axis, (t.coord(c, axis) + n) % t.axis(axis).size);
   };
   // The distinct sets of chips (a training step's ops share their stage's).
@@ -141,7 +142,14 @@ std::vector<Shift> translated_axes(const workloads::Workload& w, RunContext& run
   for (int a = 0; a < t.num_axes(); ++a) {
     const int size = t.axis(a).size;
     if (!gpu) {
-      if (size >= 2 && (t.axis(a).wraparound || t.switched(a)) && keeps(a, 1)) out.push_back({a, 1});
+      // A step of 1 chip, or of the least divisor of the axis that keeps every
+      // explicit group (pairs of a KV head's replicas: 2).
+      if (size < 2 || !(t.axis(a).wraparound || t.switched(a))) continue;
+      for (int step = 1; step <= size / 2; ++step)
+        if (size % step == 0 && (step == 1 || !group_sets.empty()) && keeps(a, step)) {
+          out.push_back({a, step});
+          break;
+        }
       continue;
     }
     // On a GPU fabric the node axes (a permutation of nodes keeps every GPU's

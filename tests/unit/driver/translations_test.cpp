@@ -222,14 +222,14 @@ TEST_CASE("translations: a collective over every axis runs one chip's tasks, wit
                                         "sharded_optimizer": true}}})",
        4},
       // Replicated KV heads: pairs of chips along z sum their K/V gradients
-      // over explicit groups, which the shifts along x and y keep (those along
-      // z move a pair onto two halves of others): 16 translations.
+      // over explicit groups, which the shifts along x and y keep, and those
+      // of 2 along z (1 would move a pair onto halves of two): 32 translations.
       {R"({"hardware": "tpu-v5p", "topology": {"shape": [4, 4, 4]}, "mesh": {"F": 16, "T": 4},
            "training": {"model": {"layers": 2, "d_model": 256, "heads": 8, "kv_heads": 2, "ffn": 512, "vocab": 256,
                                   "seq_len": 64, "gated": true},
                         "global_batch": 16, "microbatch": 1,
                         "parallelism": {"fsdp": ["F"], "tensor": ["T"]}}})",
-       16},
+       32},
   };
   for (const auto& [text, translations] : cases) {
     INFO(text);
