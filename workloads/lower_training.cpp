@@ -991,6 +991,18 @@ void check_training(const Workload& w, Training& t, const SourceRef& where) {
                            "more than meshsim's limit of {}: use fewer, larger microbatches or fewer layers",
                            static_cast<std::uint64_t>(std::min<unsigned __int128>(ops, ~std::uint64_t{0})),
                            t.microbatches, t.model.layers, kMaxTrainingOps));
+  // Ring steps (collective matmuls' tp steps, ring attention's cp) are sends
+  // that pair every chip of the stage with its neighbour, 8 bytes a pair.
+  const std::uint64_t ring_per_layer = 12 * (t.cp > 1 ? t.cp : 0) + (t.overlap.tensor ? 8 * t.tp : 0);
+  const unsigned __int128 pair_bytes = static_cast<unsigned __int128>(t.microbatches) * t.model.layers *
+                                       ring_per_layer * (w.make_torus().num_chips() / t.pp) * 8;
+  if (pair_bytes > kMaxRingPairBytes)
+    where.fail(
+        fmt::format("the step's ring steps ({} per layer and microbatch{}) would hold about {:.1f} GB of chip "
+                    "pairs, more than meshsim's limit of {:.1f} GB: {}fewer microbatches or layers",
+                    ring_per_layer, t.overlap.tensor ? ": collective matmuls over the tensor axes" : "",
+                    static_cast<double>(pair_bytes) / 1e9, static_cast<double>(kMaxRingPairBytes) / 1e9,
+                    t.overlap.tensor ? "give \"overlap\": {\"tensor\": false}, a smaller tensor degree, or " : ""));
 }
 
 void lower_training(Workload& w, Training& t, const SourceRef& where) { StepLowerer(w, t, where).run(); }
