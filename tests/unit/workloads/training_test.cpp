@@ -269,15 +269,16 @@ TEST_CASE("Training memory: microbatches in flight under each pipeline schedule"
   // Stage s: 1F1B's p - s, interleaving's 2(p - s - 1) + (v - 1) p + 1 chunk passes over v chunks.
   const Training& t = training(w);
   for (std::uint64_t s = 0; s < 4; ++s) CHECK(microbatches_in_flight(t, s) == static_cast<double>(4 - s));
-  const Training& i = training(parse_workload(
-      gpt(R"({"P": 4})", R"({"pipeline": "P", "schedule": "interleaved", "virtual_stages": 2})", "", 16, 16),
-      "t.json"));
+  const Workload interleaved = parse_workload(
+      gpt(R"({"P": 4})", R"({"pipeline": "P", "schedule": "interleaved", "virtual_stages": 2})", "", 16, 16), "t.json");
+  const Training& i = training(interleaved);
   for (std::uint64_t s = 0; s < 4; ++s)
     CHECK(microbatches_in_flight(i, s) == Approx((2.0 * (3 - static_cast<double>(s)) + 4 + 1) / 2));
   // Uneven stages: 1, 1, 2 and 12 layers; the last stage holds one microbatch
   // of 12 layers, more than stage 0's 4 of 1 layer: the most loaded.
-  const Training& u = training(
-      parse_workload(gpt(R"({"P": 4})", R"({"pipeline": "P", "stage_layers": [1, 1, 2, 12]})", "", 16, 16), "t.json"));
+  const Workload uneven =
+      parse_workload(gpt(R"({"P": 4})", R"({"pipeline": "P", "stage_layers": [1, 1, 2, 12]})", "", 16, 16), "t.json");
+  const Training& u = training(uneven);
   CHECK(u.formulas.peak_stage_layers == 12);
   CHECK(u.formulas.microbatches_in_flight == 1);
   CHECK(u.formulas.activation_bytes == 12 * u.formulas.activation_bytes_per_layer);
