@@ -46,13 +46,21 @@ std::vector<Shift> translated_axes(const workloads::Workload& w, RunContext& run
   // Explicit groups of chips (an imported program's replica groups, a training
   // step's replicas of a KV head): a torus only; each distinct set, its groups
   // sorted, for `keeps` below.
-  std::vector<std::vector<std::vector<topology::ChipId>>> group_sets;
+  // (Ops share their sets: a stage's KV replicas are one set for all its ops,
+  // so each distinct set is copied and sorted once.)
+  std::vector<const std::vector<std::vector<topology::ChipId>>*> shared;
   for (const workloads::Op& op : w.ops)
     if (const auto* groups = op.explicit_groups()) {
       if (gpu) return out;
-      group_sets.push_back(*groups);
-      std::sort(group_sets.back().begin(), group_sets.back().end());
+      shared.push_back(groups);
     }
+  std::sort(shared.begin(), shared.end());
+  shared.erase(std::unique(shared.begin(), shared.end()), shared.end());
+  std::vector<std::vector<std::vector<topology::ChipId>>> group_sets;
+  for (const auto* groups : shared) {
+    group_sets.push_back(*groups);
+    std::sort(group_sets.back().begin(), group_sets.back().end());
+  }
   std::sort(group_sets.begin(), group_sets.end());
   group_sets.erase(std::unique(group_sets.begin(), group_sets.end()), group_sets.end());
   // On a GPU fabric, what a shift of the nodes cannot keep (Translations::verify
