@@ -36,6 +36,25 @@ bool moves_cables(const topology::Torus& t, int a, int step, int period) {
   return period > 0 && stride * step % period == 0 && stride * t.axis(a).size % period == 0;
 }
 
+// Each distinct set of explicit groups of w's ops, its groups sorted (ops share
+// their sets: a stage's KV replicas are one set for all its ops, so each is
+// copied and sorted once).
+std::vector<std::vector<std::vector<topology::ChipId>>> explicit_group_sets(const workloads::Workload& w) {
+  std::vector<const std::vector<std::vector<topology::ChipId>>*> shared;
+  for (const workloads::Op& op : w.ops)
+    if (const auto* groups = op.explicit_groups()) shared.push_back(groups);
+  std::sort(shared.begin(), shared.end());
+  shared.erase(std::unique(shared.begin(), shared.end()), shared.end());
+  std::vector<std::vector<std::vector<topology::ChipId>>> out;
+  for (const auto* groups : shared) {
+    out.push_back(*groups);
+    std::sort(out.back().begin(), out.back().end());
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
 }  // namespace
 
 std::vector<Shift> translated_axes(const workloads::Workload& w, RunContext& run) {
@@ -44,25 +63,9 @@ std::vector<Shift> translated_axes(const workloads::Workload& w, RunContext& run
   if (t.twisted() || w.ops.empty()) return out;
   const bool gpu = run.gpu() != nullptr;
   // Explicit groups of chips (an imported program's replica groups, a training
-  // step's replicas of a KV head): a torus only; each distinct set, its groups
-  // sorted, for `keeps` below.
-  // (Ops share their sets: a stage's KV replicas are one set for all its ops,
-  // so each distinct set is copied and sorted once.)
-  std::vector<const std::vector<std::vector<topology::ChipId>>*> shared;
-  for (const workloads::Op& op : w.ops)
-    if (const auto* groups = op.explicit_groups()) {
-      if (gpu) return out;
-      shared.push_back(groups);
-    }
-  std::sort(shared.begin(), shared.end());
-  shared.erase(std::unique(shared.begin(), shared.end()), shared.end());
-  std::vector<std::vector<std::vector<topology::ChipId>>> group_sets;
-  for (const auto* groups : shared) {
-    group_sets.push_back(*groups);
-    std::sort(group_sets.back().begin(), group_sets.back().end());
-  }
-  std::sort(group_sets.begin(), group_sets.end());
-  group_sets.erase(std::unique(group_sets.begin(), group_sets.end()), group_sets.end());
+  // step's replicas of a KV head): a torus only.
+  const std::vector<std::vector<std::vector<topology::ChipId>>> group_sets = explicit_group_sets(w);
+  if (gpu && !group_sets.empty()) return out;
   // On a GPU fabric, what a shift of the nodes cannot keep (Translations::verify
   // would refuse it, after building each op): NCCL's tree across nodes, whose
   // positions are absolute. A ring through the GPUs of several nodes runs every
