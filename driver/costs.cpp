@@ -117,7 +117,7 @@ kernels::Roofline local_cost(const workloads::Op& op, const workloads::Hardware&
 std::uint64_t op_nodes(const workloads::Op& op, const topology::Torus& torus) {
   std::uint64_t nodes = 1;
   for (int a : op.comm_axes())
-    if (a >= 1) nodes *= static_cast<std::uint64_t>(torus.axis(a).size);
+    if (!torus.axis(a).in_node) nodes *= static_cast<std::uint64_t>(torus.axis(a).size);
   return nodes;
 }
 
@@ -259,7 +259,7 @@ collectives::ClosedForm gpu_closed_form(const workloads::Op& op, const workloads
         // The four phases run one after the other: each its latency (a step of two
         // links, each crossed by a forwarding chunk of the step's piece or all of
         // it) or its bandwidth term, whichever is larger, and those add up.
-        const double g = torus.axis(0).size;
+        const double g = n / m;  // the group's GPUs per node
         const double nic = static_cast<double>(w.hardware.nic.bandwidth_bytes_per_s);
         const double nic_step = 2 * w.hardware.nic.latency.seconds();
         f.additive = true;
@@ -396,7 +396,7 @@ workloads::FabricLevel comm_level(const workloads::Op& op, const topology::Syste
       return FabricLevel::Nvlink;
     }
     for (int a : op.collective().hw_axes)
-      if (a > 0 && torus.axis(a).size > 1) return FabricLevel::Nic;
+      if (!torus.axis(a).in_node && torus.axis(a).size > 1) return FabricLevel::Nic;
     return FabricLevel::Nvlink;
   }
   if (op.kind == OpKind::Send) {

@@ -93,8 +93,8 @@ std::vector<Shift> translated_axes(const workloads::Workload& w, RunContext& run
       std::vector<int> nodes;
       for (int a : op.comm_axes()) {
         if (t.axis(a).size < 2) continue;
-        (a == 0 ? local : across) = true;
-        if (a > 0) nodes.push_back(a);
+        (t.axis(a).in_node ? local : across) = true;
+        if (!t.axis(a).in_node) nodes.push_back(a);
       }
       using collectives::gpu::Algorithm;
       const Algorithm alg = choices(op).algorithm;
@@ -168,8 +168,11 @@ std::vector<Shift> translated_axes(const workloads::Workload& w, RunContext& run
     // whole blocks of the cable period), never the GPUs of a node; a step of 1
     // node, or 2 where parity asks it, or with several units the least
     // multiple of it that moves the cables (the axis left out if none does).
-    if (a == 0) {
-      if (tree && rotates && size >= 2 && keeps(0, 1)) out.push_back({0, 1});
+    // The rotation turns every node's GPUs as one ring: not where mesh axes
+    // split them (a group of a factor would turn into no group).
+    if (t.axis(a).in_node) {
+      if (a == 0 && !t.axis(1 % t.num_axes()).in_node && tree && rotates && size >= 2 && keeps(0, 1))
+        out.push_back({0, 1});
       continue;
     }
     if (tree || fixed[static_cast<std::size_t>(a)]) continue;
@@ -224,7 +227,7 @@ std::optional<Translations> Translations::find(const topology::Torus& t, const E
   x.links_ = static_cast<std::uint32_t>(ex.links);
   x.link_stride_ = fabric ? 1 : static_cast<std::uint32_t>(2 * t.num_axes());
   x.cables_begin_ = fabric ? 4 * chips : x.links_;
-  x.gpus_per_node_ = static_cast<std::uint32_t>(t.axis(0).size);
+  x.gpus_per_node_ = fabric ? static_cast<std::uint32_t>(fabric->gpus_per_node()) : 1;
   x.resources_ = static_cast<std::uint32_t>(ex.resources.size());
   std::uint32_t stride = 1;
   for (int a = 0; a < t.num_axes(); ++a) {
@@ -506,11 +509,11 @@ struct OpPart {
 // compute units' ids by g, their leaves' cables by g leaves) on whole nodes, on
 // a fabric of one pod (with pods, core cables carry every rail).
 bool rails_alike(const workloads::Op& op, const topology::Torus& t, const topology::Fabric* fabric) {
-  const int g = t.axis(0).size;
-  if (fabric == nullptr || fabric->pods() != 1 || g < 2 || !is_collective(op.kind) || op.explicit_groups())
-    return false;
+  if (fabric == nullptr) return false;
+  const int g = fabric->gpus_per_node();
+  if (fabric->pods() != 1 || g < 2 || !is_collective(op.kind) || op.explicit_groups()) return false;
   for (int a : op.comm_axes())
-    if (a == 0) return false;
+    if (t.axis(a).in_node) return false;
   if (!op.chips) return true;
   // Its chips (ascending) node by node: GPUs 0 to G-1 of each.
   const std::vector<topology::ChipId>& chips = *op.chips;
@@ -523,8 +526,8 @@ bool rails_alike(const workloads::Op& op, const topology::Torus& t, const topolo
 }
 
 // `op` on the GPUs of local rank 0 alone: rail 0.
-workloads::Op rail_zero(const workloads::Op& op, const topology::Torus& t) {
-  const auto g = static_cast<topology::ChipId>(t.axis(0).size);
+workloads::Op rail_zero(const workloads::Op& op, const topology::Torus& t, const topology::Fabric& fabric) {
+  const auto g = static_cast<topology::ChipId>(fabric.gpus_per_node());
   std::vector<topology::ChipId> chips;
   if (op.chips) {
     for (topology::ChipId c : *op.chips)
@@ -787,7 +790,7 @@ std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, RunConte
     // moves rail 0 onto the others (its quotient is then rail 0's already).
     const bool rotating = std::any_of(axes.begin(), axes.end(), [](const Shift& s) { return s.axis == 0; });
     const bool by_rail = !rotating && rails_alike(op, t, fabric ? &*fabric : nullptr);
-    one.ops.assign(1, by_rail ? rail_zero(op, t) : op);
+    one.ops.assign(1, by_rail ? rail_zero(op, t, *fabric) : op);
     one.ops[0].deps.clear();
     const Expanded ex = expand_ops(one);
     std::optional<Translations> x = Translations::find(t, ex, axes, fabric ? &*fabric : nullptr);
@@ -820,7 +823,7 @@ std::optional<OpQuotient> quotient_by_ops(const workloads::Workload& w, RunConte
     MESHSIM_ASSERT(entry_chips == exit_chips, "an op's quotient with entries and exits on different chips");
     part.chips = std::make_shared<const std::vector<std::uint32_t>>(std::move(entry_chips));
     out.built_tasks += part.tasks;
-    if (by_rail) part = every_rail(part, static_cast<std::uint32_t>(t.axis(0).size), *fabric, ex.links);
+    if (by_rail) part = every_rail(part, static_cast<std::uint32_t>(fabric->gpus_per_node()), *fabric, ex.links);
     part_of[i] = parts.size();
     known.emplace(key, parts.size());
     parts.push_back(std::move(part));

@@ -51,13 +51,10 @@ std::string us(Tick t) { return fmt::format("{:.3f}", static_cast<double>(t.ps()
 std::string topology_line(const workloads::Workload& w, const topology::System& system) {
   const topology::Torus& t = system.grid();
   if (system.switched()) {
-    // "4 nodes x 8 GPUs", or on a node grid "8 nodes (4x2) x 8 GPUs".
-    int nodes = 1;
-    std::vector<int> grid;
-    for (int a = 1; a < t.num_axes(); ++a) {
-      nodes *= t.axis(a).size;
-      grid.push_back(t.axis(a).size);
-    }
+    // "4 nodes x 8 GPUs", or on a node grid "8 nodes (4x2) x 8 GPUs" (as the
+    // topology has them, before mesh axes split any).
+    const int nodes = static_cast<int>(t.num_chips()) / system.fabric()->gpus_per_node();
+    const std::vector<int> grid(w.written_shape.begin() + 1, w.written_shape.end());
     const workloads::Hardware& fab = w.hardware;
     std::string tree = fmt::format("{} spine{}", fab.spines, fab.spines == 1 ? "" : "s");
     if (fab.leaf_nodes > 0 && fab.leaf_nodes < nodes) {
@@ -67,11 +64,11 @@ std::string topology_line(const workloads::Workload& w, const topology::System& 
     if (fab.leaf_oversubscription > 1) tree += fmt::format(", leaves oversubscribed {}:1", fab.leaf_oversubscription);
     if (fab.spine_oversubscription > 1 && fab.pod_nodes > 0 && fab.pod_nodes < nodes)
       tree += fmt::format(", spines oversubscribed {}:1", fab.spine_oversubscription);
-    std::string s = fmt::format("{} node{}{} x {} GPUs (NVLink switch per node; nodes on a rail-optimised fat tree, {}); "
-                                "mesh",
-                                nodes, nodes == 1 ? "" : "s",
-                                w.node_grid ? fmt::format(" ({})", fmt::join(grid, "x")) : std::string(),
-                                t.axis(0).size, tree);
+    std::string s = fmt::format(
+        "{} node{}{} x {} GPUs (NVLink switch per node; nodes on a rail-optimised fat tree, {}); "
+        "mesh",
+        nodes, nodes == 1 ? "" : "s", w.node_grid ? fmt::format(" ({})", fmt::join(grid, "x")) : std::string(),
+        system.fabric()->gpus_per_node(), tree);
     for (const workloads::MeshAxis& m : w.mesh) {
       std::string hw;
       for (int a : m.hw_axes) {

@@ -147,12 +147,16 @@ struct Layout {
   std::vector<int> sizes;
 };
 
-Layout layout_axes(const SearchSpec& spec, const std::vector<int>& layout) {
+// The hardware axes of a layout; on GPUs with the node's GPUs as `split`
+// (one size, or the factors mesh axes take, inner first: gpu0, gpu1).
+Layout layout_axes(const SearchSpec& spec, const std::vector<int>& layout, const std::vector<int>& split) {
   std::vector<std::string> names;
   std::vector<int> sizes;
   if (spec.gpu) {
-    names = {"gpu"};
-    sizes = {spec.gpus_per_node};
+    for (std::size_t i = 0; i < split.size(); ++i) {
+      names.push_back(split.size() == 1 ? "gpu" : fmt::format("gpu{}", i));
+      sizes.push_back(split[i]);
+    }
     for (std::size_t i = 0; i < layout.size(); ++i) {
       names.push_back(layout.size() == 1 ? "node" : fmt::format("node{}", i));
       sizes.push_back(layout[i]);
@@ -220,66 +224,82 @@ void add_variants(const SearchSpec& spec, const Plan& base, std::vector<Plan>& p
 
 }  // namespace
 
-// Every plan: per layout, the hardware axes grouped into consecutive runs, a
-// strategy per run (adjacent runs differ: the same strategy over both is the
-// merged run), at most one pipeline run; then the variants.
+// The GPUs of a node as mesh axes may take them: whole, or in two factors
+// (d, G/d) for every divisor d (Megatron's TP 2 or 4 beside data parallelism
+// in a DGX node). A TPU's axes are taken whole.
+std::vector<std::vector<int>> node_splits(const SearchSpec& spec) {
+  std::vector<std::vector<int>> out;
+  if (!spec.gpu) return {{}};
+  out.push_back({spec.gpus_per_node});
+  for (int d = 2; d < spec.gpus_per_node; ++d)
+    if (spec.gpus_per_node % d == 0) out.push_back({d, spec.gpus_per_node / d});
+  return out;
+}
+
+// Every plan: per layout (and on GPUs per split of the node's GPUs), the
+// hardware axes grouped into consecutive runs, a strategy per run (adjacent
+// runs differ: the same strategy over both is the merged run; a split node's
+// factors in different runs, else it is the whole node's plan), at most one
+// pipeline run; then the variants.
 std::vector<Plan> enumerate_plans(const SearchSpec& spec) {
   std::vector<Plan> plans;
-  for (const std::vector<int>& layout : spec.layouts) {
-    const Layout hw = layout_axes(spec, layout);
-    const std::size_t k = hw.sizes.size();
-    if (k == 0) continue;
-    const std::size_t ns = spec.strategies.size();
-    for (unsigned cuts = 0; cuts < (1u << (k - 1)); ++cuts) {
-      std::vector<std::pair<std::size_t, std::size_t>> runs;  // [begin, end) of hardware axes
-      std::size_t begin = 0;
-      for (std::size_t i = 0; i + 1 < k; ++i)
-        if (cuts & (1u << i)) runs.emplace_back(begin, i + 1), begin = i + 1;
-      runs.emplace_back(begin, k);
-      const std::size_t g = runs.size();
-      std::size_t combos = 1;
-      for (std::size_t i = 0; i < g; ++i) combos *= ns;
-      for (std::size_t c = 0; c < combos; ++c) {
-        std::vector<std::string> chosen;
-        for (std::size_t i = 0, rest = c; i < g; ++i, rest /= ns) chosen.push_back(spec.strategies[rest % ns]);
-        bool ok = std::count(chosen.begin(), chosen.end(), "pipeline") <= 1;
-        for (std::size_t i = 0; i + 1 < g && ok; ++i) ok = chosen[i] != chosen[i + 1];
-        if (!ok) continue;
-        Plan base;
-        base.layout = layout;
-        std::map<std::string, int> used;
-        std::vector<std::string> axes_text;
-        std::map<std::string, std::uint64_t> degree;
-        for (std::size_t i = 0; i < g; ++i) {
-          const std::string& s = chosen[i];
-          const int n = ++used[s];
-          const std::string name = strategy_letter(s) + (n > 1 ? std::to_string(n) : "");
-          int size = 1;
-          std::string over;
-          for (std::size_t a = runs[i].first; a < runs[i].second; ++a) {
-            size *= hw.sizes[a];
-            over += hw.names[a].size() == 1 ? hw.names[a] : (over.empty() ? "" : ",") + hw.names[a];
+  for (const std::vector<int>& layout : spec.layouts)
+    for (const std::vector<int>& split : node_splits(spec)) {
+      const Layout hw = layout_axes(spec, layout, split);
+      const std::size_t k = hw.sizes.size();
+      if (k == 0) continue;
+      const std::size_t ns = spec.strategies.size();
+      for (unsigned cuts = 0; cuts < (1u << (k - 1)); ++cuts) {
+        if (split.size() > 1 && (cuts & 1u) == 0) continue;     // gpu0 and gpu1 together: the whole node
+        std::vector<std::pair<std::size_t, std::size_t>> runs;  // [begin, end) of hardware axes
+        std::size_t begin = 0;
+        for (std::size_t i = 0; i + 1 < k; ++i)
+          if (cuts & (1u << i)) runs.emplace_back(begin, i + 1), begin = i + 1;
+        runs.emplace_back(begin, k);
+        const std::size_t g = runs.size();
+        std::size_t combos = 1;
+        for (std::size_t i = 0; i < g; ++i) combos *= ns;
+        for (std::size_t c = 0; c < combos; ++c) {
+          std::vector<std::string> chosen;
+          for (std::size_t i = 0, rest = c; i < g; ++i, rest /= ns) chosen.push_back(spec.strategies[rest % ns]);
+          bool ok = std::count(chosen.begin(), chosen.end(), "pipeline") <= 1;
+          for (std::size_t i = 0; i + 1 < g && ok; ++i) ok = chosen[i] != chosen[i + 1];
+          if (!ok) continue;
+          Plan base;
+          base.layout = layout;
+          std::map<std::string, int> used;
+          std::vector<std::string> axes_text;
+          std::map<std::string, std::uint64_t> degree;
+          for (std::size_t i = 0; i < g; ++i) {
+            const std::string& s = chosen[i];
+            const int n = ++used[s];
+            const std::string name = strategy_letter(s) + (n > 1 ? std::to_string(n) : "");
+            int size = 1;
+            std::string over;
+            for (std::size_t a = runs[i].first; a < runs[i].second; ++a) {
+              size *= hw.sizes[a];
+              over += hw.names[a].size() == 1 ? hw.names[a] : (over.empty() ? "" : ",") + hw.names[a];
+            }
+            base.mesh.emplace_back(name, size);
+            degree[s] = std::max<std::uint64_t>(degree[s], 1) * static_cast<std::uint64_t>(size);
+            axes_text.push_back(fmt::format("{}={}({})", name, size, over));
+            const auto it = std::find_if(base.parallelism.begin(), base.parallelism.end(),
+                                         [&](const auto& p) { return p.first == s; });
+            if (it == base.parallelism.end())
+              base.parallelism.push_back({s, {name}});
+            else
+              it->second.push_back(name);
           }
-          base.mesh.emplace_back(name, size);
-          degree[s] = std::max<std::uint64_t>(degree[s], 1) * static_cast<std::uint64_t>(size);
-          axes_text.push_back(fmt::format("{}={}({})", name, size, over));
-          const auto it = std::find_if(base.parallelism.begin(), base.parallelism.end(),
-                                       [&](const auto& p) { return p.first == s; });
-          if (it == base.parallelism.end())
-            base.parallelism.push_back({s, {name}});
-          else
-            it->second.push_back(name);
+          const auto deg = [&](const char* s) { return std::max<std::uint64_t>(degree[s], 1); };
+          base.dp = deg("data"), base.fsdp = deg("fsdp"), base.tp = deg("tensor"), base.pp = deg("pipeline");
+          base.ep = deg("expert"), base.cp = deg("context");
+          base.axes = fmt::format("{}", fmt::join(axes_text, " "));
+          if (spec.gpu && layout.size() > 1) base.axes += fmt::format(" (nodes {})", shape_text(layout));
+          if (!spec.gpu && spec.layouts.size() > 1) base.axes += fmt::format(" [{}]", shape_text(layout));
+          add_variants(spec, base, plans);
         }
-        const auto deg = [&](const char* s) { return std::max<std::uint64_t>(degree[s], 1); };
-        base.dp = deg("data"), base.fsdp = deg("fsdp"), base.tp = deg("tensor"), base.pp = deg("pipeline");
-        base.ep = deg("expert"), base.cp = deg("context");
-        base.axes = fmt::format("{}", fmt::join(axes_text, " "));
-        if (spec.gpu && layout.size() > 1) base.axes += fmt::format(" (nodes {})", shape_text(layout));
-        if (!spec.gpu && spec.layouts.size() > 1) base.axes += fmt::format(" [{}]", shape_text(layout));
-        add_variants(spec, base, plans);
       }
     }
-  }
   return plans;
 }
 

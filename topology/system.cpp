@@ -22,6 +22,10 @@ System::System(Torus grid, Fabric fabric, std::vector<std::string> axis_names)
     : grid_(std::move(grid)), fabric_(std::move(fabric)), axis_names_(std::move(axis_names)) {
   MESHSIM_ASSERT(axis_names_.size() == static_cast<std::size_t>(grid_.num_axes()), "a name per grid axis");
   MESHSIM_ASSERT(fabric_->num_gpus() == grid_.num_chips(), "the fabric's GPUs are the grid's chips");
+  int node = 1, a = 0;
+  for (; a < grid_.num_axes() && grid_.axis(a).in_node; ++a) node *= grid_.axis(a).size;
+  MESHSIM_ASSERT(a > 0 && node == fabric_->gpus_per_node(), "the leading in-node axes hold a node's GPUs");
+  for (; a < grid_.num_axes(); ++a) MESHSIM_ASSERT(!grid_.axis(a).in_node, "in-node axes come first");
 }
 
 std::vector<LinkId> System::route(ChipId src, ChipId dst) const {

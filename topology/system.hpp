@@ -19,9 +19,9 @@ class System {
  public:
   // A TPU slice (or slices): the torus's axes, names and links.
   explicit System(Torus torus);
-  // GPUs: `grid` gives their coordinates (axis 0 the GPU within its node, then
-  // the node axes; chip = gpu + G * node), `fabric` the links, `axis_names` one
-  // name per grid axis.
+  // GPUs: `grid` gives their coordinates (the GPU within its node on the
+  // leading in_node axes, one or its factors, then the node axes; chip = gpu +
+  // G * node), `fabric` the links, `axis_names` one name per grid axis.
   System(Torus grid, Fabric fabric, std::vector<std::string> axis_names);
 
   // A switched GPU fabric (else a TPU torus).

@@ -34,6 +34,11 @@ struct AxisSpec {
   // The slices of a multislice system over the data-center network (see the
   // top of this file): any slice reaches any other; at most one, the last axis.
   bool switched = false;
+  // A GPU grid's axis among the GPUs of one node (topology/system.hpp): the
+  // leading axes, whose sizes multiply to the node's GPUs (one axis, or its
+  // factors where mesh axes take part of a node); the others are node axes.
+  // Never set on a torus.
+  bool in_node = false;
 };
 
 struct LinkSpec {

@@ -33,11 +33,18 @@ bool is_name(const std::string& name) {
   return ok;
 }
 
-// Maps mesh axes onto consecutive hardware axes (w.topology), each a whole
-// number of them.
+// Maps mesh axes onto consecutive hardware axes (w.topology), in order. On a
+// TPU each mesh axis takes a whole number of them. On GPUs a mesh axis may also
+// take a factor of what is left of one (the GPUs of a node, or the nodes),
+// inner part first as Megatron's rank order has it: that hardware axis is then
+// split into its factors (w.topology gets one axis per factor), which changes
+// no chip's id (first axis fastest) and no link: the GPUs of a node share one
+// NVLink switch and the nodes one fat tree.
 void map_mesh(Workload& w, const MeshSpec& mesh) {
-  std::vector<int> shape;
-  for (const topology::AxisSpec& a : w.topology) shape.push_back(a.size);
+  const std::vector<AxisSpec> hardware = w.topology;
+  w.written_shape.clear();
+  for (const AxisSpec& a : hardware) w.written_shape.push_back(a.size);
+  const std::vector<int>& shape = w.written_shape;
   std::uint64_t chips = 1;
   for (int sz : shape) chips *= static_cast<std::uint64_t>(sz);
   // How the errors name the topology: "4x4x4", "4 nodes x 8 GPUs", or on a node
@@ -45,44 +52,72 @@ void map_mesh(Workload& w, const MeshSpec& mesh) {
   const std::vector<int> nodes = shape.size() > 1 ? std::vector<int>(shape.begin() + 1, shape.end()) : std::vector<int>{1};
   const std::string topo = w.hardware.gpu ? fmt::format("{} nodes x {} GPUs", fmt::join(nodes, "x"), shape[0])
                                           : w.make_torus().shape_string();
-  std::size_t hw = 0;
+  std::vector<std::string> names;  // the hardware axes' names as written
+  for (std::size_t a = 0; a < hardware.size(); ++a)
+    names.push_back(w.hardware.gpu ? gpu_axis_name(w, static_cast<int>(a))
+                                   : w.make_torus().axis_name(static_cast<int>(a)));
+  const auto hw_name = [&](std::size_t a) { return names[a]; };
+  w.topology.clear();
+  std::size_t hw = 0;                                  // the hardware axis being taken
+  int left = hardware.empty() ? 1 : hardware[0].size;  // what is left of it (its outer part)
+  const auto take = [&](MeshAxis& axis, int size) {
+    AxisSpec piece = hardware[hw];
+    piece.size = size;  // a factor of a GPU axis (a GPU grid has no wraparound), or the whole axis
+    axis.hw_axes.push_back(static_cast<int>(w.topology.size()));
+    w.topology.push_back(piece);
+    left /= size;
+    if (left == 1 && ++hw < hardware.size()) left = hardware[hw].size;
+  };
   for (const MeshAxisSpec& m : mesh.axes) {
     MeshAxis axis{m.name, m.size, {}};
-    std::uint64_t product = 1;
-    while (product < static_cast<std::uint64_t>(m.size) && hw < shape.size()) {
-      product *= static_cast<std::uint64_t>(shape[hw]);
-      axis.hw_axes.push_back(static_cast<int>(hw++));
-    }
-    if (product < static_cast<std::uint64_t>(m.size) && hw == shape.size())
-      m.where.fail(
-          fmt::format("the mesh has more chips than the topology {} ({} chips); no hardware axes are left for mesh "
-                      "axis {} of size {}",
-                      topo, chips, m.name, m.size));
-    if (product != static_cast<std::uint64_t>(m.size)) {
-      if (w.hardware.gpu && w.node_grid && axis.hw_axes.back() > 0)
-        m.where.fail(fmt::format("mesh axis {} of size {} cuts node axis {} ({} nodes) unevenly: a mesh axis spans the "
-                                 "GPUs of a node, whole node axes, or both ({})",
-                                 m.name, m.size, gpu_axis_name(w, axis.hw_axes.back()),
-                                 shape[static_cast<std::size_t>(axis.hw_axes.back())], topo));
+    std::uint64_t need = static_cast<std::uint64_t>(m.size);
+    while (need > 1) {
+      if (hw == hardware.size())
+        m.where.fail(
+            fmt::format("the mesh has more chips than the topology {} ({} chips); no hardware axes are left for mesh "
+                        "axis {} of size {}",
+                        topo, chips, m.name, m.size));
+      const auto r = static_cast<std::uint64_t>(left);
+      if (need % r == 0) {
+        take(axis, left);
+        need /= r;
+        continue;
+      }
+      if (w.hardware.gpu && r % need == 0) {
+        take(axis, static_cast<int>(need));
+        need = 1;
+        continue;
+      }
+      if (w.hardware.gpu && hardware[hw].in_node)
+        m.where.fail(
+            fmt::format("mesh axis {} of size {} cuts the {}-GPU nodes unevenly: a mesh axis takes a divisor "
+                        "of the node's GPUs left ({}) or a multiple of them ({})",
+                        m.name, m.size, shape[0], left, topo));
       if (w.hardware.gpu)
-        m.where.fail(fmt::format("mesh axis {} of size {} cuts the {}-GPU nodes unevenly: a mesh axis spans the GPUs "
-                                 "of a node, whole nodes, or both ({})",
-                                 m.name, m.size, shape[0], topo));
+        m.where.fail(
+            fmt::format("mesh axis {} of size {} cuts node axis {} ({} nodes) unevenly: a mesh axis takes a "
+                        "divisor of the nodes left on it ({}) or a multiple of them ({})",
+                        m.name, m.size, hw_name(hw), hardware[hw].size, left, topo));
       m.where.fail(fmt::format("mesh axis {} of size {} does not cover whole hardware axes of the {} topology", m.name,
                                m.size, topo));
     }
     w.mesh.push_back(std::move(axis));
   }
-  std::uint64_t mesh_chips = 1;  // here at most `chips`: every mesh axis covers whole hardware axes
+  std::uint64_t mesh_chips = 1;
   for (const MeshAxisSpec& m : mesh.axes) mesh_chips *= static_cast<std::uint64_t>(m.size);
-  for (; hw < shape.size(); ++hw)
-    if (shape[hw] != 1)
-      mesh.where.fail(fmt::format(
-          "the mesh has {} chips but the topology {} has {}; no mesh axis is left for hardware "
-          "axis {} of size {}",
-          mesh_chips, topo, chips,
-          w.hardware.gpu ? gpu_axis_name(w, static_cast<int>(hw)) : w.make_torus().axis_name(static_cast<int>(hw)),
-          shape[hw]));
+  if (hw < hardware.size() && left < hardware[hw].size && left > 1)
+    mesh.where.fail(
+        fmt::format("the mesh has {} chips but the topology {} has {}; no mesh axis is left for {} of "
+                    "hardware axis {} of size {}",
+                    mesh_chips, topo, chips, left, hw_name(hw), hardware[hw].size));
+  for (; hw < hardware.size(); ++hw) {
+    if (hardware[hw].size != 1)
+      mesh.where.fail(
+          fmt::format("the mesh has {} chips but the topology {} has {}; no mesh axis is left for hardware "
+                      "axis {} of size {}",
+                      mesh_chips, topo, chips, hw_name(hw), hardware[hw].size));
+    w.topology.push_back(hardware[hw]);
+  }
 }
 
 // A GPU cluster: hardware axes (GPU within its node, node), or (GPU, node0,
@@ -117,7 +152,7 @@ void gpu_topology(Workload& w, const TopologySpec& topo, const MeshSpec& mesh, s
   }
   if (per_node * nodes > kMaxChips)
     mesh.where.fail(fmt::format("{} GPUs is more than meshsim supports ({})", per_node * nodes, kMaxChips));
-  w.topology = {AxisSpec{static_cast<int>(per_node), false}};
+  w.topology = {AxisSpec{static_cast<int>(per_node), false, false, /*in_node=*/true}};
   if (grid.empty())
     grid.push_back(static_cast<int>(nodes));
   else

@@ -155,17 +155,21 @@ std::vector<int> resolve_axes(const Workload& w, const std::vector<NameRef>& axe
 }
 
 topology::ChipId resolve_chip(const Workload& w, const SendSpec::Chip& chip) {
+  // One coordinate per hardware axis as the topology has them (not as mesh
+  // axes split them), first axis fastest.
   const std::vector<std::int64_t>& at = chip.coordinates;
-  if (at.size() != w.topology.size())
-    chip.where.fail(fmt::format("expected {} hardware coordinates, got {}", w.topology.size(), at.size()));
-  std::vector<int> coords;
+  const std::vector<int>& shape = w.written_shape;
+  if (at.size() != shape.size())
+    chip.where.fail(fmt::format("expected {} hardware coordinates, got {}", shape.size(), at.size()));
+  topology::ChipId id = 0, stride = 1;
   for (std::size_t a = 0; a < at.size(); ++a) {
-    const std::int64_t hi = w.topology[a].size - 1;
+    const std::int64_t hi = shape[a] - 1;
     if (at[a] < 0 || at[a] > hi)
       chip.coordinate_at[a].fail(fmt::format("expected an integer in [0, {}], got {}", hi, at[a]));
-    coords.push_back(static_cast<int>(at[a]));
+    id += static_cast<topology::ChipId>(at[a]) * stride;
+    stride *= static_cast<topology::ChipId>(shape[a]);
   }
-  return w.make_torus().chip(coords);
+  return id;
 }
 
 // ---------------------------------------------------------------- lowering

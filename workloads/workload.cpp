@@ -144,8 +144,8 @@ topology::Torus Workload::make_torus() const {
 topology::Fabric Workload::make_fabric() const {
   // One fat tree of all the nodes, whatever grid they form: node index n0 + N0 n1
   // + ..., so chip gpu + G * node is the torus' linear id (axis 0 fastest).
-  int nodes = 1;
-  for (std::size_t a = 1; a < topology.size(); ++a) nodes *= topology[a].size;
+  int gpus = 1, nodes = 1;  // per node; nodes
+  for (const topology::AxisSpec& a : topology) (a.in_node ? gpus : nodes) *= a.size;
   const int leaf = hardware.leaf_nodes > 0 ? std::min(hardware.leaf_nodes, nodes) : nodes;
   const int pod = hardware.pod_nodes > 0 && hardware.pod_nodes < nodes ? hardware.pod_nodes : 0;
   topology::LinkSpec spine = hardware.spine;
@@ -161,10 +161,10 @@ topology::Fabric Workload::make_fabric() const {
   }
   // With several pods, each spine has as many cables up to its core plane as it
   // has down to the pod's leaves, divided by the spines' oversubscription.
-  const int pod_leaves = pod > 0 ? pod / leaf * topology[0].size : 0;
+  const int pod_leaves = pod > 0 ? pod / leaf * gpus : 0;
   const int core = std::max(1, static_cast<int>(std::ceil(static_cast<double>(pod_leaves) * cables /
                                                           hardware.spine_oversubscription)));
-  topology::FabricSpec spec{topology[0].size, nodes, hardware.nvlink, hardware.nic, spine, hardware.spines, cables};
+  topology::FabricSpec spec{gpus, nodes, hardware.nvlink, hardware.nic, spine, hardware.spines, cables};
   spec.leaf_nodes = leaf;
   spec.pod_nodes = pod;
   spec.nvls_efficiency = hardware.nvls_efficiency;
@@ -282,8 +282,11 @@ topology::System Workload::make_system() const {
 }
 
 std::string gpu_axis_name(const Workload& w, int axis) {
-  if (axis == 0) return "gpu";
-  return w.node_grid ? fmt::format("node{}", axis - 1) : std::string("node");
+  int local = 0;
+  while (local < static_cast<int>(w.topology.size()) && w.topology[static_cast<std::size_t>(local)].in_node) ++local;
+  if (axis < local) return local == 1 ? std::string("gpu") : fmt::format("gpu{}", axis);
+  const bool one = static_cast<int>(w.topology.size()) - local == 1;
+  return w.node_grid || !one ? fmt::format("node{}", axis - local) : std::string("node");
 }
 
 namespace {

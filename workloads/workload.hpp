@@ -240,8 +240,13 @@ struct Workload {
   std::string file;
   Hardware hardware;
   // Hardware axes x, y, z; with "slices" (multislice) a last, switched axis "dcn"
-  // of that many slices (topology/torus.hpp).
+  // of that many slices (topology/torus.hpp). On GPUs the GPU within its node
+  // (in_node), then the nodes; where a mesh axis takes part of one of them, it
+  // is split into factors, inner first (docs/WORKLOAD.md).
   std::vector<topology::AxisSpec> topology;
+  // The hardware axes' sizes as the topology has them, before mesh axes split
+  // any: the coordinates a send's `from` and `to` give.
+  std::vector<int> written_shape;
   bool twisted = false;                      // a twisted torus ("topology": {"twisted": true}; Torus)
   std::vector<MeshAxis> mesh;
   std::vector<Array> declared;  // the arrays as the workload declares them
@@ -251,12 +256,14 @@ struct Workload {
   std::shared_ptr<const Training> training;  // a training step (the "training" section); null otherwise
   // GPU: "topology": {"nodes": [N0, N1, ...]}, the nodes laid out as a grid (node
   // index n0 + N0 n1 + N0 N1 n2): hardware axes gpu, node0, node1, ...; with
-  // {"nodes": N} (false) the axes are gpu and node.
+  // {"nodes": N} (false) the axes are gpu and node. Where mesh axes split them,
+  // gpu0, gpu1, ... and node0, node1, ... (gpu_axis_name).
   bool node_grid = false;
 
   // Chip coordinates and, for TPUs, the links. For GPUs the hardware axes are the
-  // GPU within its node (axis 0) and the node axes (1 and up; chip = gpu + G *
-  // node); the links are the fabric's, one fat tree of all the nodes.
+  // GPU within its node (the in_node axes: axis 0, or its factors) and the node
+  // axes (chip = gpu + G * node); the links are the fabric's, one fat tree of
+  // all the nodes.
   topology::Torus make_torus() const;
   topology::Fabric make_fabric() const;  // GPU workloads only
   // The machine, built once per run: the torus, or the GPUs' grid and fabric.
@@ -264,7 +271,8 @@ struct Workload {
 };
 
 // The name of a GPU workload's hardware axis: "gpu" (0), then "node" or, on a
-// node grid, "node0", "node1", ...
+// node grid, "node0", "node1", ...; where mesh axes split the GPUs of a node,
+// "gpu0", "gpu1", ...; the nodes, "node0", "node1", ...
 std::string gpu_axis_name(const Workload& w, int axis);
 
 // Throws InputError ("FILE:/json/pointer: message") on any malformed or

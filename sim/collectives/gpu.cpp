@@ -18,12 +18,17 @@ using detail::ceil_div;
 using topology::Fabric;
 using topology::LinkId;
 
-// The node axes (hardware axes 1 and up: one, or a grid of nodes) among `axes`,
-// in the order listed.
-std::vector<int> node_axes_of(std::span<const int> axes) {
+std::vector<int> node_axes_of(const Torus& coords, std::span<const int> axes) {
   std::vector<int> out;
   for (int a : axes)
-    if (a >= 1) out.push_back(a);
+    if (!coords.axis(a).in_node) out.push_back(a);
+  return out;
+}
+
+std::vector<int> local_axes_of(const Torus& coords, std::span<const int> axes) {
+  std::vector<int> out;
+  for (int a : axes)
+    if (coords.axis(a).in_node) out.push_back(a);
   return out;
 }
 
@@ -39,10 +44,10 @@ bool spans_nodes(const Fabric& f, const std::vector<ChipId>& group) {
 }
 
 int ring_channels(const Torus& coords, std::span<const int> axes) {
-  const bool local = std::find(axes.begin(), axes.end(), 0) != axes.end();
-  int nodes = 1;
-  for (int a : node_axes_of(axes)) nodes *= coords.axis(a).size;
-  return local && nodes > 1 ? coords.axis(0).size : 1;
+  int gpus = 1, nodes = 1;
+  for (int a : local_axes_of(coords, axes)) gpus *= coords.axis(a).size;
+  for (int a : node_axes_of(coords, axes)) nodes *= coords.axis(a).size;
+  return nodes > 1 ? gpus : 1;
 }
 
 std::vector<std::vector<ChipId>> channel_rings(const Torus& coords, std::span<const int> axes) {
@@ -55,31 +60,32 @@ std::vector<std::vector<ChipId>> channel_rings(const Torus& coords, std::span<co
 std::vector<std::vector<ChipId>> rings(const Torus& coords, std::span<const int> axes, int channel) {
   std::vector<std::vector<ChipId>> out;
   std::vector<char> seen(coords.num_chips(), 0);
-  const bool local = std::find(axes.begin(), axes.end(), 0) != axes.end();
-  const std::vector<int> across = node_axes_of(axes);
-  const int gpus = coords.axis(0).size;
+  const std::vector<int> local = local_axes_of(coords, axes), across = node_axes_of(coords, axes);
+  int gpus = 1;  // per group and node
+  for (int a : local) gpus *= coords.axis(a).size;
   int nodes = 1;  // per group
   for (int a : across) nodes *= coords.axis(a).size;
+  // `c` with the listed axes set to the digits of `index` (first axis fastest).
+  const auto placed = [&](ChipId c, const std::vector<int>& listed, int index) {
+    for (int a : listed) {
+      c = coords.with_coord(c, a, index % coords.axis(a).size);
+      index /= coords.axis(a).size;
+    }
+    return c;
+  };
   for (ChipId c = 0; c < coords.num_chips(); ++c) {
     if (seen[c]) continue;
     std::vector<ChipId> ring;
-    const int my_local = coords.coord(c, 0);
     for (int p = 0; p < nodes; ++p) {
-      // The group's p-th node: c's, with the listed node axes set to the digits
-      // of p (first axis fastest).
-      ChipId node = c;
-      int rest = p;
-      for (int a : across) {
-        node = coords.with_coord(node, a, rest % coords.axis(a).size);
-        rest /= coords.axis(a).size;
-      }
+      // The group's p-th node: c's, with the listed node axes set to the digits of p.
+      const ChipId node = placed(c, across, p);
       // Every other node of the ring runs its GPUs backwards; a group inside one
       // node runs forwards in every node, so that the nodes' groups are
       // translates of each other, listed alike (driver/groups.hpp).
       const bool backwards = p % 2 == 1;
-      for (int k = 0; k < (local ? gpus : 1); ++k) {
-        const int l = !local ? my_local : (backwards ? (channel - 1 - k + 2 * gpus) % gpus : (channel + k) % gpus);
-        const ChipId g = coords.with_coord(node, 0, l);
+      for (int k = 0; k < gpus; ++k) {
+        const int l = backwards ? (channel - 1 - k + 2 * gpus) % gpus : (channel + k) % gpus;
+        const ChipId g = placed(node, local, l);
         ring.push_back(g);
         seen[g] = 1;
       }
@@ -176,9 +182,9 @@ std::optional<Protocol> parse_protocol(std::string_view name) {
 bool supports(Algorithm a, Protocol p) { return p == Protocol::Simple || a == Algorithm::Ring || a == Algorithm::Tree; }
 
 std::vector<Algorithm> candidates(Kind kind, const Torus& coords, std::span<const int> axes, const Fabric& fabric) {
-  const bool local = std::find(axes.begin(), axes.end(), 0) != axes.end() && coords.axis(0).size > 1;
-  bool across = false;  // any node axis
-  for (int a : node_axes_of(axes)) across = across || (a < coords.num_axes() && coords.axis(a).size > 1);
+  bool local = false, across = false;  // any in-node axis, any node axis
+  for (int a : axes)
+    if (a < coords.num_axes() && coords.axis(a).size > 1) (coords.axis(a).in_node ? local : across) = true;
   switch (kind) {
     case Kind::AllToAll:
       return {Algorithm::Direct};

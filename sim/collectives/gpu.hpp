@@ -24,9 +24,11 @@ namespace meshsim::collectives::gpu {
 // NCCL runs a ring over the GPUs of several nodes as several channels, one ring
 // each carrying 1/C of the data, whose node-to-node steps leave from different
 // GPUs so that every NIC carries one channel each way: channel c (0 <= c < C = G,
-// the GPUs per node) enters every other node at GPU c and leaves it at GPU c-1
-// (mod G), the nodes between the other way round. Channel 0 is the order above. A
-// ring inside one node or across nodes on one rail is one channel.
+// the group's GPUs per node) enters every other node at its GPU c and leaves it
+// at its GPU c-1 (mod G), the nodes between the other way round. Channel 0 is
+// the order above. A ring inside one node or across nodes on one rail is one
+// channel. A group's GPUs in a node (the in-node axes among `axes`: all of the
+// node's, or a factor of them) come in the order of those axes, first fastest.
 std::vector<std::vector<ChipId>> rings(const Torus& coords, std::span<const int> axes, int channel = 0);
 int ring_channels(const Torus& coords, std::span<const int> axes);
 // Every channel's rings, channel-major (channel 0's are rings(coords, axes)).

@@ -94,7 +94,7 @@ std::uint64_t transfer_bound(const Fabric& f, const Torus& coords, Kind kind, Al
           total = all_pairs();
           break;
         case Algorithm::Hierarchical: {
-          const std::vector<int> in_node{0}, across = node_axes_of(axes);
+          const std::vector<int> in_node = local_axes_of(coords, axes), across = node_axes_of(coords, axes);
           total = 2 * ring_phase_transfers(f, rings(coords, in_node)) + 2 * ring_phase_transfers(f, rings(coords, across));
           break;
         }

@@ -18,7 +18,7 @@ void hierarchical_all_reduce(ProgramBuilder& b, const Fabric& f, const Torus& co
                              std::uint64_t group_bytes, const OpPorts& ports) {
   const auto barrier = [&] { return detail::make_joins(b, ports.entry, ports.op); };
   // Phases with a per-GPU barrier between them: node rings, rail rings, node rings.
-  const std::vector<int> in_node{0}, across = node_axes_of(axes);
+  const std::vector<int> in_node = local_axes_of(coords, axes), across = node_axes_of(coords, axes);
   const auto node_rings = active_groups(rings(coords, in_node), ports);
   const auto rail_rings = active_groups(rings(coords, across), ports);
   const std::uint64_t g = node_rings.front().size();

@@ -12,9 +12,12 @@
 
 namespace meshsim::collectives::gpu {
 
-// The node axes (hardware axes 1 and up: one, or a grid of nodes) among `axes`,
-// in the order listed.
-std::vector<int> node_axes_of(std::span<const int> axes);
+// The node axes (the grid's axes after its in_node ones: one, or a grid of
+// nodes) among `axes`, in the order listed.
+std::vector<int> node_axes_of(const Torus& coords, std::span<const int> axes);
+// The in-node axes among `axes` (the GPUs of a node, or a factor of them), in
+// the order listed.
+std::vector<int> local_axes_of(const Torus& coords, std::span<const int> axes);
 // The groups of `all` that the op runs on (a pipeline stage's, or all).
 std::vector<std::vector<ChipId>> active_groups(std::vector<std::vector<ChipId>> all, const OpPorts& ports);
 

@@ -110,8 +110,9 @@ TEST_CASE("search: replicated KV heads and uneven stages are enumerated; the top
 
 TEST_CASE("search: on a GPU cluster too, the bound is never above a simulated step and the top is exact",
           "[search]") {
-  // Two DGX H100 nodes, a small model: every variant (node grids, schedules,
-  // the sharded optimizer, collective matmuls) simulated.
+  // Two DGX H100 nodes, a small model: every variant (node grids, the node's
+  // GPUs split in two factors, schedules, the sharded optimizer, collective
+  // matmuls) simulated.
   const SearchSpec spec = parse_spec(
       R"({"hardware": "h100-dgx", "topology": {"nodes": 2},
           "training": {"model": {"layers": 4, "d_model": 512, "heads": 8, "ffn": 2048, "vocab": 2048, "seq_len": 256},
@@ -124,7 +125,10 @@ TEST_CASE("search: on a GPU cluster too, the bound is never above a simulated st
                     [](const PlanResult& r) { return r.comm_bound > r.compute_bound; }));
   // Each kind of variant was tried.
   bool schedule = false, zero = false, overlap = false, no_sp = false, no_prefetch = false, late = false;
+  bool tp2_in_node = false, tp4_across = false;  // mesh axes over part of a node (gpu0, gpu1)
   for (const PlanResult& r : full.ranked) {
+    tp2_in_node |= r.plan.tp == 2 && r.plan.axes.find("T=2(gpu0)") != std::string::npos;
+    tp4_across |= r.plan.tp == 4 && r.plan.axes.find("(gpu1,node)") != std::string::npos;
     schedule |= r.plan.schedule == "interleaved";
     zero |= r.plan.on[kShardedOptimizer];
     overlap |= r.plan.on[kOverlapTensor];
@@ -143,6 +147,8 @@ TEST_CASE("search: on a GPU cluster too, the bound is never above a simulated st
   CHECK(no_sp);
   CHECK(no_prefetch);
   CHECK(late);
+  CHECK(tp2_in_node);
+  CHECK(tp4_across);
 }
 
 TEST_CASE("search: with pareto, the front equals the exhaustive front; batches give the same top", "[search]") {

@@ -34,7 +34,7 @@ TEST_CASE("System: a TPU torus is its own grid and links", "[topology]") {
 
 TEST_CASE("System: GPUs on a grid, linked by their fabric", "[topology]") {
   // Two nodes of 8 GPUs: GPU g of node n is chip g + 8 n on the grid (gpu, node).
-  const Torus grid({{8, false}, {2, false}}, kNvlink);
+  const Torus grid({{8, false, false, /*in_node=*/true}, {2, false}}, kNvlink);
   const System s(grid, Fabric(FabricSpec{8, 2, kNvlink, kNic, kNic, 1}), {"gpu", "node"});
   CHECK(s.switched());
   REQUIRE(s.fabric() != nullptr);

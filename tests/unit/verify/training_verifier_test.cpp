@@ -111,6 +111,23 @@ TEST_CASE("Verify training: FSDP, data x tensor, sharded optimizer", "[verify][t
   }
 }
 
+TEST_CASE("Verify training: mesh axes over part of a DGX node (Megatron's rank order)", "[verify][training]") {
+  // T = GPUs {0, 1}, ...; P the next factor of 2 in the node; D the rest of the
+  // node and both nodes (GPUs 0, 4, 8, 12).
+  const std::string model =
+      R"({"layers": 2, "d_model": 16, "heads": 4, "kv_heads": 4, "ffn": 32, "vocab": 8, "seq_len": 8, "gated": true})";
+  for (const char* mesh : {R"({"T": 2, "P": 2, "D": 4})", R"({"T": 4, "D": 4})"}) {
+    INFO(mesh);
+    const std::string pipeline = std::string(mesh).find('P') != std::string::npos ? R"(, "pipeline": "P")" : "";
+    const std::string text = R"({"hardware": "h100-dgx", "topology": {"nodes": 2}, "mesh": )" + std::string(mesh) +
+                             R"(, "training": {"model": )" + model +
+                             R"(, "global_batch": 8, "parallelism": {"tensor": ["T"], "sequence_parallel": true, )"
+                             R"("data": ["D"], "sharded_optimizer": true)" +
+                             pipeline + "}}}";
+    CHECK(passes(workloads::parse_workload(text, "t.json")));
+  }
+}
+
 TEST_CASE("Verify training: pipelines (1F1B, GPipe, interleaved) pass both layers through the sends",
           "[verify][training]") {
   CHECK(passes(step(R"({"P": 2})", R"({"pipeline": "P"})", 2, {2, true})));
