@@ -354,7 +354,8 @@ collectives::ClosedForm torus_closed_form(const workloads::Op& op, const workloa
   // No cheat-sheet formula covers any groups of chips, nor many sends sharing
   // links (a permute, a stage's hand-off): their schedule's own load.
   if (const auto* groups = op.explicit_groups())
-    return load_closed_form(collectives::group_load(torus, op.kind, *groups, op.comm_bytes()), w, torus);
+    return load_closed_form(collectives::group_load(torus, op.kind, *groups, op.comm_bytes(), op.collective().factors),
+                            w, torus);
   if (op.kind == OpKind::Send && op.send().pairs.size() > 1)
     return load_closed_form(collectives::send_load(torus, op.send().pairs, op.comm_bytes()), w, torus);
   std::vector<int> sizes;

@@ -26,7 +26,8 @@ std::uint64_t active_chips(const workloads::Op& op, const topology::Torus& t) {
 std::uint64_t estimate_torus_transfers(const workloads::Op& op, const topology::Torus& t,
                                        collectives::PlanCache& plans) {
   if (const auto* groups = op.explicit_groups())
-    return collectives::group_load(t, op.kind, *groups, op.comm_bytes()).transfers;  // counted exactly
+    return collectives::group_load(t, op.kind, *groups, op.comm_bytes(), op.collective().factors)
+        .transfers;  // counted exactly
   const std::uint64_t chips = active_chips(op, t);
   if (op.kind == OpKind::Send) {
     std::uint64_t n = 0;
@@ -114,6 +115,15 @@ class Estimator {
   GpuChoices* choices() { return choices_; }
   collectives::PlanCache& plans() { return plans_; }
   std::uint64_t operator()(const workloads::Op& op) {
+    if (!choices_ && op.explicit_groups()) {
+      // Counted by building them: once per kind and groups (ops over the same
+      // groups share them: a training step's over the same mesh axes).
+      const auto key = std::pair{static_cast<int>(op.kind), static_cast<const void*>(op.explicit_groups())};
+      auto it = group_transfers_.find(key);
+      if (it == group_transfers_.end())
+        it = group_transfers_.emplace(key, estimate_torus_transfers(op, t_, plans_)).first;
+      return it->second;
+    }
     if (!choices_) return estimate_torus_transfers(op, t_, plans_);
     if (!is_collective(op.kind)) return estimate_transfers(op, w_, t_, fabric());
     const GpuChoice& c = (*choices_)(op);
@@ -135,6 +145,7 @@ class Estimator {
   const topology::Torus& t_;
   GpuChoices* choices_;  // the run's; null on a torus
   std::map<Key, std::uint64_t> bounds_;
+  std::map<std::pair<int, const void*>, std::uint64_t> group_transfers_;
   collectives::PlanCache& plans_;  // the run's: the torus's multi-axis plans
 };
 
@@ -405,7 +416,7 @@ Expanded Expander::operator()(const workloads::Workload& w) const {
         const workloads::CollectiveOp& co = op.collective();
         MESHSIM_ASSERT(!fabric || !co.groups, "groups of chips on a GPU fabric");
         if (co.groups) {
-          collectives::group_collective(b, torus, op.kind, *co.groups, co.bytes, ports);
+          collectives::group_collective(b, torus, op.kind, *co.groups, co.bytes, ports, co.factors);
         } else if (fabric) {
           const GpuChoice& c = (*estimator.choices())(op);
           collectives::gpu::build(b, *fabric, torus, op.kind, c.algorithm, co.hw_axes, co.bytes,

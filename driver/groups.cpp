@@ -14,7 +14,9 @@ std::optional<TranslatedGroups> translated_groups(const workloads::Workload& w, 
   if (w.training || t.twisted()) return std::nullopt;
   std::vector<bool> in_a(static_cast<std::size_t>(t.num_axes()), false);
   for (const workloads::Op& op : w.ops) {
-    if (op.chips || op.kind == OpKind::Send) return std::nullopt;
+    // Explicit groups (part of a torus axis, imported replica groups) say
+    // nothing of the axes: the quotient by the translations reduces them.
+    if (op.chips || op.kind == OpKind::Send || op.explicit_groups()) return std::nullopt;
     for (int a : op.comm_axes()) in_a[static_cast<std::size_t>(a)] = true;
   }
   // On a GPU fabric two kinds of groups are alike: the NVLink domains, for
@@ -23,12 +25,12 @@ std::optional<TranslatedGroups> translated_groups(const workloads::Workload& w, 
   // the nodes and not inside them (a rail's traffic stays on its NICs, its
   // leaves' cables and the core cables of those, which are its own unless the
   // spines are oversubscribed).
-  bool across = false;  // some collective spans nodes
-  for (int a = 1; a < t.num_axes(); ++a) across = across || in_a[static_cast<std::size_t>(a)];
+  bool across = false, inside = false;  // some collective spans nodes; some is inside them
+  for (int a = 0; a < t.num_axes(); ++a) (t.axis(a).in_node ? inside : across) |= in_a[static_cast<std::size_t>(a)];
   if (const topology::Fabric* fabric = system.fabric(); fabric && across) {
-    if (in_a[0]) return std::nullopt;
-    for (int a = 1; a < t.num_axes(); ++a)
-      if (!in_a[static_cast<std::size_t>(a)] && t.axis(a).size > 1) return std::nullopt;
+    if (inside) return std::nullopt;
+    for (int a = 0; a < t.num_axes(); ++a)
+      if (!t.axis(a).in_node && !in_a[static_cast<std::size_t>(a)] && t.axis(a).size > 1) return std::nullopt;
     const topology::Fabric& f = *fabric;
     if (f.pods() > 1 && f.core_cables() < f.leaves_per_pod() * f.spine_cables()) return std::nullopt;
   }

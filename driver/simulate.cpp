@@ -1,6 +1,7 @@
 #include "driver/simulate.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -14,12 +15,12 @@
 #include "driver/costs.hpp"
 #include "driver/expand.hpp"
 #include "driver/groups.hpp"
+#include "driver/translations.hpp"
 #include "sim/collectives/closed_form.hpp"
 #include "sim/engine.hpp"
 #include "sim/executor.hpp"
 #include "sim/flow_graph.hpp"
 #include "sim/reduce.hpp"
-#include "driver/translations.hpp"
 #include "sim/simgrid/simgrid_executor.hpp"
 #include "traces/link_stats.hpp"
 
@@ -52,6 +53,14 @@ std::string algorithm_name(const workloads::Op& op, const topology::Torus& torus
       break;
   }
   const workloads::CollectiveOp& co = op.collective();
+  if (co.groups && co.factors.size() > 1) {
+    std::vector<int> rings;
+    for (int f : co.factors)
+      if (f > 1) rings.push_back(f);
+    if (rings.size() > 1)
+      return fmt::format("a phase per factor ({}), rings of routed steps ({} groups)", fmt::join(rings, " x "),
+                         co.groups->size());
+  }
   if (co.groups)
     return fmt::format("rings of {} chips in group order, routed steps ({} groups)", co.groups->front().size(),
                        co.groups->size());
@@ -296,8 +305,9 @@ std::vector<OpResult> op_results(const workloads::Workload& w, RunContext& run, 
   GpuChoices* gpu = run.gpu();
   std::vector<OpResult> out;
   out.reserve(w.ops.size());
-  // per (kind, axes, bytes, protocol)
-  std::map<std::tuple<int, std::vector<int>, std::uint64_t, int>, LowerBound> bounds;
+  // per (kind, axes, bytes, protocol, explicit groups)
+  std::map<std::tuple<int, std::vector<int>, std::uint64_t, int, const void*>, LowerBound> bounds;
+  std::map<std::tuple<int, std::uint64_t, const void*>, collectives::ClosedForm> group_forms;
   for (std::size_t i = 0; i < w.ops.size(); ++i) {
     const workloads::Op& op = w.ops[i];
     const sim::OpTiming& t = timings[i];
@@ -322,16 +332,29 @@ std::vector<OpResult> op_results(const workloads::Workload& w, RunContext& run, 
       o.flops = op.kind == OpKind::Matmul ? matmul_flops(op) : 0;
       o.bound = op.kind == OpKind::Matmul && roof.compute_bound() ? "compute" : "memory";
     } else {
-      const collectives::ClosedForm f = gpu ? (*gpu)(op).closed : torus_closed_form(op, w, torus);
+      // Over explicit groups the closed form counts the schedule's links: once
+      // per kind, bytes and groups.
+      collectives::ClosedForm f;
+      if (gpu) {
+        f = (*gpu)(op).closed;
+      } else if (op.explicit_groups() && op.kind != OpKind::Send) {
+        const auto key =
+            std::tuple{static_cast<int>(op.kind), op.comm_bytes(), static_cast<const void*>(op.explicit_groups())};
+        auto it = group_forms.find(key);
+        if (it == group_forms.end()) it = group_forms.emplace(key, torus_closed_form(op, w, torus)).first;
+        f = it->second;
+      } else {
+        f = torus_closed_form(op, w, torus);
+      }
       // A collective's bound depends only on its kind, axes, bytes and protocol:
       // ops alike (a training step's layers) share one.
       const collectives::gpu::Protocol protocol =
           gpu && op.kind != OpKind::Send ? (*gpu)(op).protocol : collectives::gpu::Protocol::Simple;
       const auto bound_of = [&] { return lower_bound(op, w, torus, gpu ? &gpu->fabric() : nullptr, protocol); };
       LowerBound lb;
-      if (is_collective(op.kind) && !op.explicit_groups()) {
-        const auto key =
-            std::tuple{static_cast<int>(op.kind), op.comm_axes(), op.comm_bytes(), static_cast<int>(protocol)};
+      if (is_collective(op.kind)) {
+        const auto key = std::tuple{static_cast<int>(op.kind), op.comm_axes(), op.comm_bytes(),
+                                    static_cast<int>(protocol), static_cast<const void*>(op.explicit_groups())};
         auto it = bounds.find(key);
         if (it == bounds.end()) it = bounds.emplace(key, bound_of()).first;
         lb = it->second;

@@ -46,8 +46,12 @@ std::vector<std::vector<std::vector<topology::ChipId>>> explicit_group_sets(cons
   std::sort(shared.begin(), shared.end());
   shared.erase(std::unique(shared.begin(), shared.end()), shared.end());
   std::vector<std::vector<std::vector<topology::ChipId>>> out;
+  // Each group as a set: a translation that maps groups onto groups whatever
+  // their members' order may still be an automorphism of the program (a ring
+  // turned, a factor's rings shifted), which Translations::verify decides.
   for (const auto* groups : shared) {
     out.push_back(*groups);
+    for (std::vector<topology::ChipId>& g : out.back()) std::sort(g.begin(), g.end());
     std::sort(out.back().begin(), out.back().end());
   }
   std::sort(out.begin(), out.end());
@@ -140,6 +144,7 @@ std::vector<Shift> translated_axes(const workloads::Workload& w, RunContext& run
       for (const std::vector<topology::ChipId>& g : groups) {
         std::vector<topology::ChipId> moved;
         for (topology::ChipId c : g) moved.push_back(move(c, a, n));
+        std::sort(moved.begin(), moved.end());
         if (!std::binary_search(groups.begin(), groups.end(), moved)) return false;
       }
     for (const std::vector<topology::ChipId>* chips : sets)

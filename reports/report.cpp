@@ -41,7 +41,7 @@ std::string joined(const std::vector<std::string>& names) {
 
 // The axes column: the mesh axes, "groups" for a collective over groups of chips, "-" for none.
 std::string axes_text(const OpResult& o) {
-  if (o.groups) return "groups";
+  if (o.groups && o.mesh_axes.empty()) return "groups";
   return o.mesh_axes.empty() ? "-" : joined(o.mesh_axes);
 }
 
@@ -95,9 +95,13 @@ std::string topology_line(const workloads::Workload& w, const topology::System& 
   s += "); mesh";
   for (const workloads::MeshAxis& m : w.mesh) {
     std::string hw;
-    for (int a : m.hw_axes) {
-      if (t.switched(a) && !hw.empty()) hw += '+';
+    for (const workloads::AxisFactor& f : m.factors) {
+      const int a = f.hw;
+      if ((t.switched(a) || !m.whole) && !hw.empty()) hw += '+';
       hw += system.axis_name(a);
+      // Part of a torus axis: its size, and the stride of its chips along it.
+      if (f.size != t.axis(a).size)
+        hw += f.stride == 1 ? fmt::format(":{}", f.size) : fmt::format(":{}@{}", f.size, f.stride);
     }
     s += fmt::format(" {}={}({})", m.name, m.size, hw.empty() ? "-" : hw);
   }
@@ -252,9 +256,13 @@ std::string format_table(const workloads::Workload& w, driver::RunContext& run, 
   out += reduction_note(r);
   if (open_axis)
     out += "note: an axis without wraparound runs as a line; the cheat sheet assumes a torus (expect ~2x)\n";
-  if (std::any_of(r.ops.begin(), r.ops.end(), [](const OpResult& o) { return o.groups != nullptr; }))
+  if (std::any_of(r.ops.begin(), r.ops.end(), [](const OpResult& o) { return o.groups && o.mesh_axes.empty(); }))
     out += "note: axes \"groups\": collectives over groups of chips that are not mesh axes, rings in group order with "
            "routed steps; closed form: the busiest link's bytes over its bandwidth (docs/MODEL.md)\n";
+  if (std::any_of(r.ops.begin(), r.ops.end(), [](const OpResult& o) { return o.groups && !o.mesh_axes.empty(); }))
+    out +=
+        "note: a mesh axis over part of a torus axis: its collectives run a phase per factor, rings of routed "
+        "steps; closed form: the busiest link's bytes over its bandwidth (docs/MODEL.md)\n";
   if (twisted_line)
     out += "note: gathers and reductions over a twisted axis without its long axes run it as a line (docs/MODEL.md, "
            "\"Twisted tori\")\n";
@@ -394,7 +402,14 @@ Json run_json(const workloads::Workload& w, const topology::System& system, cons
   for (const auto& m : w.mesh) {
     Json hw = Json::array();
     for (int a : m.hw_axes) hw.push_back(t.axis_name(a));
-    mesh.push_back({{"name", m.name}, {"size", m.size}, {"hardware_axes", hw}});
+    Json axis = {{"name", m.name}, {"size", m.size}, {"hardware_axes", hw}};
+    if (!m.whole) {  // part of a torus axis: what it takes of each
+      Json parts = Json::array();
+      for (const workloads::AxisFactor& f : m.factors)
+        parts.push_back({{"axis", t.axis_name(f.hw)}, {"size", f.size}, {"stride", f.stride}});
+      axis["factors"] = parts;
+    }
+    mesh.push_back(std::move(axis));
   }
   j["mesh"] = mesh;
   if (w.training) {  // the step's report instead of thousands of ops
@@ -414,7 +429,7 @@ Json run_json(const workloads::Workload& w, const topology::System& system, cons
     op["kind"] = std::string(kind_name(rec.kind));
     op["mesh_axes"] = rec.mesh_axes;
     op["hardware_axes"] = o.hw_axes;
-    if (o.groups) op["groups"] = *o.groups;
+    if (o.groups && o.mesh_axes.empty()) op["groups"] = *o.groups;  // imported replica groups
     op["bytes"] = rec.bytes;
     op["start_ps"] = rec.start_ps;
     op["first_start_ps"] = o.first_start.ps();

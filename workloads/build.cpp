@@ -33,13 +33,14 @@ bool is_name(const std::string& name) {
   return ok;
 }
 
-// Maps mesh axes onto consecutive hardware axes (w.topology), in order. On a
-// TPU each mesh axis takes a whole number of them. On GPUs a mesh axis may also
-// take a factor of what is left of one (the GPUs of a node, or the nodes),
-// inner part first as Megatron's rank order has it: that hardware axis is then
-// split into its factors (w.topology gets one axis per factor), which changes
-// no chip's id (first axis fastest) and no link: the GPUs of a node share one
-// NVLink switch and the nodes one fat tree.
+// Maps mesh axes onto consecutive hardware axes (w.topology), in order: each
+// takes whole axes or a divisor of what is left of one (its inner part first,
+// as Megatron's rank order and JAX's device meshes have it). On GPUs that
+// hardware axis is split into its factors (w.topology gets one axis per
+// factor), which changes no chip's id (first axis fastest) and no link: the
+// GPUs of a node share one NVLink switch and the nodes one fat tree. On a TPU
+// the torus keeps its axes and links, and the mesh axis holds its factors
+// (MeshAxis::factors): the chips at a stride along the torus axis.
 void map_mesh(Workload& w, const MeshSpec& mesh) {
   const std::vector<AxisSpec> hardware = w.topology;
   w.written_shape.clear();
@@ -61,15 +62,29 @@ void map_mesh(Workload& w, const MeshSpec& mesh) {
   std::size_t hw = 0;                                  // the hardware axis being taken
   int left = hardware.empty() ? 1 : hardware[0].size;  // what is left of it (its outer part)
   const auto take = [&](MeshAxis& axis, int size) {
-    AxisSpec piece = hardware[hw];
-    piece.size = size;  // a factor of a GPU axis (a GPU grid has no wraparound), or the whole axis
-    axis.hw_axes.push_back(static_cast<int>(w.topology.size()));
-    w.topology.push_back(piece);
+    if (w.hardware.gpu) {
+      // A factor of a GPU axis becomes an axis of the grid (no wraparound on a GPU grid).
+      AxisSpec piece = hardware[hw];
+      piece.size = size;
+      axis.factors.push_back({static_cast<int>(w.topology.size()), 1, size});
+      axis.hw_axes.push_back(static_cast<int>(w.topology.size()));
+      w.topology.push_back(piece);
+    } else {
+      // A torus axis keeps its links: the mesh axis takes the chips at a stride of it.
+      const int stride = hardware[hw].size / left;
+      axis.factors.push_back({static_cast<int>(hw), stride, size});
+      if (axis.hw_axes.empty() || axis.hw_axes.back() != static_cast<int>(hw))
+        axis.hw_axes.push_back(static_cast<int>(hw));
+      axis.whole = axis.whole && size == hardware[hw].size;
+    }
     left /= size;
     if (left == 1 && ++hw < hardware.size()) left = hardware[hw].size;
   };
+  // A TPU mesh axis may take a divisor of what is left of a torus axis (not
+  // on a twisted torus, whose wraparounds shift other axes, nor of the slices).
+  const bool split = w.hardware.gpu || !w.twisted;
   for (const MeshAxisSpec& m : mesh.axes) {
-    MeshAxis axis{m.name, m.size, {}};
+    MeshAxis axis{m.name, m.size, {}, {}, true};
     std::uint64_t need = static_cast<std::uint64_t>(m.size);
     while (need > 1) {
       if (hw == hardware.size())
@@ -83,7 +98,7 @@ void map_mesh(Workload& w, const MeshSpec& mesh) {
         need /= r;
         continue;
       }
-      if (w.hardware.gpu && r % need == 0) {
+      if (split && r % need == 0 && !hardware[hw].switched) {
         take(axis, static_cast<int>(need));
         need = 1;
         continue;
@@ -98,8 +113,14 @@ void map_mesh(Workload& w, const MeshSpec& mesh) {
             fmt::format("mesh axis {} of size {} cuts node axis {} ({} nodes) unevenly: a mesh axis takes a "
                         "divisor of the nodes left on it ({}) or a multiple of them ({})",
                         m.name, m.size, hw_name(hw), hardware[hw].size, left, topo));
-      m.where.fail(fmt::format("mesh axis {} of size {} does not cover whole hardware axes of the {} topology", m.name,
-                               m.size, topo));
+      if (hardware[hw].switched || w.twisted)
+        m.where.fail(fmt::format(
+            "mesh axis {} of size {} does not cover whole hardware axes of the {} topology ({})", m.name, m.size, topo,
+            w.twisted ? "on a twisted torus a mesh axis takes whole axes" : "a mesh axis takes whole slices"));
+      m.where.fail(
+          fmt::format("mesh axis {} of size {} cuts hardware axis {} unevenly: a mesh axis takes a divisor of "
+                      "what is left of it ({}) or a multiple of that ({} topology)",
+                      m.name, m.size, hw_name(hw), left, topo));
     }
     w.mesh.push_back(std::move(axis));
   }
@@ -118,6 +139,7 @@ void map_mesh(Workload& w, const MeshSpec& mesh) {
                       mesh_chips, topo, chips, hw_name(hw), hardware[hw].size));
     w.topology.push_back(hardware[hw]);
   }
+  if (!w.hardware.gpu) w.topology = hardware;  // a torus is not split: its mesh axes take factors of it
 }
 
 // A GPU cluster: hardware axes (GPU within its node, node), or (GPU, node0,
@@ -597,8 +619,7 @@ void add_collective(Workload& w, OpKind kind, std::uint64_t bytes, const std::ve
   std::vector<NameRef> names;
   for (std::size_t i = 0; i < axes.size(); ++i) names.push_back({axes[i], where.child("axes").child(i)});
   CollectiveOp& c = op.collective();
-  c.mesh_axes = detail::resolve_axes(w, names, where.child("axes"));
-  c.hw_axes = detail::hardware_axes(w, c.mesh_axes);
+  detail::set_comm_axes(w, c, detail::resolve_axes(w, names, where.child("axes")));
   c.bytes = bytes;
   check_time_range(w, op);
   w.ops.push_back(std::move(op));

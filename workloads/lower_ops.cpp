@@ -193,6 +193,66 @@ std::vector<int> hardware_axes(const Workload& w, const std::vector<int>& mesh_a
   return out;
 }
 
+const FactorGroups& FactorGroupsCache::get(const Workload& w, const std::vector<int>& mesh_axes,
+                                           const std::vector<topology::ChipId>* chips) {
+  const auto key = std::pair{mesh_axes, static_cast<const void*>(chips)};
+  if (const auto it = built_.find(key); it != built_.end()) return it->second;
+  if (coords_.empty()) coords_ = mesh_coordinates(w, w.make_torus());
+  FactorGroups out;
+  std::uint64_t size = 1;
+  for (int a : mesh_axes) {
+    const MeshAxis& m = w.mesh[static_cast<std::size_t>(a)];
+    for (const AxisFactor& f : m.factors) out.factors.push_back(f.size);
+    size *= static_cast<std::uint64_t>(m.size);
+  }
+  // A group per value of the other mesh axes; a member's place is its
+  // coordinates on `mesh_axes` in mixed radix (the listed axis fastest).
+  std::map<std::vector<int>, std::vector<topology::ChipId>> groups;
+  const auto add = [&](topology::ChipId c) {
+    std::vector<int> rest = coords_[c];
+    std::uint64_t place = 0, weight = 1;
+    for (int a : mesh_axes) {
+      const auto i = static_cast<std::size_t>(a);
+      place += static_cast<std::uint64_t>(rest[i]) * weight;
+      weight *= static_cast<std::uint64_t>(w.mesh[i].size);
+      rest[i] = 0;
+    }
+    std::vector<topology::ChipId>& g = groups[rest];
+    if (g.empty()) g.assign(size, topology::kNoChip);
+    g[place] = c;
+  };
+  if (chips)
+    for (topology::ChipId c : *chips) add(c);
+  else
+    for (topology::ChipId c = 0; c < coords_.size(); ++c) add(c);
+  std::vector<std::vector<topology::ChipId>> list;
+  for (auto& [rest, g] : groups) {
+    MESHSIM_ASSERT(std::find(g.begin(), g.end(), topology::kNoChip) == g.end(), "an op's chips are whole groups");
+    list.push_back(std::move(g));
+  }
+  std::sort(list.begin(), list.end());
+  out.groups = std::make_shared<const std::vector<std::vector<topology::ChipId>>>(std::move(list));
+  return built_.emplace(key, std::move(out)).first->second;
+}
+
+void set_comm_axes(const Workload& w, CollectiveOp& c, const std::vector<int>& mesh_axes,
+                   const std::vector<topology::ChipId>* chips, FactorGroupsCache* cache) {
+  c.mesh_axes = mesh_axes;
+  c.groups.reset();
+  c.factors.clear();
+  const bool whole =
+      std::all_of(mesh_axes.begin(), mesh_axes.end(), [&](int a) { return w.mesh[static_cast<std::size_t>(a)].whole; });
+  if (whole) {
+    c.hw_axes = hardware_axes(w, mesh_axes);
+    return;
+  }
+  c.hw_axes.clear();
+  FactorGroupsCache own;
+  const FactorGroups& g = (cache ? *cache : own).get(w, mesh_axes, chips);
+  c.groups = g.groups;
+  c.factors = g.factors;
+}
+
 Op collective_step(const Workload& w, OpKind kind, const std::string& name, const std::string& group,
                    const std::string& pointer, const Array& in, const Array& out, const std::vector<int>& axes) {
   Op op(kind);
@@ -200,8 +260,7 @@ Op collective_step(const Workload& w, OpKind kind, const std::string& name, cons
   op.group = group;
   op.pointer = pointer;
   CollectiveOp& c = op.collective();
-  c.mesh_axes = axes;
-  c.hw_axes = hardware_axes(w, axes);
+  set_comm_axes(w, c, axes);
   c.bytes = group_bytes(w, in, axes);
   op.inputs = {in};
   op.outputs = {out};
@@ -336,8 +395,7 @@ void Lowerer::lower_collective(const CollectiveSpec& c, const SourceRef& where, 
   }
 
   const SourceRef& axes_c = c.axes_at;
-  co.mesh_axes = resolve_axes(w_, c.axes, axes_c);
-  co.hw_axes = hardware_axes(w_, co.mesh_axes);
+  set_comm_axes(w_, co, resolve_axes(w_, c.axes, axes_c));
 
   const bool with_array = c.array.has_value(), with_bytes = c.bytes.has_value();
   if (with_array == with_bytes) where.fail("give exactly one of 'array' (a declared array) or 'bytes' (V, in bytes)");

@@ -313,8 +313,7 @@ class StepLowerer {
                            std::uint64_t bytes, Role role, Stream stream, std::vector<std::uint32_t> deps = {}) {
     Op op = named(kind, name);
     CollectiveOp& c = op.collective();
-    c.mesh_axes = axes;
-    c.hw_axes = hardware_axes(w_, axes);
+    set_comm_axes(w_, c, axes, stages_[s].chips.get(), &factor_groups_);
     c.bytes = std::max<std::uint64_t>(bytes, 1);
     return emit(std::move(op), role, s, stream, std::move(deps));
   }
@@ -888,8 +887,7 @@ class StepLowerer {
       op.site.part = layer ? StepSite::Part::LayerGradients : StepSite::Part::OutsideGradients;
       op.site.layer = layer.value_or(0);
       CollectiveOp& c = op.collective();
-      c.mesh_axes = over;
-      c.hw_axes = hardware_axes(w_, over);
+      set_comm_axes(w_, c, over, stages_[s].chips.get(), &factor_groups_);
       c.bytes = std::max<std::uint64_t>(v, 1);
       if (t_.overlap.gradient_reduction) {
         Stage& st = stages_[s];
@@ -939,8 +937,7 @@ class StepLowerer {
       gather.group = "optimizer";
       gather.site.part = StepSite::Part::Optimizer;
       CollectiveOp& c = gather.collective();
-      c.mesh_axes = t_.plan.data;
-      c.hw_axes = hardware_axes(w_, t_.plan.data);
+      set_comm_axes(w_, c, t_.plan.data, stages_[s].chips.get(), &factor_groups_);
       c.bytes = std::max<std::uint64_t>(e_ * params.per_chip / t_.fsdp, 1);
       emit(std::move(gather), Role::Data, s, Stream::Main, {step});
     }
@@ -948,6 +945,7 @@ class StepLowerer {
 
   Workload& w_;
   Training& t_;
+  FactorGroupsCache factor_groups_;  // collectives over mesh axes that take part of a torus axis
   const ModelSpec& m_;
   std::string pointer_;
   topology::Torus torus_;

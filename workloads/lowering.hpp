@@ -42,6 +42,30 @@ std::uint64_t group_bytes(const Workload& w, const Array& a, const std::vector<i
 std::uint64_t local_bytes(const Workload& w, const Array& a);
 // The hardware axes (size > 1) that mesh axes span.
 std::vector<int> hardware_axes(const Workload& w, const std::vector<int>& mesh_axes);
+
+// The groups of a collective over mesh axes of which one takes part of a torus
+// axis (MeshAxis::whole false): chips that differ only on those axes, each
+// group's members in mixed radix over the axes' factors (CollectiveOp::factors).
+struct FactorGroups {
+  std::shared_ptr<const std::vector<std::vector<topology::ChipId>>> groups;
+  std::vector<int> factors;
+};
+// Built once per (axes, chips): a training step has thousands of collectives
+// over the same few axis sets of each stage.
+class FactorGroupsCache {
+ public:
+  const FactorGroups& get(const Workload& w, const std::vector<int>& mesh_axes,
+                          const std::vector<topology::ChipId>* chips);
+
+ private:
+  std::vector<std::vector<int>> coords_;  // every chip's mesh coordinates (built on first use)
+  std::map<std::pair<std::vector<int>, const void*>, FactorGroups> built_;
+};
+// Sets the collective's mesh axes and what it runs over: their hardware axes,
+// or (a mesh axis over part of a torus axis) their groups ring by factor, of
+// the op's `chips` (null: every chip).
+void set_comm_axes(const Workload& w, CollectiveOp& c, const std::vector<int>& mesh_axes,
+                   const std::vector<topology::ChipId>* chips = nullptr, FactorGroupsCache* cache = nullptr);
 // A collective step that a matmul or layer lowers to: `in` over mesh `axes`
 // becomes `out`; V is `in`'s bytes within one group.
 Op collective_step(const Workload& w, OpKind kind, const std::string& name, const std::string& group,

@@ -125,10 +125,10 @@ std::vector<std::vector<int>> mesh_coordinates(const Workload& w, const topology
   std::vector<std::vector<int>> coords(torus.num_chips());
   for (topology::ChipId c = 0; c < torus.num_chips(); ++c)
     for (const MeshAxis& m : w.mesh) {
-      int coord = 0, stride = 1;
-      for (int hw : m.hw_axes) {
-        coord += torus.coord(c, hw) * stride;
-        stride *= torus.axis(hw).size;
+      int coord = 0, weight = 1;
+      for (const AxisFactor& f : m.factors) {
+        coord += torus.coord(c, f.hw) / f.stride % f.size * weight;
+        weight *= f.size;
       }
       coords[c].push_back(coord);
     }

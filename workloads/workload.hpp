@@ -96,10 +96,27 @@ double preset_link_efficiency(const Hardware& hw, FabricLevel level);
 // cost model allows for the network's host path (the model's only).
 double nccl_ll_max_bytes_per_s(const Hardware& hw, int nodes);
 
+// A part of a hardware axis that a mesh axis takes: the chips whose coordinate
+// on `hw` is stride * i + r (i < size) for each r, i.e. digit
+// (coordinate / stride) % size; a whole axis is {hw, 1, its size}.
+struct AxisFactor {
+  int hw = 0;
+  int stride = 1;
+  int size = 1;
+  auto operator<=>(const AxisFactor&) const = default;
+};
+
 struct MeshAxis {
   std::string name;
   int size = 1;
-  std::vector<int> hw_axes;  // the consecutive hardware axes it spans
+  std::vector<int> hw_axes;  // the consecutive hardware axes it spans (on a TPU, wholly or in part)
+  // What it takes of them, first fastest: whole axes, or on a TPU a factor of
+  // one (the inner part first: docs/WORKLOAD.md); the chip's coordinate on the
+  // mesh axis is their digits in mixed radix.
+  std::vector<AxisFactor> factors;
+  // Every factor a whole hardware axis (else its collectives run over explicit
+  // groups of chips, ring by factor).
+  bool whole = true;
 };
 
 // The largest array (and matmul output) a workload may hold, in bytes.
@@ -139,6 +156,12 @@ struct CollectiveOp {
   // empty (collectives::group_collective). Null: the groups are the chips along
   // hw_axes. Torus only.
   std::shared_ptr<const std::vector<std::vector<topology::ChipId>>> groups;
+  // Groups over mesh axes that take part of a torus axis (MeshAxis::factors):
+  // each group is the product of rings of these sizes, its members listed in
+  // mixed radix over them (first fastest), and the collective runs a phase per
+  // factor (collectives::group_collective); mesh_axes are kept. Empty: each
+  // group is one ring.
+  std::vector<int> factors;
 };
 
 // A point-to-point transfer: the one pair src -> dst, or several pairs at once,

@@ -22,6 +22,7 @@
 //    member over the step routes, the farthest first.
 #include <algorithm>
 #include <map>
+#include <tuple>
 
 #include "base/error.hpp"
 #include "sim/collectives/collective.hpp"
@@ -60,6 +61,7 @@ class GroupBuilder {
   }
 
   std::uint64_t transfers() const { return transfers_; }
+  void set_chain_hops(std::uint64_t hops) { chain_hops_ = hops; }
   // Counting only: the bytes each link slot carries, and the most hops any
   // chain of steps crosses, summed over the op's phases.
   const std::vector<std::uint64_t>& link_bytes() const { return link_bytes_; }
@@ -128,7 +130,11 @@ class GroupBuilder {
     int longest = 0;
     for (const Chain& c : chains) longest = std::max(longest, c.steps);
     std::uint64_t most_hops = 0;
-    for (int k = 0; k < longest; ++k)
+    for (int k = 0; k < longest; ++k) {
+      if (b_ && hop_major_) {
+        hop_major_step(chains, k, entry, exit, deliver_each, most_hops);
+        continue;
+      }
       for (Chain& c : chains) {
         if (k >= c.steps) continue;
         const std::size_t n = c.ring.size();
@@ -140,7 +146,66 @@ class GroupBuilder {
         if (deliver_each || k + 1 == c.steps) deliver(c.prev, exit, c.ring[to]);
         c.at = to;
       }
+    }
     chain_hops_ += most_hops;
+  }
+
+  // Builds a step's transfers hop-major: every chain's first link, then every
+  // chain's second, ... Two transfers of one step on a link are then ordered by
+  // how far along its route each is, never by the chains' order, and a
+  // translation of the torus that maps the groups onto each other maps every
+  // link's transfers in order (driver/translations.hpp) whatever the order of
+  // the groups' members.
+  void set_hop_major(bool on) { hop_major_ = on; }
+  void hop_major_step(std::vector<Chain>& chains, int k, std::span<const TaskId> entry, std::span<const TaskId> exit,
+                      bool deliver_each, std::uint64_t& most_hops) {
+    struct Pending {
+      Chain* chain;
+      std::size_t to;
+      const Routes* routes;
+      std::uint64_t share;
+      std::vector<TaskId> last;
+    };
+    std::vector<Pending> steps;
+    std::size_t longest = 0;
+    for (Chain& c : chains) {
+      if (k >= c.steps) continue;
+      const std::size_t n = c.ring.size();
+      const std::size_t to = c.dir > 0 ? (c.at + 1) % n : (c.at + n - 1) % n;
+      const std::uint64_t bytes = k + 1 == c.steps ? c.last : k == 0 ? c.first : c.middle;
+      const Routes& rs = routes(c.ring[c.at], c.ring[to]);
+      MESHSIM_ASSERT(!rs.empty(), "a ring step between one chip and itself");
+      std::size_t hops = 0;
+      for (const std::vector<LinkId>& r : rs) {
+        transfers_ += r.size();
+        hops = std::max(hops, r.size());
+      }
+      longest = std::max(longest, hops);
+      c.hops += hops;
+      most_hops = std::max(most_hops, c.hops);
+      steps.push_back({&c, to, &rs, ceil_div(bytes, rs.size()), std::vector<TaskId>(rs.size(), sim::kNoTask)});
+    }
+    const auto step_index = static_cast<std::uint16_t>(k + 1);
+    for (std::size_t j = 0; j < longest; ++j)
+      for (Pending& p : steps)
+        for (std::size_t i = 0; i < p.routes->size(); ++i) {
+          const std::vector<LinkId>& r = (*p.routes)[i];
+          if (j >= r.size()) continue;
+          const TaskId x = b_->transfer(r[j], p.share, ports_->op, step_index);
+          if (j == 0) {
+            b_->depend(entry[p.chain->ring[p.chain->at]], x);
+            for (TaskId before : p.chain->prev) b_->depend(before, x, sim::EdgeKind::Stream);
+          } else {
+            b_->depend(p.last[i], x, sim::EdgeKind::Stream);
+          }
+          p.last[i] = x;
+        }
+    for (Pending& p : steps) {
+      Chain& c = *p.chain;
+      c.prev = std::move(p.last);
+      if (deliver_each || k + 1 == c.steps) deliver(c.prev, exit, c.ring[p.to]);
+      c.at = p.to;
+    }
   }
 
   void all_gather(std::span<const std::vector<ChipId>> groups, std::uint64_t group_bytes,
@@ -211,6 +276,7 @@ class GroupBuilder {
   std::uint64_t transfers_ = 0;
   std::vector<std::uint64_t> link_bytes_;
   std::uint64_t step_hops_ = 0;   // the longest route of the last step
+  bool hop_major_ = false;        // set_hop_major
   std::uint64_t chain_hops_ = 0;
   std::map<std::pair<ChipId, ChipId>, Routes> routes_;
 };
@@ -235,13 +301,100 @@ void run(GroupBuilder& g, Kind kind, std::span<const std::vector<ChipId>> groups
   MESHSIM_ASSERT(false, "not a group collective");
 }
 
+// The factors of size > 1 (indices into `factors`), when there are two or more
+// and the collective runs a phase per factor; else none.
+std::vector<std::size_t> phased_factors(Kind kind, std::span<const std::vector<ChipId>> groups,
+                                        std::span<const int> factors) {
+  std::vector<std::size_t> out;
+  std::uint64_t n = 1;
+  for (std::size_t f = 0; f < factors.size(); ++f) {
+    n *= static_cast<std::uint64_t>(factors[f]);
+    if (factors[f] > 1) out.push_back(f);
+  }
+  MESHSIM_ASSERT(factors.empty() || groups.empty() || n == groups.front().size(), "a group is its factors' product");
+  if (out.size() < 2 || kind == Kind::AllToAll) out.clear();
+  return out;
+}
+
+// The rings of factor f in every group: the members that differ only in it.
+std::vector<std::vector<ChipId>> factor_rings(std::span<const std::vector<ChipId>> groups, std::span<const int> factors,
+                                              std::size_t f) {
+  std::size_t stride = 1;
+  for (std::size_t i = 0; i < f; ++i) stride *= static_cast<std::size_t>(factors[i]);
+  const auto m = static_cast<std::size_t>(factors[f]);
+  std::vector<std::vector<ChipId>> out;
+  for (const std::vector<ChipId>& g : groups)
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      if (i / stride % m != 0) continue;
+      std::vector<ChipId> ring;
+      for (std::size_t j = 0; j < m; ++j) ring.push_back(g[i + j * stride]);
+      out.push_back(std::move(ring));
+    }
+  return out;
+}
+
+// A collective a phase per factor (group_collective): K parts, part p through
+// the factors rotated by p; with a builder, a join per chip between phases.
+void run_factored(GroupBuilder& g, ProgramBuilder* b, const OpPorts* ports, Kind kind,
+                  std::span<const std::vector<ChipId>> groups, std::uint64_t group_bytes, std::span<const int> factors,
+                  const std::vector<std::size_t>& phased) {
+  const std::size_t k = phased.size();
+  std::vector<std::vector<std::vector<ChipId>>> rings(factors.size());
+  for (std::size_t f : phased) rings[f] = factor_rings(groups, factors, f);
+  const std::uint64_t n = groups.front().size(), part = ceil_div(group_bytes, k);
+  std::uint64_t hops = 0;  // the first part's chains (the parts run side by side)
+  for (std::size_t p = 0; p < k; ++p) {
+    std::vector<std::size_t> order(k);
+    for (std::size_t i = 0; i < k; ++i) order[i] = phased[(i + p) % k];
+    // (gather, factor, bytes for the ring call: m x shard or m x chunk)
+    std::vector<std::tuple<bool, std::size_t, std::uint64_t>> phases;
+    std::uint64_t reduced = 1, chunk = part;
+    if (kind != Kind::AllGather)
+      for (std::size_t f : order) {
+        reduced *= static_cast<std::uint64_t>(factors[f]);
+        chunk = ceil_div(part, reduced);
+        phases.emplace_back(false, f, chunk * static_cast<std::uint64_t>(factors[f]));
+      }
+    if (kind != Kind::ReduceScatter) {
+      std::uint64_t shard = kind == Kind::AllGather ? ceil_div(part, n) : chunk;
+      for (std::size_t i = 0; i < k; ++i) {
+        const std::size_t f = kind == Kind::AllGather ? order[i] : order[k - 1 - i];
+        phases.emplace_back(true, f, shard * static_cast<std::uint64_t>(factors[f]));
+        shard *= static_cast<std::uint64_t>(factors[f]);
+      }
+    }
+    std::vector<TaskId> in, out;
+    if (b) in.assign(ports->entry.begin(), ports->entry.end());
+    const std::uint64_t before = g.chain_hops();
+    for (std::size_t i = 0; i < phases.size(); ++i) {
+      const auto& [gather, f, bytes] = phases[i];
+      if (b) {
+        out = i + 1 == phases.size() ? std::vector<TaskId>(ports->exit.begin(), ports->exit.end())
+                                     : make_joins(*b, ports->entry, ports->op);
+        for (ChipId c = 0; c < in.size(); ++c)
+          if (ports->active(c)) b->depend(in[c], out[c]);
+      }
+      if (gather)
+        g.all_gather(rings[f], bytes, in, out);
+      else
+        g.reduce_scatter(rings[f], bytes, in, out);
+      in = std::move(out);
+    }
+    if (p == 0) hops = g.chain_hops() - before;
+  }
+  g.set_chain_hops(hops);
+}
+
 }  // namespace
 
 void group_collective(ProgramBuilder& b, const Torus& t, Kind kind, std::span<const std::vector<ChipId>> groups,
-                      std::uint64_t group_bytes, const OpPorts& ports) {
+                      std::uint64_t group_bytes, const OpPorts& ports, std::span<const int> factors) {
   for (const std::vector<ChipId>& g : groups)
     for (ChipId c : g) MESHSIM_ASSERT(c < t.num_chips() && ports.active(c), "a group's chip outside the op's chips");
   GroupBuilder builder(&b, t, &ports);
+  builder.set_hop_major(!factors.empty());
+  if (const std::vector<std::size_t> phased = phased_factors(kind, groups, factors); !phased.empty())
+    return run_factored(builder, &b, &ports, kind, groups, group_bytes, factors, phased);
   std::vector<TaskId> mid;
   if (kind == Kind::AllReduce) {
     // A chip starts gathering once it holds its reduced chunk.
@@ -252,10 +405,13 @@ void group_collective(ProgramBuilder& b, const Torus& t, Kind kind, std::span<co
   run(builder, kind, groups, group_bytes, ports.entry, ports.exit, mid);
 }
 
-GroupLoad group_load(const Torus& t, Kind kind, std::span<const std::vector<ChipId>> groups,
-                     std::uint64_t group_bytes) {
+GroupLoad group_load(const Torus& t, Kind kind, std::span<const std::vector<ChipId>> groups, std::uint64_t group_bytes,
+                     std::span<const int> factors) {
   GroupBuilder counter(nullptr, t, nullptr);
-  run(counter, kind, groups, group_bytes, {}, {}, {});
+  if (const std::vector<std::size_t> phased = phased_factors(kind, groups, factors); !phased.empty())
+    run_factored(counter, nullptr, nullptr, kind, groups, group_bytes, factors, phased);
+  else
+    run(counter, kind, groups, group_bytes, {}, {}, {});
   GroupLoad load;
   load.transfers = counter.transfers();
   load.chain_hops = counter.chain_hops();

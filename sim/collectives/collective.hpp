@@ -61,8 +61,17 @@ void build(ProgramBuilder& b, const Torus& t, Kind kind, std::span<const int> ax
 // (chip_groups.cpp; docs/MODEL.md "Collectives over any group of chips").
 // `group_bytes` (V) per group as above; the groups are disjoint, each of the
 // same size, and their chips are the op's chips. A group of one chip moves nothing.
+//
+// `factors` (a mesh axis over part of a torus axis, workloads::CollectiveOp):
+// each group is the product of rings of these sizes, its members in mixed
+// radix over them (first fastest). An AllGather, ReduceScatter or AllReduce
+// then runs a phase per factor of size > 1, each a ring over the members that
+// differ only in that factor: K such factors split V into K parts, part p
+// taking them in the order rotated by p (the equal split of the torus's
+// multi-axis schedules, schedule.hpp), with a barrier per chip between a
+// part's phases. An AllToAll sends straight to every member, as without.
 void group_collective(ProgramBuilder& b, const Torus& t, Kind kind, std::span<const std::vector<ChipId>> groups,
-                      std::uint64_t group_bytes, const OpPorts& ports);
+                      std::uint64_t group_bytes, const OpPorts& ports, std::span<const int> factors = {});
 // What group_collective builds, counted without building it: its hop transfers
 // (the run-size limits), the bytes of its busiest link and the most hops a chain
 // of its steps crosses (its closed form: docs/MODEL.md).
@@ -72,7 +81,8 @@ struct GroupLoad {
   topology::LinkId busiest_link = topology::kNoLink;
   std::uint64_t chain_hops = 0;
 };
-GroupLoad group_load(const Torus& t, Kind kind, std::span<const std::vector<ChipId>> groups, std::uint64_t group_bytes);
+GroupLoad group_load(const Torus& t, Kind kind, std::span<const std::vector<ChipId>> groups, std::uint64_t group_bytes,
+                     std::span<const int> factors = {});
 
 // Point-to-point: `bytes` from src to dst, split evenly over the edge-disjoint
 // dimension-order routes (one per rotation of the axes on which they differ).

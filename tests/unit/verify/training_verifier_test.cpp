@@ -111,7 +111,8 @@ TEST_CASE("Verify training: FSDP, data x tensor, sharded optimizer", "[verify][t
   }
 }
 
-TEST_CASE("Verify training: mesh axes over part of a DGX node (Megatron's rank order)", "[verify][training]") {
+TEST_CASE("Verify training: mesh axes over part of a DGX node (Megatron's rank order) or of a torus axis",
+          "[verify][training]") {
   // T = GPUs {0, 1}, ...; P the next factor of 2 in the node; D the rest of the
   // node and both nodes (GPUs 0, 4, 8, 12).
   const std::string model =
@@ -121,11 +122,18 @@ TEST_CASE("Verify training: mesh axes over part of a DGX node (Megatron's rank o
     const std::string pipeline = std::string(mesh).find('P') != std::string::npos ? R"(, "pipeline": "P")" : "";
     const std::string text = R"({"hardware": "h100-dgx", "topology": {"nodes": 2}, "mesh": )" + std::string(mesh) +
                              R"(, "training": {"model": )" + model +
-                             R"(, "global_batch": 8, "parallelism": {"tensor": ["T"], "sequence_parallel": true, )"
+                             R"(, "global_batch": 16, "parallelism": {"tensor": ["T"], "sequence_parallel": true, )"
                              R"("data": ["D"], "sharded_optimizer": true)" +
                              pipeline + "}}}";
     CHECK(passes(workloads::parse_workload(text, "t.json")));
   }
+  // A TPU torus axis split between mesh axes (T = x:2, P = x:2@2, F = the rest).
+  const std::string tpu = R"({"hardware": "tpu-v5p", "topology": {"shape": [8, 2, 2]}, "mesh": {"T": 2, "P": 2, "F": 8},
+      "training": {"model": )" +
+                          model +
+                          R"(, "global_batch": 16, "parallelism": {"tensor": ["T"], "sequence_parallel": true,
+      "pipeline": "P", "fsdp": ["F"]}}})";
+  CHECK(passes(workloads::parse_workload(tpu, "t.json")));
 }
 
 TEST_CASE("Verify training: pipelines (1F1B, GPipe, interleaved) pass both layers through the sends",

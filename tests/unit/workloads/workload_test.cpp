@@ -12,8 +12,12 @@
 #include "base/error.hpp"
 #include "base/tick.hpp"
 
+namespace topology = meshsim::topology;
 using meshsim::OpKind;
+using meshsim::workloads::AxisFactor;
+using meshsim::workloads::CollectiveOp;
 using meshsim::workloads::load_workload;
+using meshsim::workloads::mesh_coordinates;
 using meshsim::workloads::Op;
 using meshsim::workloads::parse_workload;
 using meshsim::workloads::Workload;
@@ -365,9 +369,67 @@ TEST_CASE("Workload: errors name the file and the JSON pointer", "[workloads]") 
       "ops": [{"kind": "all_reduce", "bytes": 8, "axes": ["X"]}]})"),
                       "w.json:/mesh/Y: the mesh has more chips than the topology 4x4x4 (64 chips); no hardware axes "
                       "are left for mesh axis Y of size 2");
-  REQUIRE_THROWS_WITH(parse(R"({"hardware": "tpu-v4", "topology": {"shape": [4, 4, 4]}, "mesh": {"X": 8, "Y": 8},
+  REQUIRE_THROWS_WITH(parse(R"({"hardware": "tpu-v4", "topology": {"shape": [4, 4, 4]}, "mesh": {"X": 6, "Y": 8},
       "ops": [{"kind": "all_reduce", "bytes": 8, "axes": ["X"]}]})"),
-                      "w.json:/mesh/X: mesh axis X of size 8 does not cover whole hardware axes of the 4x4x4 topology");
+                      "w.json:/mesh/X: mesh axis X of size 6 cuts hardware axis x unevenly: a mesh axis takes a "
+                      "divisor of what is left of it (4) or a multiple of that (4x4x4 topology)");
+  // Part of a torus axis: on a twisted torus, or of the slices, a mesh axis takes whole axes.
+  REQUIRE_THROWS_WITH(parse(R"({"hardware": "tpu-v4", "topology": {"shape": [4, 4, 8], "twisted": true},
+      "mesh": {"X": 2, "Y": 64}, "ops": [{"kind": "all_reduce", "bytes": 8, "axes": ["X"]}]})"),
+                      "w.json:/mesh/X: mesh axis X of size 2 does not cover whole hardware axes of the 4x4x8 topology "
+                      "(on a twisted torus a mesh axis takes whole axes)");
+  REQUIRE_THROWS_WITH(parse(R"({"hardware": "tpu-v5e", "topology": {"shape": [4, 4], "slices": 4},
+      "mesh": {"X": 16, "S": 2, "R": 2}, "ops": [{"kind": "all_reduce", "bytes": 8, "axes": ["X"]}]})"),
+                      "w.json:/mesh/S: mesh axis S of size 2 does not cover whole hardware axes of the 4x4 x 4 slices "
+                      "topology "
+                      "(a mesh axis takes whole slices)");
+}
+
+TEST_CASE("Workload: a TPU mesh axis over part of a torus axis takes its chips at a stride", "[workload]") {
+  // JAX's device order with physical axes split (mesh_utils, allow_split_physical_axes):
+  // the first mesh axis the inner part of x, the next the outer part and y, z.
+  const Workload w = parse(R"({"hardware": "tpu-v5p", "topology": {"shape": [16, 4, 4]}, "mesh": {"T": 4, "F": 64},
+      "ops": [{"kind": "all_gather", "bytes": 4096, "axes": ["T"]}, {"kind": "all_gather", "bytes": 4096, "axes": ["F"]},
+              {"kind": "all_gather", "bytes": 4096, "axes": ["F", "T"]}]})");
+  REQUIRE(w.topology.size() == 3);
+  CHECK(w.topology[0].size == 16);  // the torus keeps its axes
+  CHECK_FALSE(w.mesh[0].whole);
+  CHECK_FALSE(w.mesh[1].whole);
+  CHECK(w.mesh[0].factors == std::vector<AxisFactor>{{0, 1, 4}});
+  CHECK(w.mesh[1].factors == std::vector<AxisFactor>{{0, 4, 4}, {1, 1, 4}, {2, 1, 4}});
+  const topology::Torus t = w.make_torus();
+  const auto coords = mesh_coordinates(w, t);
+  const topology::ChipId c = t.chip(std::vector<int>{13, 2, 1});  // x = 13 = 3 + 4 * 3
+  CHECK(coords[c] == std::vector<int>{1, 3 + 4 * 2 + 16 * 1});
+  // Collectives over them run over explicit groups, ring by factor.
+  const CollectiveOp& tp = w.ops[0].collective();
+  CHECK(tp.hw_axes.empty());
+  REQUIRE(tp.groups);
+  CHECK(tp.groups->size() == 64);
+  CHECK(tp.factors == std::vector<int>{4});
+  CHECK(tp.groups->front() == std::vector<topology::ChipId>{0, 1, 2, 3});
+  CHECK(tp.mesh_axes == std::vector<int>{0});
+  const CollectiveOp& fsdp = w.ops[1].collective();
+  REQUIRE(fsdp.groups);
+  CHECK(fsdp.groups->size() == 4);
+  CHECK(fsdp.factors == std::vector<int>{4, 4, 4});
+  CHECK(std::vector<topology::ChipId>(fsdp.groups->front().begin(), fsdp.groups->front().begin() + 5) ==
+        std::vector<topology::ChipId>{0, 4, 8, 12, 16});
+  const CollectiveOp& both = w.ops[2].collective();
+  REQUIRE(both.groups);
+  CHECK(both.groups->size() == 1);
+  CHECK(both.factors == std::vector<int>{4, 4, 4, 4});
+  // 4x4x4 with X = 8 takes x and half of y; Y the other half and z.
+  const Workload cube = parse(R"({"hardware": "tpu-v4", "topology": {"shape": [4, 4, 4]}, "mesh": {"X": 8, "Y": 8},
+      "ops": [{"kind": "all_reduce", "bytes": 8, "axes": ["X"]}]})");
+  CHECK(cube.mesh[0].factors == std::vector<AxisFactor>{{0, 1, 4}, {1, 1, 2}});
+  CHECK(cube.mesh[1].factors == std::vector<AxisFactor>{{1, 2, 2}, {2, 1, 4}});
+  // A whole-axis mesh is as it was: hardware axes, no groups.
+  const Workload plain = parse(R"({"hardware": "tpu-v4", "topology": {"shape": [4, 4, 4]}, "mesh": {"X": 16, "Y": 4},
+      "ops": [{"kind": "all_reduce", "bytes": 8, "axes": ["X"]}]})");
+  CHECK(plain.mesh[0].whole);
+  CHECK(plain.ops[0].collective().hw_axes == std::vector<int>{0, 1});
+  CHECK_FALSE(plain.ops[0].collective().groups);
 }
 
 TEST_CASE("Workload: errors are InputErrors carrying the pointer", "[workloads]") {
