@@ -142,21 +142,30 @@ workloads::Workload build_plan(const SearchSpec& spec, const Plan& plan) {
 
 namespace {
 
-struct Layout {
-  std::vector<std::string> names;  // the hardware axes of size > 1
-  std::vector<int> sizes;
+// A hardware axis split in two factors (a mesh axis over part of it): its
+// index among the layout's hardware axes (the GPUs of a node: 0) and the
+// inner factor; none: axis -1.
+struct Split {
+  int axis = -1;
+  int inner = 0;
 };
 
-// The hardware axes of a layout; on GPUs with the node's GPUs as `split`
-// (one size, or the factors mesh axes take, inner first: gpu0, gpu1).
-Layout layout_axes(const SearchSpec& spec, const std::vector<int>& layout, const std::vector<int>& split) {
+// The hardware axes of a layout (of size > 1), the split one as its two
+// factors, inner first, named as the workload names them: gpu0, gpu1 on GPUs;
+// x:4, x:4@4 on a torus. `cut`: the index of the inner factor (the plans put a
+// cut after it), or -1.
+struct Layout {
+  std::vector<std::string> names;
+  std::vector<int> sizes;
+  int cut = -1;
+};
+
+Layout layout_axes(const SearchSpec& spec, const std::vector<int>& layout, const Split& split) {
   std::vector<std::string> names;
   std::vector<int> sizes;
   if (spec.gpu) {
-    for (std::size_t i = 0; i < split.size(); ++i) {
-      names.push_back(split.size() == 1 ? "gpu" : fmt::format("gpu{}", i));
-      sizes.push_back(split[i]);
-    }
+    names = {"gpu"};
+    sizes = {spec.gpus_per_node};
     for (std::size_t i = 0; i < layout.size(); ++i) {
       names.push_back(layout.size() == 1 ? "node" : fmt::format("node{}", i));
       sizes.push_back(layout[i]);
@@ -167,8 +176,33 @@ Layout layout_axes(const SearchSpec& spec, const std::vector<int>& layout, const
     if (spec.slices > 0) names.emplace_back("dcn"), sizes.push_back(spec.slices);
   }
   Layout out;
-  for (std::size_t i = 0; i < names.size(); ++i)
-    if (sizes[i] > 1) out.names.push_back(names[i]), out.sizes.push_back(sizes[i]);
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (sizes[i] < 2) continue;
+    if (static_cast<int>(i) != split.axis) {
+      out.names.push_back(names[i]), out.sizes.push_back(sizes[i]);
+      continue;
+    }
+    const int inner = split.inner, outer = sizes[i] / split.inner;
+    out.cut = static_cast<int>(out.names.size());
+    out.names.push_back(spec.gpu ? "gpu0" : fmt::format("{}:{}", names[i], inner));
+    out.names.push_back(spec.gpu ? "gpu1" : fmt::format("{}:{}@{}", names[i], outer, inner));
+    out.sizes.push_back(inner), out.sizes.push_back(outer);
+  }
+  return out;
+}
+
+// The splits to try on a layout: none, then every hardware axis (a GPU node's
+// GPUs; a torus axis, not the slices nor a twisted torus's) in two factors
+// (d, size/d) for every divisor 1 < d < size: Megatron's TP 2 or 4 beside data
+// parallelism in a DGX node, the scaling book's TP 4 inside a torus axis of 16.
+std::vector<Split> axis_splits(const SearchSpec& spec, const std::vector<int>& layout) {
+  std::vector<Split> out{Split{}};
+  if (!spec.split_axes) return out;
+  const std::vector<int> sizes = spec.gpu ? std::vector<int>{spec.gpus_per_node} : layout;
+  if (!spec.gpu && spec.topology.twisted) return out;
+  for (std::size_t a = 0; a < sizes.size(); ++a)
+    for (int d = 2; d < sizes[a]; ++d)
+      if (sizes[a] % d == 0) out.push_back({static_cast<int>(a), d});
   return out;
 }
 
@@ -224,33 +258,21 @@ void add_variants(const SearchSpec& spec, const Plan& base, std::vector<Plan>& p
 
 }  // namespace
 
-// The GPUs of a node as mesh axes may take them: whole, or in two factors
-// (d, G/d) for every divisor d (Megatron's TP 2 or 4 beside data parallelism
-// in a DGX node). A TPU's axes are taken whole.
-std::vector<std::vector<int>> node_splits(const SearchSpec& spec) {
-  std::vector<std::vector<int>> out;
-  if (!spec.gpu) return {{}};
-  out.push_back({spec.gpus_per_node});
-  for (int d = 2; d < spec.gpus_per_node; ++d)
-    if (spec.gpus_per_node % d == 0) out.push_back({d, spec.gpus_per_node / d});
-  return out;
-}
-
-// Every plan: per layout (and on GPUs per split of the node's GPUs), the
+// Every plan: per layout and split of a hardware axis (axis_splits), the
 // hardware axes grouped into consecutive runs, a strategy per run (adjacent
-// runs differ: the same strategy over both is the merged run; a split node's
-// factors in different runs, else it is the whole node's plan), at most one
+// runs differ: the same strategy over both is the merged run; a split axis's
+// factors in different runs, else it is the unsplit plan), at most one
 // pipeline run; then the variants.
 std::vector<Plan> enumerate_plans(const SearchSpec& spec) {
   std::vector<Plan> plans;
   for (const std::vector<int>& layout : spec.layouts)
-    for (const std::vector<int>& split : node_splits(spec)) {
+    for (const Split& split : axis_splits(spec, layout)) {
       const Layout hw = layout_axes(spec, layout, split);
       const std::size_t k = hw.sizes.size();
       if (k == 0) continue;
       const std::size_t ns = spec.strategies.size();
       for (unsigned cuts = 0; cuts < (1u << (k - 1)); ++cuts) {
-        if (split.size() > 1 && (cuts & 1u) == 0) continue;     // gpu0 and gpu1 together: the whole node
+        if (hw.cut >= 0 && (cuts & (1u << hw.cut)) == 0) continue;  // the factors together: the unsplit plan
         std::vector<std::pair<std::size_t, std::size_t>> runs;  // [begin, end) of hardware axes
         std::size_t begin = 0;
         for (std::size_t i = 0; i + 1 < k; ++i)
@@ -276,9 +298,12 @@ std::vector<Plan> enumerate_plans(const SearchSpec& spec) {
             const std::string name = strategy_letter(s) + (n > 1 ? std::to_string(n) : "");
             int size = 1;
             std::string over;
+            // "xy" (one-letter names), else "gpu1,node" or "x:2@2,y,z".
+            bool letters = true;
+            for (std::size_t a = runs[i].first; a < runs[i].second; ++a) letters = letters && hw.names[a].size() == 1;
             for (std::size_t a = runs[i].first; a < runs[i].second; ++a) {
               size *= hw.sizes[a];
-              over += hw.names[a].size() == 1 ? hw.names[a] : (over.empty() ? "" : ",") + hw.names[a];
+              over += (letters || over.empty() ? "" : ",") + hw.names[a];
             }
             base.mesh.emplace_back(name, size);
             degree[s] = std::max<std::uint64_t>(degree[s], 1) * static_cast<std::uint64_t>(size);

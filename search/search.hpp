@@ -52,6 +52,11 @@ struct SearchSpec {
   std::vector<std::uint64_t> virtual_stages;  // interleaved: default 2
   // The on/off choices (Switch), each varied only on the plans it applies to.
   std::array<std::vector<bool>, kSwitches> switches;
+  // Also mesh axes over part of a hardware axis: every hardware axis (a TPU's
+  // torus axis, a GPU node's GPUs) split in two factors d x size/d, one at a
+  // time ("search.split_axes"; default: on GPUs, where it adds the node's
+  // splits, not on TPUs, where it multiplies the plans about tenfold).
+  bool split_axes = true;
 };
 
 // Reads a spec: a training workload with neither "mesh" nor

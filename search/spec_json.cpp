@@ -293,7 +293,7 @@ SearchSpec parse_spec(std::string_view text, const std::string& file) {
   if (key.search)
     key.search->only_keys({"strategies", "microbatch", "recompute", "schedule", "virtual_stages", "sharded_optimizer",
                            "overlap_tensor", "sequence_parallel", "overlap_fsdp_prefetch", "overlap_gradient_reduction",
-                           "shapes", "chips"});
+                           "shapes", "chips", "split_axes"});
 
   const Cursor hw = top.at("hardware");
   const std::string preset = preset_of(hw);
@@ -306,6 +306,8 @@ SearchSpec parse_spec(std::string_view text, const std::string& file) {
     (hw.raw().is_string() ? hw : hw.at("preset"))
         .fail(fmt::format("unknown preset '{}' (known: {}, {})", preset, topology::preset_names(),
                           topology::gpu_preset_names()));
+  spec.split_axes = spec.gpu;
+  if (auto v = key("split_axes")) spec.split_axes = v->as_bool();
   read_choices(spec, training, key);
   read_switches(spec, training, key, base);
 

@@ -151,6 +151,31 @@ TEST_CASE("search: on a GPU cluster too, the bound is never above a simulated st
   CHECK(tp4_across);
 }
 
+TEST_CASE("search: torus axes split in two factors (split_axes); the top is exact, the bound a bound", "[search]") {
+  // A 16-chip slice, a small model: x of 4 as x:2 and x:2@2 (and y likewise).
+  const std::string text =
+      R"({"hardware": "tpu-v5p", "topology": {"shape": [4, 4, 1]},
+          "training": {"model": {"layers": 4, "d_model": 512, "heads": 8, "ffn": 2048, "vocab": 2048, "seq_len": 256},
+                       "global_batch": 32}, "search": {"split_axes": true, "strategies": ["data", "fsdp", "tensor"]}})";
+  const SearchSpec spec = parse_spec(text, "s.json");
+  CHECK(spec.split_axes);
+  const auto [pruned, full] = pruned_and_exhaustive(spec, 3);
+  bool inner = false, outer = false;
+  for (const PlanResult& r : full.ranked) {
+    inner |= r.plan.axes.find("(x:2)") != std::string::npos;
+    outer |= r.plan.axes.find("(x:2@2,y)") != std::string::npos;
+  }
+  CHECK(inner);
+  CHECK(outer);
+  // Off by default on a TPU: the whole axes only.
+  std::string plain = text;
+  plain.replace(plain.find(R"("split_axes": true, )"), 20, "");
+  const SearchSpec whole = parse_spec(plain, "s.json");
+  CHECK_FALSE(whole.split_axes);
+  CHECK(enumerate_plans(whole).size() < enumerate_plans(spec).size());
+  for (const Plan& p : enumerate_plans(whole)) CHECK(p.axes.find(':') == std::string::npos);
+}
+
 TEST_CASE("search: with pareto, the front equals the exhaustive front; batches give the same top", "[search]") {
   const SearchSpec spec = parse_spec(spec_text(R"(, "microbatch": 1}, "search": {"recompute": ["none", "full"])"),
                                      "s.json");
@@ -272,7 +297,10 @@ TEST_CASE("search: bad specs are one error line each", "[search]") {
                      "training": {"model": "llama3-8b", "global_batch": 16}, "search": {"beam": 3}})") ==
         "s.json:/search/beam: unknown key 'beam' (expected one of: strategies, microbatch, recompute, schedule, "
         "virtual_stages, sharded_optimizer, overlap_tensor, sequence_parallel, overlap_fsdp_prefetch, "
-        "overlap_gradient_reduction, shapes, chips)");
+        "overlap_gradient_reduction, shapes, chips, split_axes)");
+  CHECK(error_of(R"({"hardware": "tpu-v5e", "topology": {"shape": [4, 4]},
+                     "training": {"model": "llama3-8b", "global_batch": 16}, "search": {"split_axes": "yes"}})") ==
+        "s.json:/search/split_axes: expected true or false, got a string");
   CHECK_THAT(error_of(R"({"hardware": "tpu-v9", "topology": {"shape": [4, 4]},
                           "training": {"model": "llama3-8b", "global_batch": 16}})"),
              Catch::StartsWith("s.json:/hardware: unknown preset 'tpu-v9'"));
