@@ -8,6 +8,7 @@
 #include "driver/run_context.hpp"
 #include "driver/simulate.hpp"
 #include "reports/report.hpp"
+#include "unit/driver/run_json.hpp"
 #include "workloads/workload.hpp"
 
 using namespace meshsim;
@@ -29,12 +30,7 @@ driver::OpResult run_one(const std::string& text) {
 }
 
 std::string json(const std::string& text, bool reduce) {
-  const workloads::Workload w = workloads::parse_workload(text, "t.json");
-  driver::SimulateOptions o;
-  o.reduce = reduce;
-  o.busiest_links = 8;
-  driver::RunContext run(w);
-  return reports::format_json(w, run, driver::simulate(w, run, o));
+  return test::run_json(text, reduce);
 }
 
 }  // namespace

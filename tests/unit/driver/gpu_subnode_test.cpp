@@ -10,6 +10,7 @@
 #include "driver/simulate.hpp"
 #include "reports/report.hpp"
 #include "sim/collectives/gpu.hpp"
+#include "unit/driver/run_json.hpp"
 #include "workloads/workload.hpp"
 
 using namespace meshsim;
@@ -33,12 +34,7 @@ std::vector<std::vector<topology::ChipId>> rings_of(const workloads::Workload& w
 }
 
 std::string json(const std::string& text, bool reduce) {
-  const workloads::Workload w = workloads::parse_workload(text, "t.json");
-  driver::SimulateOptions o;
-  o.reduce = reduce;
-  o.busiest_links = 8;
-  driver::RunContext run(w);
-  return reports::format_json(w, run, driver::simulate(w, run, o));
+  return test::run_json(text, reduce);
 }
 
 }  // namespace
