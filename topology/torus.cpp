@@ -11,7 +11,6 @@ namespace meshsim::topology {
 
 namespace {
 constexpr const char* kAxisNames[] = {"x", "y", "z", "w", "v", "u"};
-constexpr int kMaxAxes = 6;
 }  // namespace
 
 std::string Torus::twist_error(std::span<const AxisSpec> axes) {
@@ -34,7 +33,7 @@ bool Torus::twisted_axis(int a) const {
 
 Torus::Torus(std::vector<AxisSpec> axes, LinkSpec link, bool twisted, LinkSpec dcn)
     : axes_(std::move(axes)), link_spec_(link), dcn_spec_(dcn) {
-  MESHSIM_ASSERT(!axes_.empty() && axes_.size() <= kMaxAxes, "torus needs 1..6 axes");
+  MESHSIM_ASSERT(!axes_.empty() && axes_.size() <= kMaxTorusAxes, "torus needs 1..6 axes");
   for (std::size_t a = 0; a < axes_.size(); ++a) {
     if (!axes_[a].switched) continue;
     MESHSIM_ASSERT(a + 1 == axes_.size() && a > 0, "the switched (slice) axis is the last of several");

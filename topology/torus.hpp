@@ -41,6 +41,9 @@ struct AxisSpec {
   bool in_node = false;
 };
 
+// The most axes a torus (or a GPU grid, with its node's GPUs split) has.
+inline constexpr int kMaxTorusAxes = 6;
+
 struct LinkSpec {
   std::uint64_t bandwidth_bytes_per_s = 0;  // one-way, per link, 1e9-based bytes
   Tick latency;                             // per hop

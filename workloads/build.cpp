@@ -140,6 +140,9 @@ void map_mesh(Workload& w, const MeshSpec& mesh) {
     w.topology.push_back(hardware[hw]);
   }
   if (!w.hardware.gpu) w.topology = hardware;  // a torus is not split: its mesh axes take factors of it
+  if (w.topology.size() > static_cast<std::size_t>(topology::kMaxTorusAxes))
+    mesh.where.fail(fmt::format("the mesh axes split the {} hardware axes into {}; meshsim supports at most {}", topo,
+                                w.topology.size(), topology::kMaxTorusAxes));
 }
 
 // A GPU cluster: hardware axes (GPU within its node, node), or (GPU, node0,
