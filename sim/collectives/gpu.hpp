@@ -17,8 +17,9 @@ namespace meshsim::collectives::gpu {
 
 // The GPUs of each group of a collective over `axes` of the chip coordinates
 // `coords` (the in_node axes: the GPU within its node, one axis or its factors
-// where mesh axes split a node; then the node, or a grid of nodes), the GPUs that differ only on those axes, in NCCL's ring order: node by
-// node (ordered by the listed node axes, first fastest), the local order
+// where mesh axes split a node; then the node, or a grid of nodes), the GPUs
+// that differ only on those axes, in NCCL's ring order: node by node (ordered
+// by the listed node axes, first fastest), the local order
 // reversed on every other node so that the node-to-node steps stay on one rail.
 //
 // NCCL runs a ring over the GPUs of several nodes as several channels, one ring
@@ -139,8 +140,8 @@ void build(ProgramBuilder& b, const topology::Fabric& fabric, const Torus& coord
 void send(ProgramBuilder& b, const topology::Fabric& fabric, ChipId src, ChipId dst, std::uint64_t bytes,
           const OpPorts& ports);
 
-// NCCL's tree all-reduce over `axes` (axis 0, a node's GPUs unsplit, and node axes) under the rotation
-// of every node's GPUs (GPU i to i + 1, mod G), when that is an automorphism
+// NCCL's tree all-reduce over `axes` (axis 0, a node's GPUs unsplit, and node
+// axes) under the rotation of every node's GPUs (GPU i to i + 1, mod G), when that is an automorphism
 // (checked first): every group's rail-r channels are rail 0's turned by r
 // (chains and trees), and every edge's route crosses GPU links alone (no switch
 // cable) and turns with its ends. Then its quotient by the rotation, built
