@@ -141,8 +141,8 @@ void send(ProgramBuilder& b, const topology::Fabric& fabric, ChipId src, ChipId 
           const OpPorts& ports);
 
 // NCCL's tree all-reduce over `axes` (axis 0, a node's GPUs unsplit, and node
-// axes) under the rotation of every node's GPUs (GPU i to i + 1, mod G), when that is an automorphism
-// (checked first): every group's rail-r channels are rail 0's turned by r
+// axes) under the rotation of every node's GPUs (GPU i to i + 1, mod G), when
+// that is an automorphism (checked first): every group's rail-r channels are rail 0's turned by r
 // (chains and trees), and every edge's route crosses GPU links alone (no switch
 // cable) and turns with its ends. Then its quotient by the rotation, built
 // without the rest: rail 0's two channels per group, listed as build() lists
