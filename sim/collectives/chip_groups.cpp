@@ -124,6 +124,9 @@ class GroupBuilder {
     std::uint64_t first, middle, last;  // bytes of the first, middle and last steps
     std::vector<TaskId> prev = {};
     std::uint64_t hops = 0;  // crossed so far
+    // The member the next step arrives at, and the bytes of step k.
+    std::size_t next() const { return dir > 0 ? (at + 1) % ring.size() : (at + ring.size() - 1) % ring.size(); }
+    std::uint64_t bytes(int k) const { return k + 1 == steps ? last : k == 0 ? first : middle; }
   };
   void run_chains(std::vector<Chain>& chains, std::span<const TaskId> entry, std::span<const TaskId> exit,
                   bool deliver_each) {
@@ -137,10 +140,8 @@ class GroupBuilder {
       }
       for (Chain& c : chains) {
         if (k >= c.steps) continue;
-        const std::size_t n = c.ring.size();
-        const std::size_t to = c.dir > 0 ? (c.at + 1) % n : (c.at + n - 1) % n;
-        const std::uint64_t bytes = k + 1 == c.steps ? c.last : k == 0 ? c.first : c.middle;
-        c.prev = step(c.ring[c.at], c.ring[to], bytes, entry, c.prev, static_cast<std::uint16_t>(k + 1));
+        const std::size_t to = c.next();
+        c.prev = step(c.ring[c.at], c.ring[to], c.bytes(k), entry, c.prev, static_cast<std::uint16_t>(k + 1));
         c.hops += step_hops_;
         most_hops = std::max(most_hops, c.hops);
         if (deliver_each || k + 1 == c.steps) deliver(c.prev, exit, c.ring[to]);
@@ -170,9 +171,7 @@ class GroupBuilder {
     std::size_t longest = 0;
     for (Chain& c : chains) {
       if (k >= c.steps) continue;
-      const std::size_t n = c.ring.size();
-      const std::size_t to = c.dir > 0 ? (c.at + 1) % n : (c.at + n - 1) % n;
-      const std::uint64_t bytes = k + 1 == c.steps ? c.last : k == 0 ? c.first : c.middle;
+      const std::size_t to = c.next();
       const Routes& rs = routes(c.ring[c.at], c.ring[to]);
       MESHSIM_ASSERT(!rs.empty(), "a ring step between one chip and itself");
       std::size_t hops = 0;
@@ -183,7 +182,7 @@ class GroupBuilder {
       longest = std::max(longest, hops);
       c.hops += hops;
       most_hops = std::max(most_hops, c.hops);
-      steps.push_back({&c, to, &rs, ceil_div(bytes, rs.size()), std::vector<TaskId>(rs.size(), sim::kNoTask)});
+      steps.push_back({&c, to, &rs, ceil_div(c.bytes(k), rs.size()), std::vector<TaskId>(rs.size(), sim::kNoTask)});
     }
     const auto step_index = static_cast<std::uint16_t>(k + 1);
     for (std::size_t j = 0; j < longest; ++j)
